@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs packages, builds chorus, and runs it. With --model DIR it uses that checkpoint; without,
+# it makes a tiny random-weight demo model first (its audio is noise).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build chorus
+model=""
+if [ "${1:-}" = "--model" ] && [ -n "${2:-}" ]; then model=$2; fi
+build/chorus version
+if [ -z "$model" ]; then
+  echo "demo.sh: no --model given: making a tiny random-weight demo model (its output is noise)"
+  model=build/demo-model
+  build/chorus make-tiny --family qwen3-tts --variant custom_voice --seed 1 --out "$model"
+fi
+build/chorus inspect "$model"

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Runs the whole chorus test suite: installs missing Debian packages, builds (CUDA sources too when
+# nvcc is present), runs every unit/golden test, then the parser tests under AddressSanitizer +
+# UndefinedBehaviorSanitizer, then each libFuzzer target for a bounded time.
+#   CHORUS_FUZZ_SECONDS=N   seconds per fuzz target (default 60; 0 skips fuzzing)
+#   CHORUS_SKIP_ASAN=1      skip the sanitizer build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+fuzz_seconds=${CHORUS_FUZZ_SECONDS:-60}
+"$(pwd)/scripts/install-deps.sh"
+
+passed=0; failed=0
+run_ctest() {  # run_ctest BUILD_DIR [ctest args...]: adds the counts to the totals
+  local dir=$1; shift
+  local log; log=$(mktemp)
+  set +e
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" "$@" 2>&1 | tee "$log"
+  set -e
+  local line; line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
+  if [ -z "$line" ]; then
+    grep -q 'No tests were found' "$log" && { rm -f "$log"; return; }
+    failed=$((failed + 1)); rm -f "$log"; return
+  fi
+  local nf total
+  nf=$(sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/' <<<"$line")
+  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+  passed=$((passed + total - nf)); failed=$((failed + nf))
+  rm -f "$log"
+}
+
+echo "== build (release)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build
+echo "== tests (release)"
+run_ctest build
+
+if [ "${CHORUS_SKIP_ASAN:-0}" != 1 ]; then
+  echo "== tests under ASan+UBSan (parsers, loaders, tokenizer, audio input)"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_CUDA=OFF \
+        -DCHORUS_SANITIZE=address,undefined >/dev/null
+  asan_targets=$(ninja -C build-asan -t targets all 2>/dev/null | grep -oE '^test_(io|text|audio|core)[a-z_]*:' | tr -d ':' | sort -u || true)
+  if [ -n "$asan_targets" ]; then
+    # shellcheck disable=SC2086
+    ninja -C build-asan $asan_targets
+    run_ctest build-asan -L '^(io|text|audio|core)$'
+  fi
+fi
+
+if [ "$fuzz_seconds" -gt 0 ] && [ -d tests/fuzz ]; then
+  echo "== fuzzing (${fuzz_seconds}s per target, clang + libFuzzer + ASan/UBSan)"
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_CUDA=OFF -DCHORUS_TESTS=OFF \
+        -DCHORUS_FUZZ=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+  ninja -C build-fuzz
+  for f in build-fuzz/tests/fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    name=$(basename "$f")
+    corpus=build-fuzz/corpus/$name; mkdir -p "$corpus"
+    seeds=tests/fuzz/seeds/${name#fuzz_}
+    echo "-- $name"
+    if "$f" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=0 \
+         "$corpus" $( [ -d "$seeds" ] && echo "$seeds" ) >"build-fuzz/$name.log" 2>&1; then
+      passed=$((passed + 1))
+    else
+      tail -40 "build-fuzz/$name.log"; failed=$((failed + 1))
+    fi
+  done
+fi
+
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

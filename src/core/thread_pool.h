@@ -1,0 +1,45 @@
+// A fixed pool of worker threads for data-parallel loops. parallel_for splits [0, n) into at most
+// one contiguous range per thread; the calling thread takes part, so a pool of size 1 runs inline.
+// Results never depend on the thread count: every range computes the same values it would alone.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace chorus {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);  // threads <= 0: hardware concurrency
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // fn(begin, end) over disjoint ranges covering [0, n). Ranges are at least `grain` long.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
+
+  // The process-wide default pool (sized by CHORUS_THREADS or the hardware).
+  static ThreadPool& global();
+
+ private:
+  void worker_loop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_start_, cv_done_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0, job_chunk_ = 0;
+  int job_parts_ = 0;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::mutex run_mu_;  // one parallel_for at a time per pool
+};
+
+}  // namespace chorus

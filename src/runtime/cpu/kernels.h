@@ -1,0 +1,87 @@
+// CPU kernels: the reference backend. Activations are f32, row-major and contiguous; weights may be
+// f32, bf16 or f16 and are always accumulated in f32. Every kernel is tested against a naive
+// double-precision reference (tests/runtime). Kernels take an optional ThreadPool; results never
+// depend on the number of threads (each output element is computed by exactly one thread, in a
+// fixed order).
+//
+// Layout conventions (PyTorch's):
+//   linear weight  [N, K]            y = x · Wᵀ
+//   sequence data  [T, C]            one row per position
+//   conv data      [C, T]            channels first, as nn.Conv1d
+//   conv1d weight  [Cout, Cin/groups, K]
+//   convT weight   [Cin, Cout/groups, K]
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace chorus::cpu {
+
+// A read-only [rows, cols] matrix in f32, bf16 or f16 (rows = output features for a linear layer).
+struct MatrixRef {
+  DType dtype = DType::kF32;
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  static MatrixRef of(const Tensor& t);  // rank-2 tensor (rank-1: a single row)
+};
+
+// y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N] when bias != nullptr).
+void linear(const float* x, int64_t M, const MatrixRef& w, const float* bias, float* y,
+            ThreadPool* pool = nullptr);
+
+// out[i, :] = table[ids[i], :] as f32. Ids are checked by the caller.
+void embedding(const MatrixRef& table, const int32_t* ids, int64_t n, float* out);
+
+// y = x / sqrt(mean(x²) + eps) · weight, per row of length dim. y may alias x.
+void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps);
+// y = (x − mean) / sqrt(var + eps) · weight + bias, per row (biased variance). y may alias x.
+void layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
+                int64_t dim, float eps);
+
+// Rotary embedding in place on x[T, heads, head_dim], "rotate half" layout (pairs i and
+// i + head_dim/2), angle = positions[t] · inv_freq[i] for i < head_dim/2.
+void rope(float* x, int64_t T, int64_t heads, int64_t head_dim, const int64_t* positions,
+          const float* inv_freq);
+// inv_freq[i] = theta^(−2i/head_dim), computed in double then rounded (as PyTorch's f32 formula).
+void rope_inv_freq(float theta, int64_t head_dim, float* inv_freq);
+
+// Grouped-query attention of Tq new queries against a KV cache.
+//   q   [Tq, Hq, D]; k, v: cache rows [Tk, Hkv, D] (row stride Hkv·D); out [Tq, Hq, D].
+//   Query i sits at absolute position q_pos0 + i; key j sits at position j. Query i attends to
+//   keys j with j <= q_pos0 + i and, when window > 0, j > q_pos0 + i − window.
+//   Hq must be a multiple of Hkv (head h reads kv head h / (Hq/Hkv)).
+void attention(const float* q, int64_t Tq, int64_t Hq, const float* k, const float* v, int64_t Tk,
+               int64_t Hkv, int64_t D, int64_t q_pos0, int64_t window, float scale, float* out,
+               ThreadPool* pool = nullptr);
+
+// out = silu(gate) · up, elementwise (SwiGLU).
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+void silu(float* x, int64_t n);
+void gelu_erf(float* x, int64_t n);   // exact GELU (erf), as torch's default
+void elu(float* x, int64_t n, float alpha = 1.0f);
+void relu(float* x, int64_t n);
+void tanh_inplace(float* x, int64_t n);
+void sigmoid(float* x, int64_t n);
+// Softmax of each row of length n, in place (max-subtracted).
+void softmax(float* x, int64_t rows, int64_t n);
+
+// 1-D convolution on x[Cin, T] (no implicit padding: pad the input yourself, e.g. causal left
+// padding). y[Cout, Tout] with Tout = (T − dilation·(K−1) − 1) / stride + 1.
+void conv1d(const float* x, int64_t Cin, int64_t T, const MatrixRef& weight /* [Cout, Cin/g·K] */,
+            int64_t K, const float* bias, int64_t stride, int64_t dilation, int64_t groups, float* y,
+            ThreadPool* pool = nullptr);
+// Transposed 1-D convolution on x[Cin, T], no padding trimmed: y[Cout, (T−1)·stride + K].
+void conv_transpose1d(const float* x, int64_t Cin, int64_t T,
+                      const MatrixRef& weight /* [Cin, Cout/g·K] */, int64_t Cout, int64_t K,
+                      const float* bias, int64_t stride, int64_t groups, float* y,
+                      ThreadPool* pool = nullptr);
+
+// Which implementation linear/attention use on this machine: "avx2+fma" or "portable".
+const char* isa_name();
+
+}  // namespace chorus::cpu

@@ -1,0 +1,13 @@
+// Minimal CUDA device queries; the CUDA backend grows around this file.
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+
+namespace chorus::cuda {
+
+// "NVIDIA H200 (sm_90, 139.8 GiB)" for device 0, or an error when no usable GPU is present.
+Result<std::string> device_summary(int device = 0);
+
+}  // namespace chorus::cuda
