@@ -1,0 +1,109 @@
+#include "models/qwen3_tts/presets.h"
+
+namespace chorus::qwen3_tts {
+
+Result<Dims> dims_from_name(const std::string& name) {
+  if (name == "tiny") return Dims::kTiny;
+  if (name == "real-0.6b") return Dims::kReal06B;
+  if (name == "real-1.7b") return Dims::kReal17B;
+  return make_error(ErrorCode::kInvalidArgument, "--dims must be tiny, real-0.6b or real-1.7b (got \"" + name + "\")");
+}
+
+namespace {
+
+nn::Qwen3Dims qwen3(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv, int64_t hd,
+                    double eps, double theta, int64_t max_pos) {
+  nn::Qwen3Dims d;
+  d.hidden = hidden;
+  d.intermediate = inter;
+  d.layers = layers;
+  d.heads = heads;
+  d.kv_heads = kv;
+  d.head_dim = hd;
+  d.rms_eps = eps;
+  d.rope_theta = theta;
+  d.max_positions = max_pos;
+  return d;
+}
+
+codec::CodecConfig codec_preset(bool tiny) {
+  codec::CodecConfig c;
+  auto& d = c.decoder;
+  auto& e = c.encoder;
+  e.present = true;
+  if (tiny) {
+    d.codebook_dim = 8;
+    d.latent_dim = 48;
+    d.transformer = qwen3(32, 64, 2, 4, 4, 16, 1e-5, 10000, 8000);
+    d.decoder_dim = 64;
+    e.num_filters = 4;
+    e.hidden_size = 32;
+    e.intermediate_size = 64;
+    e.num_hidden_layers = 2;
+    e.num_attention_heads = 4;
+    e.num_key_value_heads = 4;
+    e.head_dim = 8;
+    e.sliding_window = 24;
+    e.codebook_dim = 4;
+  } else {
+    d.transformer = qwen3(512, 1024, 8, 16, 16, 64, 1e-5, 10000, 8000);
+  }
+  return c;
+}
+
+}  // namespace
+
+Config preset_config(Variant variant, Dims dims) {
+  Config c;
+  c.variant = variant;
+  const bool tiny = dims == Dims::kTiny;
+  auto& t = c.talker;
+  auto& cp = c.code_predictor;
+  if (tiny) {
+    // The reference tiny models: text ids remapped into a 1024-token vocabulary.
+    c.size_label = "1b7";
+    t.dims = qwen3(32, 64, 2, 4, 2, 16, 1e-6, 1e6, 32768);
+    t.text_vocab = 1024;
+    t.text_hidden = 48;
+    c.im_start_id = 1000;
+    c.im_end_id = 1001;
+    c.tts_pad_id = 1010;
+    c.tts_bos_id = 1011;
+    c.tts_eos_id = 1012;
+    const int64_t cp_hidden = variant == Variant::kCustomVoice ? 32 : 24;  // both projection cases
+    cp.dims = qwen3(cp_hidden, 48, 2, 4, 2, 16, 1e-6, 1e6, 65536);
+  } else {
+    const bool big = dims == Dims::kReal17B;
+    c.size_label = big ? "1b7" : "0b6";
+    t.dims = big ? qwen3(2048, 6144, 28, 16, 8, 128, 1e-6, 1e6, 32768) : qwen3(1024, 3072, 28, 16, 8, 128, 1e-6, 1e6, 32768);
+    cp.dims = qwen3(1024, 3072, 5, 16, 8, 128, 1e-6, 1e6, 65536);
+  }
+  t.language_ids = {{"chinese", 2055}, {"english", 2050},    {"german", 2053},  {"italian", 2070},
+                    {"portuguese", 2071}, {"spanish", 2054}, {"japanese", 2058}, {"korean", 2064},
+                    {"french", 2061},  {"russian", 2069}};
+  if (variant == Variant::kCustomVoice) {
+    t.language_ids["beijing_dialect"] = 2074;
+    t.language_ids["sichuan_dialect"] = 2062;
+    t.speaker_ids = {{"serena", 3066}, {"vivian", 3065}, {"uncle_fu", 3010}, {"ryan", 3061}, {"aiden", 2861},
+                     {"ono_anna", 2873}, {"sohee", 2864}, {"eric", 2875},   {"dylan", 2878}};
+    t.speaker_dialect = {{"eric", "sichuan_dialect"}, {"dylan", "beijing_dialect"}};
+  }
+  if (variant == Variant::kBase) {
+    SpeakerEncoderConfig s;
+    if (tiny) {
+      s.enc_dim = t.dims.hidden;
+      const int64_t ch[5] = {32, 32, 32, 32, 96};
+      for (int i = 0; i < 5; ++i) s.channels[i] = ch[i];
+      s.attention_channels = 16;
+      s.se_channels = 16;
+    } else {
+      s.enc_dim = t.dims.hidden;
+    }
+    c.speaker_encoder = s;
+  }
+  c.generation.max_new_tokens = 8192;  // the released generation_config.json
+  c.codec = codec_preset(tiny);
+  return c;
+}
+
+}  // namespace chorus::qwen3_tts
