@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,12 +67,19 @@ class Checkpoint {
 
   const TensorInfo* find(std::string_view name) const;
   Tensor tensor(std::string_view name) const;  // empty Tensor when absent
+  // `name` with the shape (and one of the dtypes; any if empty) the config implies. kNotFound when
+  // absent, kShapeMismatch otherwise; both name the tensor, its file and what was expected.
+  Result<Tensor> require(std::string_view name, const Shape& shape,
+                         std::initializer_list<DType> dtypes = {}) const;
   std::vector<std::string> names() const;      // sorted
   // The file that holds `name` (for error messages).
   std::string file_of(std::string_view name) const;
   uint64_t total_params() const;
+  // The file, or the index file of a sharded checkpoint (for error messages).
+  const std::string& label() const { return label_; }
 
  private:
+  std::string label_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, std::pair<size_t, size_t>, std::less<>> where_;  // name -> (file, tensor)
 };
