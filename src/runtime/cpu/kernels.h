@@ -1,8 +1,12 @@
 // CPU kernels: the reference backend. Activations are f32, row-major and contiguous; weights may be
 // f32, bf16 or f16 and are always accumulated in f32. Every kernel is tested against a naive
-// double-precision reference (tests/runtime). Kernels take an optional ThreadPool; results never
-// depend on the number of threads (each output element is computed by exactly one thread, in a
-// fixed order).
+// double-precision reference (tests/runtime). Kernels take an optional ThreadPool (nullptr: run on
+// the calling thread); results never depend on the number of threads (each output element is
+// computed by exactly one thread, in a fixed order).
+//
+// Shapes are preconditions checked by the caller (the model loader validates every weight): a
+// kernel given inconsistent sizes returns without writing rather than reading out of bounds where
+// it can tell (e.g. weight.cols != K), but it cannot check buffer lengths.
 //
 // Layout conventions (PyTorch's):
 //   linear weight  [N, K]            y = x · Wᵀ
@@ -47,14 +51,16 @@ void layer_norm(const float* x, const float* weight, const float* bias, float* y
 // i + head_dim/2), angle = positions[t] · inv_freq[i] for i < head_dim/2.
 void rope(float* x, int64_t T, int64_t heads, int64_t head_dim, const int64_t* positions,
           const float* inv_freq);
-// inv_freq[i] = theta^(−2i/head_dim), computed in double then rounded (as PyTorch's f32 formula).
+// inv_freq[i] = 1 / theta^(2i/head_dim), with each step rounded to f32 as in PyTorch's formula
+// (exponent 2i/head_dim in f32, the power correctly rounded, then the f32 reciprocal).
 void rope_inv_freq(float theta, int64_t head_dim, float* inv_freq);
 
 // Grouped-query attention of Tq new queries against a KV cache.
 //   q   [Tq, Hq, D]; k, v: cache rows [Tk, Hkv, D] (row stride Hkv·D); out [Tq, Hq, D].
 //   Query i sits at absolute position q_pos0 + i; key j sits at position j. Query i attends to
 //   keys j with j <= q_pos0 + i and, when window > 0, j > q_pos0 + i − window.
-//   Hq must be a multiple of Hkv (head h reads kv head h / (Hq/Hkv)).
+//   Hq must be a multiple of Hkv (head h reads kv head h / (Hq/Hkv)). Keys at positions >= Tk do
+//   not exist; a query with no visible key gets a zero output. Softmax is in f32, max-subtracted.
 void attention(const float* q, int64_t Tq, int64_t Hq, const float* k, const float* v, int64_t Tk,
                int64_t Hkv, int64_t D, int64_t q_pos0, int64_t window, float scale, float* out,
                ThreadPool* pool = nullptr);
@@ -67,7 +73,8 @@ void elu(float* x, int64_t n, float alpha = 1.0f);
 void relu(float* x, int64_t n);
 void tanh_inplace(float* x, int64_t n);
 void sigmoid(float* x, int64_t n);
-// Softmax of each row of length n, in place (max-subtracted).
+// Softmax of each row of length n, in place (max-subtracted). A row whose entries are all −inf
+// becomes all zeros (no probability mass) instead of NaN.
 void softmax(float* x, int64_t rows, int64_t n);
 
 // 1-D convolution on x[Cin, T] (no implicit padding: pad the input yourself, e.g. causal left
@@ -81,7 +88,14 @@ void conv_transpose1d(const float* x, int64_t Cin, int64_t T,
                       const float* bias, int64_t stride, int64_t groups, float* y,
                       ThreadPool* pool = nullptr);
 
-// Which implementation linear/attention use on this machine: "avx2+fma" or "portable".
+// Which implementation the matrix kernels (linear, attention, conv) use: "avx2+fma" or "portable".
+// The fastest one the CPU supports (AVX2 + FMA + F16C, detected at run time) is chosen at first
+// use, unless the environment variable CHORUS_CPU_ISA=portable forces the portable one.
 const char* isa_name();
+enum class Isa { kPortable, kAvx2 };
+Isa active_isa();
+// Switches implementation (tests and benchmarks compare both in one process). Returns false and
+// changes nothing when the CPU lacks the instructions. Not meant to race with running kernels.
+bool set_isa(Isa isa);
 
 }  // namespace chorus::cpu

@@ -1,0 +1,40 @@
+// Internal: the small block computations that linear, attention and conv are built from. Each ISA
+// (portable C++, AVX2+FMA+F16C) provides one table; the drivers in linear.cpp, attention.cpp and
+// conv.cpp do blocking and threading and call through the active table.
+//
+// Both blocks fix the reduction order of every output element independently of the block shape, so
+// a result never depends on how the drivers tile the work (M, N, thread split):
+//   dot_tile:   8 lane sums over k = 8j + l (j ascending), combined as
+//               ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the k >= 8·⌊K/8⌋ tail in
+//               ascending order. AVX2 uses fused multiply-adds, portable separate ones.
+//   axpy_panel: init, then one multiply-add per r in ascending order.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace chorus::cpu::detail {
+
+inline constexpr int kTileMax = 4;  // largest mr and nr a dot_tile accepts; axpy_panel's largest mr
+
+struct MicroKernels {
+  const char* name;
+  // out[m·nr + n] = Σ_k a[m·lda + k] · b[n·ldb + k] for m < mr, n < nr (1 <= mr, nr <= kTileMax);
+  // b holds elements of dtype bt (f32, bf16 or f16), lda/ldb count elements.
+  void (*dot_tile)(int mr, int nr, int64_t K, const float* a, int64_t lda, DType bt, const void* b,
+                   int64_t ldb, float* out);
+  // c[m·ldc + n] = init[m] + Σ_r a[m·a_sm + r·a_sr] · brows[r][col0 + n] for m < mr
+  // (1 <= mr <= kTileMax), n < ncols; init may be nullptr (zero).
+  void (*axpy_panel)(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
+                     const float* const* brows, int64_t col0, const float* init, float* c,
+                     int64_t ldc);
+};
+
+const MicroKernels& portable_kernels();
+// nullptr when the build has no AVX2 version (non-x86 targets).
+const MicroKernels* avx2_kernels();
+// The table selected by set_isa / run-time detection.
+const MicroKernels& active_kernels();
+
+}  // namespace chorus::cpu::detail

@@ -1,0 +1,122 @@
+// Portable C++ versions of the micro kernels (any CPU). They follow the same per-element reduction
+// order as the AVX2 versions (see micro_kernels.h), so the two differ only by the rounding of fused
+// versus separate multiply-adds.
+#include <algorithm>
+
+#include "runtime/cpu/micro_kernels.h"
+
+namespace chorus::cpu::detail {
+namespace {
+
+struct F32W {
+  using T = float;
+  static float get(const float* p) { return *p; }
+};
+struct Bf16W {
+  using T = uint16_t;
+  static float get(const uint16_t* p) { return bf16_to_f32(*p); }
+};
+struct F16W {
+  using T = uint16_t;
+  static float get(const uint16_t* p) { return f16_to_f32(*p); }
+};
+
+float lane_tree(const float* l) {
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+template <int MR, int NR, class W>
+void dot_tile_t(int64_t K, const float* a, int64_t lda, const typename W::T* b, int64_t ldb,
+                float* out) {
+  float acc[MR][NR][8] = {};
+  const int64_t k8 = K & ~int64_t{7};
+  for (int64_t k = 0; k < k8; k += 8) {
+    float w[NR][8];
+    for (int n = 0; n < NR; ++n)
+      for (int l = 0; l < 8; ++l) w[n][l] = W::get(b + n * ldb + k + l);
+    for (int m = 0; m < MR; ++m)
+      for (int n = 0; n < NR; ++n)
+        for (int l = 0; l < 8; ++l) acc[m][n][l] += a[m * lda + k + l] * w[n][l];
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int n = 0; n < NR; ++n) {
+      float s = lane_tree(acc[m][n]);
+      for (int64_t k = k8; k < K; ++k) s += a[m * lda + k] * W::get(b + n * ldb + k);
+      out[m * NR + n] = s;
+    }
+}
+
+template <class W, int MR>
+void dot_rows(int nr, int64_t K, const float* a, int64_t lda, const void* bv, int64_t ldb,
+              float* out) {
+  const auto* b = static_cast<const typename W::T*>(bv);
+  switch (nr) {
+    case 1: return dot_tile_t<MR, 1, W>(K, a, lda, b, ldb, out);
+    case 2: return dot_tile_t<MR, 2, W>(K, a, lda, b, ldb, out);
+    case 3: return dot_tile_t<MR, 3, W>(K, a, lda, b, ldb, out);
+    default: return dot_tile_t<MR, 4, W>(K, a, lda, b, ldb, out);
+  }
+}
+
+template <class W>
+void dot_typed(int mr, int nr, int64_t K, const float* a, int64_t lda, const void* b, int64_t ldb,
+               float* out) {
+  switch (mr) {
+    case 1: return dot_rows<W, 1>(nr, K, a, lda, b, ldb, out);
+    case 2: return dot_rows<W, 2>(nr, K, a, lda, b, ldb, out);
+    case 3: return dot_rows<W, 3>(nr, K, a, lda, b, ldb, out);
+    default: return dot_rows<W, 4>(nr, K, a, lda, b, ldb, out);
+  }
+}
+
+void dot_tile(int mr, int nr, int64_t K, const float* a, int64_t lda, DType bt, const void* b,
+              int64_t ldb, float* out) {
+  switch (bt) {
+    case DType::kF32: return dot_typed<F32W>(mr, nr, K, a, lda, b, ldb, out);
+    case DType::kBF16: return dot_typed<Bf16W>(mr, nr, K, a, lda, b, ldb, out);
+    case DType::kF16: return dot_typed<F16W>(mr, nr, K, a, lda, b, ldb, out);
+    default: std::fill(out, out + mr * nr, 0.0f);  // the drivers only pass float weights
+  }
+}
+
+constexpr int64_t kPanelCols = 16;
+
+template <int MR>
+void axpy_t(int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
+            const float* const* brows, int64_t col0, const float* init, float* c, int64_t ldc) {
+  for (int64_t n0 = 0; n0 < ncols; n0 += kPanelCols) {
+    const int64_t nc = std::min(kPanelCols, ncols - n0);
+    float acc[MR][kPanelCols];
+    for (int m = 0; m < MR; ++m)
+      for (int64_t n = 0; n < kPanelCols; ++n) acc[m][n] = init ? init[m] : 0.0f;
+    for (int64_t r = 0; r < R; ++r) {
+      const float* br = brows[r] + col0 + n0;
+      for (int m = 0; m < MR; ++m) {
+        const float av = a[m * a_sm + r * a_sr];
+        for (int64_t n = 0; n < nc; ++n) acc[m][n] += av * br[n];
+      }
+    }
+    for (int m = 0; m < MR; ++m)
+      for (int64_t n = 0; n < nc; ++n) c[m * ldc + n0 + n] = acc[m][n];
+  }
+}
+
+void axpy_panel(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
+                const float* const* brows, int64_t col0, const float* init, float* c,
+                int64_t ldc) {
+  switch (mr) {
+    case 1: return axpy_t<1>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+    case 2: return axpy_t<2>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+    case 3: return axpy_t<3>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+    default: return axpy_t<4>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+  }
+}
+
+}  // namespace
+
+const MicroKernels& portable_kernels() {
+  static const MicroKernels k{"portable", dot_tile, axpy_panel};
+  return k;
+}
+
+}  // namespace chorus::cpu::detail
