@@ -175,7 +175,7 @@ std::array<uint8_t, 44> wav_header(int sample_rate, SampleFormat format, uint32_
 int16_t float_to_pcm16(float x) {
   if (!(x == x)) return 0;  // NaN
   const float c = std::clamp(x, -1.0f, 1.0f);
-  return static_cast<int16_t>(std::lrint(c * 32767.0f));
+  return static_cast<int16_t>(std::lrint(static_cast<double>(c) * 32767.0));  // double: exact rounding
 }
 
 Result<std::unique_ptr<AudioWriter>> AudioWriter::make(std::unique_ptr<Sink> sink, AudioContainer container,
