@@ -192,6 +192,10 @@ Result<Json> parse_json(std::string_view text, const std::string& label, const J
                       label + ": " + std::to_string(text.size()) + " bytes of JSON, more than the " +
                           std::to_string(limits.max_bytes) + "-byte limit");
   if (!is_valid_utf8(text)) return make_error(ErrorCode::kInvalidFormat, label + ": not valid UTF-8");
+  // nlohmann stops at a NUL byte as if the input ended there, which would let anything follow it.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    return make_error(ErrorCode::kInvalidFormat,
+                      label + ": not valid JSON: NUL byte at offset " + std::to_string(nul));
   Json root;
   StrictDomBuilder builder(root, label, limits.max_depth);
   try {

@@ -324,6 +324,10 @@ Result<ParsedHeader> parse_header(std::string_view header, uint64_t data_bytes,
   if (header.empty()) return make_error(ErrorCode::kInvalidFormat, label + ": header is empty");
   if (!is_valid_utf8(header))
     return make_error(ErrorCode::kInvalidFormat, label + ": header is not valid UTF-8");
+  // nlohmann stops at a NUL byte as if the input ended there, which would let anything follow it.
+  if (const size_t nul = header.find('\0'); nul != std::string_view::npos)
+    return make_error(ErrorCode::kInvalidFormat,
+                      label + ": header is not valid JSON: NUL byte at offset " + std::to_string(nul));
   // As the reference implementation does: the header must begin with the object itself.
   if (header[0] != '{')
     return make_error(ErrorCode::kInvalidFormat, label + ": header is not a JSON object");

@@ -5,12 +5,11 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "io/st_bytes.h"
 #include "support/test_support.h"
 
 namespace chorus::io {
@@ -18,10 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string slurp(const std::string& path) { return test::read_bytes(path); }
 
 // Every safetensors file under the tiny model folders (all must load).
 std::vector<std::string> reference_model_files() {
