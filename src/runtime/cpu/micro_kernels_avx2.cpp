@@ -1,6 +1,201 @@
-// AVX2 + FMA + F16C micro kernels (placeholder until the vector version lands).
+// AVX2 + FMA + F16C micro kernels, compiled with -mavx2 -mfma -mf16c and only called after the
+// run-time CPU check in kernels.cpp. Same reduction order as the portable ones (micro_kernels.h).
+//
+// Everything here has internal linkage and uses only intrinsics: an inline function or template
+// shared with other files (std::min, std::vector, ...) could be emitted here with AVX2
+// instructions and picked by the linker for the portable code too.
 #include "runtime/cpu/micro_kernels.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+
+namespace chorus::cpu::detail {
+namespace {
+
+struct F32W {
+  using T = float;
+  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+  static float load1(const float* p) { return *p; }
+};
+struct Bf16W {
+  using T = uint16_t;
+  static __m256 load8(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static float load1(const uint16_t* p) {
+    return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(*p) << 16)));
+  }
+};
+struct F16W {
+  using T = uint16_t;
+  static __m256 load8(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static float load1(const uint16_t* p) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(*p)));
+  }
+};
+
+inline float fma1(float a, float b, float c) {
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), as the portable lane_tree.
+inline float hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+template <int MR, int NR, class W>
+void dot_tile_t(int64_t K, const float* a, int64_t lda, const typename W::T* b, int64_t ldb,
+                float* out) {
+  __m256 acc[MR][NR];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+    for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
+  const int64_t k8 = K & ~int64_t{7};
+  for (int64_t k = 0; k < k8; k += 8) {
+    __m256 xv[MR];
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) xv[m] = _mm256_loadu_ps(a + m * lda + k);
+#pragma GCC unroll 4
+    for (int n = 0; n < NR; ++n) {
+      const __m256 wv = W::load8(b + n * ldb + k);
+#pragma GCC unroll 4
+      for (int m = 0; m < MR; ++m) acc[m][n] = _mm256_fmadd_ps(xv[m], wv, acc[m][n]);
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int n = 0; n < NR; ++n) {
+      float s = hsum(acc[m][n]);
+      for (int64_t k = k8; k < K; ++k) s = fma1(a[m * lda + k], W::load1(b + n * ldb + k), s);
+      out[m * NR + n] = s;
+    }
+}
+
+template <class W, int MR>
+void dot_rows(int nr, int64_t K, const float* a, int64_t lda, const void* bv, int64_t ldb,
+              float* out) {
+  const auto* b = static_cast<const typename W::T*>(bv);
+  switch (nr) {
+    case 1: return dot_tile_t<MR, 1, W>(K, a, lda, b, ldb, out);
+    case 2: return dot_tile_t<MR, 2, W>(K, a, lda, b, ldb, out);
+    case 3: return dot_tile_t<MR, 3, W>(K, a, lda, b, ldb, out);
+    default: return dot_tile_t<MR, 4, W>(K, a, lda, b, ldb, out);
+  }
+}
+
+template <class W>
+void dot_typed(int mr, int nr, int64_t K, const float* a, int64_t lda, const void* b, int64_t ldb,
+               float* out) {
+  switch (mr) {
+    case 1: return dot_rows<W, 1>(nr, K, a, lda, b, ldb, out);
+    case 2: return dot_rows<W, 2>(nr, K, a, lda, b, ldb, out);
+    case 3: return dot_rows<W, 3>(nr, K, a, lda, b, ldb, out);
+    default: return dot_rows<W, 4>(nr, K, a, lda, b, ldb, out);
+  }
+}
+
+void dot_tile(int mr, int nr, int64_t K, const float* a, int64_t lda, DType bt, const void* b,
+              int64_t ldb, float* out) {
+  switch (bt) {
+    case DType::kF32: return dot_typed<F32W>(mr, nr, K, a, lda, b, ldb, out);
+    case DType::kBF16: return dot_typed<Bf16W>(mr, nr, K, a, lda, b, ldb, out);
+    case DType::kF16: return dot_typed<F16W>(mr, nr, K, a, lda, b, ldb, out);
+    default:
+      for (int i = 0; i < mr * nr; ++i) out[i] = 0.0f;
+  }
+}
+
+// MR rows × (8·NV) columns of an axpy panel, accumulators in registers. (Written with unroll
+// pragmas and loads inside the FMAs: with a separate array of loaded rows GCC 12 kept a stack copy
+// of every accumulator and stored it on each step.)
+template <int MR, int NV>
+void axpy_block(int64_t R, const float* a, int64_t a_sm, int64_t a_sr, const float* const* brows,
+                int64_t off, const float* init, float* c, int64_t ldc) {
+  __m256 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+    const __m256 v = _mm256_set1_ps(init ? init[m] : 0.0f);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) acc[m][j] = v;
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    const float* br = brows[r] + off;
+    const float* ar = a + r * a_sr;
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      const __m256 av = _mm256_broadcast_ss(ar + m * a_sm);
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j)
+        acc[m][j] = _mm256_fmadd_ps(av, _mm256_loadu_ps(br + 8 * j), acc[m][j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) _mm256_storeu_ps(c + m * ldc + 8 * j, acc[m][j]);
+}
+
+// Fewer than 8 columns: one fused multiply-add per element and step, as in the vector lanes.
+template <int MR>
+void axpy_scalar(int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
+                 const float* const* brows, int64_t off, const float* init, float* c,
+                 int64_t ldc) {
+  float acc[MR][8];
+  for (int m = 0; m < MR; ++m)
+    for (int64_t n = 0; n < ncols; ++n) acc[m][n] = init ? init[m] : 0.0f;
+  for (int64_t r = 0; r < R; ++r) {
+    const float* br = brows[r] + off;
+    for (int m = 0; m < MR; ++m) {
+      const float av = a[m * a_sm + r * a_sr];
+      for (int64_t n = 0; n < ncols; ++n) acc[m][n] = fma1(av, br[n], acc[m][n]);
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int64_t n = 0; n < ncols; ++n) c[m * ldc + n] = acc[m][n];
+}
+
+// Wide blocks of NV vectors first (few rows: wider, to keep enough accumulators in flight),
+// then single vectors, then scalars.
+template <int MR, int NV>
+void axpy_t(int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
+            const float* const* brows, int64_t col0, const float* init, float* c, int64_t ldc) {
+  int64_t n = 0;
+  for (; n + 8 * NV <= ncols; n += 8 * NV)
+    axpy_block<MR, NV>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc);
+  for (; n + 8 <= ncols; n += 8)
+    axpy_block<MR, 1>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc);
+  if (n < ncols) axpy_scalar<MR>(ncols - n, R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc);
+}
+
+void axpy_panel(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
+                const float* const* brows, int64_t col0, const float* init, float* c,
+                int64_t ldc) {
+  switch (mr) {
+    case 1: return axpy_t<1, 8>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+    case 2: return axpy_t<2, 4>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+    case 3: return axpy_t<3, 3>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+    default: return axpy_t<4, 3>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+  }
+}
+
+}  // namespace
+
+const MicroKernels* avx2_kernels() {
+  static const MicroKernels k{"avx2+fma", dot_tile, axpy_panel};
+  return &k;
+}
+
+}  // namespace chorus::cpu::detail
+
+#else  // built without the AVX2 flags (a non-x86 target): no vector version
 
 namespace chorus::cpu::detail {
 const MicroKernels* avx2_kernels() { return nullptr; }
 }  // namespace chorus::cpu::detail
+
+#endif
