@@ -30,10 +30,57 @@ Status check_limits(const ReadOptions& o) {
   const bool ok = l.min_seconds >= 0 && std::isfinite(l.max_seconds) && l.max_seconds > 0 &&
                   l.min_seconds <= l.max_seconds && l.max_channels >= 1 && l.min_sample_rate >= kMinSampleRate &&
                   l.max_sample_rate <= kMaxSampleRate && l.min_sample_rate <= l.max_sample_rate &&
-                  l.max_abs_sample > 0 && l.silence_peak >= 0 &&
+                  l.max_abs_sample > 0 && l.silence_peak >= 0 && (l.allowed_formats & input_format::kAll) != 0 &&
                   (o.target_rate == 0 || (o.target_rate >= kMinSampleRate && o.target_rate <= kMaxSampleRate));
   if (!ok) return make_error(ErrorCode::kInvalidArgument, "audio read options: inconsistent limits or target rate");
   return ok_status();
+}
+
+const char* format_family_name(uint32_t family) {
+  switch (family) {
+    case input_format::kWav: return "WAV";
+    case input_format::kFlac: return "FLAC";
+    case input_format::kOgg: return "Ogg";
+    case input_format::kMp3: return "MP3";
+    default: return "this audio format (AIFF, AU, CAF, ...)";
+  }
+}
+
+// The family the first bytes announce (magic numbers).
+uint32_t sniff_format_family(std::string_view head) {
+  const auto starts = [&](std::string_view magic, size_t at = 0) {
+    return head.size() >= at + magic.size() && head.substr(at, magic.size()) == magic;
+  };
+  if ((starts("RIFF") || starts("RIFX") || starts("RF64") || starts("BW64")) && starts("WAVE", 8)) {
+    return input_format::kWav;
+  }
+  if (starts(std::string_view("riff\x2e\x91\xcf\x11", 8))) return input_format::kWav;  // Wave64 GUID
+  if (starts("fLaC")) return input_format::kFlac;
+  if (starts("OggS")) return input_format::kOgg;
+  if (starts("ID3")) return input_format::kMp3;
+  if (head.size() >= 2 && static_cast<uint8_t>(head[0]) == 0xFF && (static_cast<uint8_t>(head[1]) & 0xE0) == 0xE0) {
+    return input_format::kMp3;
+  }
+  return input_format::kOther;
+}
+
+// The family of the format libsndfile detected.
+uint32_t detected_format_family(int sf_format) {
+  switch (sf_format & SF_FORMAT_TYPEMASK) {
+    case SF_FORMAT_WAV:
+    case SF_FORMAT_WAVEX:
+    case SF_FORMAT_RF64:
+    case SF_FORMAT_W64: return input_format::kWav;
+    case SF_FORMAT_FLAC: return input_format::kFlac;
+    case SF_FORMAT_OGG: return input_format::kOgg;
+    case SF_FORMAT_MPEG: return input_format::kMp3;
+    default: return input_format::kOther;
+  }
+}
+
+Status check_format_allowed(uint32_t family, const AudioLimits& lim, const std::string& label) {
+  if (lim.allowed_formats & family) return ok_status();
+  return err(ErrorCode::kUnsupported, label, std::string(format_family_name(family)) + " input is not accepted here");
 }
 
 // libsndfile's open errors, as our codes.
@@ -97,6 +144,7 @@ sf_count_t mem_tell(void* user) { return static_cast<MemoryFile*>(user)->pos; }
 // resampling.
 Result<Audio> decode_open_file(SNDFILE* sf, const SF_INFO& info, const std::string& label, const ReadOptions& opts) {
   const AudioLimits& lim = opts.limits;
+  CHORUS_TRY(check_format_allowed(detected_format_family(info.format), lim, label));
   if (info.channels < 1) {
     return err(ErrorCode::kInvalidFormat, label, "declares " + std::to_string(info.channels) + " channels");
   }
@@ -220,6 +268,7 @@ Result<Audio> decode_audio(std::string_view bytes, const std::string& label, con
     return err(ErrorCode::kResourceExhausted, label,
                std::to_string(bytes.size()) + " bytes, the limit is " + std::to_string(opts.limits.max_file_bytes));
   }
+  CHORUS_TRY(check_format_allowed(sniff_format_family(bytes.substr(0, 16)), opts.limits, label));
   MemoryFile mem{bytes.data(), static_cast<sf_count_t>(bytes.size()), 0};
   SF_VIRTUAL_IO io{mem_length, mem_seek, mem_read, mem_write, mem_tell};
   SF_INFO info{};
@@ -246,6 +295,15 @@ Result<Audio> read_audio(const std::string& path, const ReadOptions& opts) {
   if (size > opts.limits.max_file_bytes) {
     return err(ErrorCode::kResourceExhausted, path,
                std::to_string(size) + " bytes, the limit is " + std::to_string(opts.limits.max_file_bytes));
+  }
+  if (opts.limits.allowed_formats != input_format::kAll) {
+    char head[16] = {};
+    size_t got = 0;
+    if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+      got = std::fread(head, 1, sizeof head, f);
+      std::fclose(f);
+    }
+    CHORUS_TRY(check_format_allowed(sniff_format_family(std::string_view(head, got)), opts.limits, path));
   }
   SF_INFO info{};
   SndfilePtr sf(sf_open(path.c_str(), SFM_READ, &info));

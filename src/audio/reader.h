@@ -13,6 +13,17 @@
 
 namespace chorus::audio {
 
+// Container families, a bitmask for AudioLimits::allowed_formats. Recognised from the first bytes
+// before libsndfile sees the input, and again from what libsndfile detected.
+namespace input_format {
+inline constexpr uint32_t kWav = 1u << 0;    // RIFF/RIFX/RF64/BW64 WAVE, Sony Wave64
+inline constexpr uint32_t kFlac = 1u << 1;   // native FLAC
+inline constexpr uint32_t kOgg = 1u << 2;    // Ogg: Vorbis, Opus, FLAC-in-Ogg
+inline constexpr uint32_t kMp3 = 1u << 3;    // MPEG audio (ID3 tag or frame sync first)
+inline constexpr uint32_t kOther = 1u << 4;  // AIFF, AU, CAF, ... anything else libsndfile reads
+inline constexpr uint32_t kAll = kWav | kFlac | kOgg | kMp3 | kOther;
+}  // namespace input_format
+
 struct AudioLimits {
   double min_seconds = 0.5;    // shorter input is rejected (kOutOfRange); 0 allows any non-empty input
   double max_seconds = 60.0;   // longer input is rejected (kResourceExhausted), checked on the header first
@@ -24,6 +35,10 @@ struct AudioLimits {
   float max_abs_sample = 1000.0f;
   // When > 0, input whose peak |sample| is at or below this is rejected as silent (kInvalidArgument).
   float silence_peak = 0.0f;
+  // Others are rejected with kUnsupported before decoding, e.g. a server may take only WAV and
+  // FLAC (the lossy decoders are larger attack surface; libsndfile's Ogg path leaks on some
+  // malformed streams).
+  uint32_t allowed_formats = input_format::kAll;
 };
 
 struct ReadOptions {

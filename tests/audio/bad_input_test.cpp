@@ -2,6 +2,7 @@
 // message naming the input, never a crash, hang or huge allocation (this binary also runs under
 // ASan/UBSan).
 #include <gtest/gtest.h>
+#include <sndfile.h>
 
 #include <cstring>
 #include <filesystem>
@@ -210,6 +211,53 @@ TEST(AudioBadInput, InconsistentOptions) {
   o.limits.min_seconds = 10;
   o.limits.max_seconds = 5;
   EXPECT_EQ(decode_audio(wav, "x", o).error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(AudioBadInput, FormatAllowList) {
+  const std::string dir = test::scratch_dir("audio_allow");
+  const std::vector<float> x = sine(16000, 16000, 300.0, 0.5);
+  // An Ogg Vorbis and an AIFF file made by libsndfile, a FLAC and a WAV by us.
+  const auto sndfile_write = [&](const std::string& path, int format) {
+    SF_INFO info{};
+    info.channels = 1;
+    info.samplerate = 16000;
+    info.format = format;
+    SNDFILE* sf = sf_open(path.c_str(), SFM_WRITE, &info);
+    ASSERT_NE(sf, nullptr);
+    sf_write_float(sf, x.data(), static_cast<sf_count_t>(x.size()));
+    sf_close(sf);
+  };
+  sndfile_write(dir + "/a.ogg", SF_FORMAT_OGG | SF_FORMAT_VORBIS);
+  sndfile_write(dir + "/a.aiff", SF_FORMAT_AIFF | SF_FORMAT_PCM_16);
+  {
+    WriterOptions wo;
+    wo.input_rate = 16000;
+    auto w = AudioWriter::open(dir + "/a.flac", wo);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->write(x.data(), x.size()).ok());
+    ASSERT_TRUE((*w)->close().ok());
+  }
+  testutil::write_bytes(dir + "/a.wav", make_wav({}, pcm16_payload(x)));
+
+  ReadOptions o = lenient();
+  o.limits.allowed_formats = input_format::kWav | input_format::kFlac;
+  EXPECT_TRUE(read_audio(dir + "/a.wav", o).ok());
+  EXPECT_TRUE(read_audio(dir + "/a.flac", o).ok());
+  expect_error(read_audio(dir + "/a.ogg", o), ErrorCode::kUnsupported, "a.ogg", "Ogg input is not accepted");
+  expect_error(read_audio(dir + "/a.aiff", o), ErrorCode::kUnsupported, "a.aiff", "not accepted");
+  const std::string ogg = testutil::read_bytes(dir + "/a.ogg");
+  expect_error(decode_audio(ogg, "req", o), ErrorCode::kUnsupported, "req", "Ogg input is not accepted");
+  // Refused on its magic alone, before any decoder runs: "OggS" + junk.
+  expect_error(decode_audio("OggS" + std::string(100, 'x'), "req", o), ErrorCode::kUnsupported, "req", "Ogg");
+  expect_error(decode_audio("ID3" + std::string(100, '\0'), "req", o), ErrorCode::kUnsupported, "req", "MP3");
+  // The same files are fine with every format allowed (the default).
+  EXPECT_TRUE(read_audio(dir + "/a.ogg", lenient()).ok());
+  EXPECT_TRUE(decode_audio(ogg, "req", lenient()).ok());
+  EXPECT_TRUE(read_audio(dir + "/a.aiff", lenient()).ok());
+  o.limits.allowed_formats = input_format::kOgg;
+  expect_error(read_audio(dir + "/a.wav", o), ErrorCode::kUnsupported, "a.wav", "WAV input is not accepted");
+  o.limits.allowed_formats = 0;
+  EXPECT_EQ(read_audio(dir + "/a.wav", o).error().code, ErrorCode::kInvalidArgument);
 }
 
 // Every prefix of a valid WAV and FLAC file: success or a clean error, never a crash or a read
