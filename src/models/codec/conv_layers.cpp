@@ -1,0 +1,156 @@
+#include "models/codec/conv_layers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace chorus::codec::detail {
+
+WeightMatrix WeightMatrix::of(const Tensor& t, int64_t rows, int64_t cols) {
+  WeightMatrix m;
+  m.keep = t;
+  m.ref.dtype = t.dtype();
+  m.ref.data = t.data();
+  m.ref.rows = rows;
+  m.ref.cols = cols;
+  return m;
+}
+
+std::vector<float> f32_vector(const Weights& w, const std::string& name) {
+  const Tensor t = w.f32(name);
+  if (t.empty()) return {};
+  return std::vector<float>(t.f32(), t.f32() + t.numel());
+}
+
+CausalConv1d CausalConv1d::load(const Weights& w, const std::string& name, int64_t cin,
+                                int64_t cout, int64_t kernel, int64_t dilation, int64_t groups) {
+  CausalConv1d c;
+  c.cin = cin;
+  c.cout = cout;
+  c.kernel = kernel;
+  c.dilation = dilation;
+  c.groups = groups;
+  c.weight = WeightMatrix::of(w.raw(name + ".weight"), cout, cin / groups * kernel);
+  c.bias = f32_vector(w, name + ".bias");
+  return c;
+}
+
+void CausalConv1d::forward(Buffer& hist, const float* x, int64_t n, float* y, Buffer& scratch,
+                           ThreadPool* pool) const {
+  const float* b = bias.empty() ? nullptr : bias.data();
+  const int64_t H = history();
+  if (H == 0) {
+    cpu::conv1d(x, cin, n, weight.ref, kernel, b, 1, dilation, groups, y, pool);
+    return;
+  }
+  // [history | new] per channel, so the kernel sees the causal left context of a full pass.
+  const int64_t len = H + n;
+  scratch.resize(static_cast<size_t>(cin * len));
+  for (int64_t c = 0; c < cin; ++c) {
+    float* row = scratch.data() + c * len;
+    std::memcpy(row, hist.data() + c * H, sizeof(float) * H);
+    std::memcpy(row + H, x + c * n, sizeof(float) * n);
+  }
+  cpu::conv1d(scratch.data(), cin, len, weight.ref, kernel, b, 1, dilation, groups, y, pool);
+  for (int64_t c = 0; c < cin; ++c)
+    std::memcpy(hist.data() + c * H, scratch.data() + c * len + n, sizeof(float) * H);
+}
+
+CausalConvTranspose1d CausalConvTranspose1d::load(const Weights& w, const std::string& name,
+                                                  int64_t cin, int64_t cout, int64_t kernel,
+                                                  int64_t stride) {
+  CausalConvTranspose1d c;
+  c.cin = cin;
+  c.cout = cout;
+  c.kernel = kernel;
+  c.stride = stride;
+  c.weight = WeightMatrix::of(w.raw(name + ".weight"), cin, cout * kernel);
+  c.bias = f32_vector(w, name + ".bias");
+  return c;
+}
+
+TransposeHistory CausalConvTranspose1d::initial_history() const {
+  TransposeHistory h;
+  h.cols.assign(static_cast<size_t>(cin * lookback()), 0.0f);
+  return h;
+}
+
+void CausalConvTranspose1d::forward(TransposeHistory& hist, const float* x, int64_t n, float* y,
+                                    Buffer& scratch_in, Buffer& scratch_out,
+                                    ThreadPool* pool) const {
+  const float* b = bias.empty() ? nullptr : bias.data();
+  const int64_t P = lookback(), have = hist.have, m = have + n;
+  // Input: the `have` most recent past columns (kept right-aligned in hist.cols), then x.
+  const float* in = x;
+  if (have > 0) {
+    scratch_in.resize(static_cast<size_t>(cin * m));
+    for (int64_t c = 0; c < cin; ++c) {
+      float* row = scratch_in.data() + c * m;
+      std::memcpy(row, hist.cols.data() + c * P + (P - have), sizeof(float) * have);
+      std::memcpy(row + have, x + c * n, sizeof(float) * n);
+    }
+    in = scratch_in.data();
+  }
+  // The kernel's output sample t·s + j sums bias, then input t' = t−P..t in ascending order, the
+  // same order a full pass uses; the first have·s samples lack earlier inputs and are dropped, as
+  // are the trailing K − s samples that would still receive input n (the official right trim).
+  const int64_t full = (m - 1) * stride + kernel;
+  scratch_out.resize(static_cast<size_t>(cout * full));
+  cpu::conv_transpose1d(in, cin, m, weight.ref, cout, kernel, b, stride, 1, scratch_out.data(),
+                        pool);
+  const int64_t out_len = n * stride;
+  for (int64_t c = 0; c < cout; ++c)
+    std::memcpy(y + c * out_len, scratch_out.data() + c * full + have * stride,
+                sizeof(float) * out_len);
+  if (P == 0) return;
+  // Keep the last min(P, m) input columns, right-aligned.
+  const int64_t keep = std::min(P, m);
+  for (int64_t c = 0; c < cin; ++c) {
+    const float* src = (have > 0 ? scratch_in.data() + c * m : x + c * n) + (m - keep);
+    std::memcpy(hist.cols.data() + c * P + (P - keep), src, sizeof(float) * keep);
+  }
+  hist.have = keep;
+}
+
+SnakeBeta SnakeBeta::load(const Weights& w, const std::string& name) {
+  SnakeBeta s;
+  s.alpha = f32_vector(w, name + ".alpha");
+  s.inv_beta = f32_vector(w, name + ".beta");
+  for (float& a : s.alpha) a = std::exp(a);
+  for (float& b : s.inv_beta) b = 1.0f / (std::exp(b) + 1e-9f);
+  return s;
+}
+
+void SnakeBeta::apply(const float* x, int64_t n, float* y, ThreadPool* pool) const {
+  const int64_t channels = static_cast<int64_t>(alpha.size());
+  auto run = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const float a = alpha[c], ib = inv_beta[c];
+      const float* xr = x + c * n;
+      float* yr = y + c * n;
+      for (int64_t t = 0; t < n; ++t) {
+        const float s = std::sin(xr[t] * a);
+        yr[t] = xr[t] + ib * (s * s);
+      }
+    }
+  };
+  // sin costs ~10 ns: spread channels over threads once there are a few thousand of them.
+  constexpr int64_t kMinPerTask = 8192;
+  if (pool && pool->size() > 1 && channels * n >= 2 * kMinPerTask) {
+    pool->parallel_for(channels, run, std::max<int64_t>(1, kMinPerTask / std::max<int64_t>(1, n)));
+  } else {
+    run(0, channels);
+  }
+}
+
+void transpose(const float* in, int64_t rows, int64_t cols, float* out) {
+  constexpr int64_t kBlock = 32;  // cache-friendly tiles
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock)
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) out[c * rows + r] = in[r * cols + c];
+    }
+}
+
+}  // namespace chorus::codec::detail

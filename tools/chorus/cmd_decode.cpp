@@ -1,0 +1,165 @@
+// chorus decode: codec frames (JSON, as `say --codes-out` writes them) -> audio, streamed through
+// the 12 Hz codec decoder N frames at a time. With --bench it also reports decoder throughput and
+// per-call latency (--random-frames makes input for a random-weight checkpoint).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include "audio/writer.h"
+#include "command.h"
+#include "core/thread_pool.h"
+#include "models/codec/codec_folder.h"
+#include "models/codec/codes_json.h"
+#include "runtime/cpu/kernels.h"
+
+namespace {
+
+struct Options {
+  std::string model, codes, out, mode = "full", sample_format = "pcm16";
+  int64_t chunk_frames = 0, random_frames = 0, block_frames = 16;
+  uint32_t seed = 0;
+  int threads = 0;
+  bool bench = false;
+};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+chorus::Result<chorus::codec::CodeFrames> input_codes(const Options& o, const chorus::codec::Decoder& dec) {
+  using namespace chorus;
+  if (o.random_frames > 0) {
+    codec::CodeFrames f;
+    f.frames = o.random_frames;
+    f.num_quantizers = dec.num_quantizers();
+    f.codes.resize(static_cast<size_t>(f.frames * f.num_quantizers));
+    uint64_t s = o.seed * 0x9E3779B97F4A7C15ull + 1;  // splitmix64: reproducible, no <random> needed
+    for (auto& c : f.codes) {
+      s += 0x9E3779B97F4A7C15ull;
+      uint64_t z = s;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      c = static_cast<int32_t>((z ^ (z >> 31)) % static_cast<uint64_t>(dec.codebook_size()));
+    }
+    return f;
+  }
+  return codec::read_codes_json(o.codes, dec.num_quantizers(), dec.codebook_size());
+}
+
+int run(const Options& o) {
+  using namespace chorus;
+  if (o.codes.empty() == (o.random_frames <= 0))
+    return cli::fail("decode: give exactly one of --codes FILE.json and --random-frames N");
+  if (o.out.empty() && !o.bench) return cli::fail("decode: -o OUT is required (unless --bench)");
+  if (o.chunk_frames < 0) return cli::fail("decode: --chunk-frames must be >= 1 (0: all frames in one call)");
+  auto mode = codec::decode_mode_from_name(o.mode);
+  if (!mode.ok()) return cli::fail(mode.error());
+  audio::SampleFormat format;
+  if (o.sample_format == "pcm16") format = audio::SampleFormat::kPcm16;
+  else if (o.sample_format == "float") format = audio::SampleFormat::kFloat32;
+  else return cli::fail("decode: --sample-format must be pcm16 or float");
+
+  const auto t_load = Clock::now();
+  auto model = codec::load_codec(o.model);
+  if (!model.ok()) return cli::fail(model.error());
+  const double load_s = seconds_since(t_load);
+  codec::Decoder dec = model->decoder;
+  std::unique_ptr<ThreadPool> own_pool;
+  if (o.threads > 0) {
+    own_pool = std::make_unique<ThreadPool>(o.threads);
+    dec.set_thread_pool(own_pool.get());
+  }
+  if (auto st = dec.set_block_frames(o.block_frames); !st.ok()) return cli::fail(st.error());
+  auto frames = input_codes(o, dec);
+  if (!frames.ok()) return cli::fail(frames.error());
+
+  std::unique_ptr<audio::AudioWriter> writer;
+  if (!o.out.empty()) {
+    audio::WriterOptions wo;
+    wo.input_rate = static_cast<int>(dec.sample_rate());
+    wo.sample_format = format;
+    auto w = audio::AudioWriter::open(o.out, wo);
+    if (!w.ok()) return cli::fail(w.error());
+    writer = std::move(w).value();
+  }
+
+  const int64_t T = frames->frames, Q = dec.num_quantizers();
+  const int64_t chunk = o.chunk_frames > 0 ? o.chunk_frames : T;
+  codec::DecoderState state = dec.new_state(*mode);
+  std::vector<float> samples;
+  std::vector<double> call_s;
+  double decode_s = 0;
+  for (int64_t f = 0; f < T; f += chunk) {
+    const int64_t n = std::min(chunk, T - f);
+    samples.clear();
+    const auto t0 = Clock::now();
+    if (auto st = dec.decode(state, frames->codes.data() + f * Q, n, samples); !st.ok()) return cli::fail(st.error());
+    call_s.push_back(seconds_since(t0));
+    decode_s += call_s.back();
+    if (writer)
+      if (auto st = writer->write(samples.data(), samples.size()); !st.ok()) return cli::fail(st.error());
+  }
+  samples.clear();
+  if (auto st = dec.flush(state, samples); !st.ok()) return cli::fail(st.error());
+  if (writer) {
+    if (!samples.empty())
+      if (auto st = writer->write(samples.data(), samples.size()); !st.ok()) return cli::fail(st.error());
+    if (auto st = writer->close(); !st.ok()) return cli::fail(st.error());
+  }
+
+  const double audio_s = static_cast<double>(T * dec.samples_per_frame()) / static_cast<double>(dec.sample_rate());
+  std::fprintf(stderr, "decode: %lld frames -> %.2f s of audio (%s, %lld frames per call) in %.3f s: %.1f frames/s, RTF %.3f\n",
+               static_cast<long long>(T), audio_s, codec::decode_mode_name(*mode), static_cast<long long>(chunk),
+               decode_s, static_cast<double>(T) / decode_s, decode_s / audio_s);
+  if (o.bench) {
+    ThreadPool* pool = own_pool ? own_pool.get() : &ThreadPool::global();
+    std::printf("codec            %s (load %.2f s)\n", model->dir.c_str(), load_s);
+    std::printf("cpu              %s kernels, %d threads, internal step %lld frames\n", cpu::isa_name(),
+                pool->size(), static_cast<long long>(o.block_frames));
+    std::printf("frames           %lld, %lld per call (%zu calls), mode %s\n", static_cast<long long>(T),
+                static_cast<long long>(chunk), call_s.size(), codec::decode_mode_name(*mode));
+    std::printf("throughput       %.2f frames/s (RTF %.3f; real time needs 12.5 frames/s)\n",
+                static_cast<double>(T) / decode_s, decode_s / audio_s);
+    std::printf("per-call latency first %.1f ms, median %.1f ms, p90 %.1f ms, max %.1f ms\n", call_s.front() * 1e3,
+                percentile(call_s, 0.5) * 1e3, percentile(call_s, 0.9) * 1e3,
+                *std::max_element(call_s.begin(), call_s.end()) * 1e3);
+  }
+  return 0;
+}
+
+chorus::cli::Runner setup(CLI::App& sub) {
+  auto o = std::make_shared<Options>();
+  sub.add_option("--model", o->model,
+                 "Model folder (its speech_tokenizer/ or audio_tokenizer/) or a codec folder")->required();
+  sub.add_option("--codes", o->codes, "Codes JSON: {\"codes\": [[c0, ..., c15], ...]}, one row per frame");
+  sub.add_option("--random-frames", o->random_frames, "Decode N random frames instead of --codes (benchmarks)");
+  sub.add_option("--seed", o->seed, "Seed for --random-frames")->capture_default_str();
+  sub.add_option("-o,--out", o->out, "Output audio: .wav, .flac, .raw, or - for WAV on stdout");
+  sub.add_option("--chunk-frames", o->chunk_frames,
+                 "Frames per streaming call (0: all in one call); the samples do not depend on it")
+      ->capture_default_str();
+  sub.add_option("--decode", o->mode,
+                 "full: the exact decode of the whole sequence (streamed); official-chunked: what the "
+                 "official decoder returns (300-frame chunks with 25 frames of left context)")
+      ->capture_default_str();
+  sub.add_option("--sample-format", o->sample_format, "pcm16 or float (WAV only)")->capture_default_str();
+  sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
+  sub.add_option("--block-frames", o->block_frames, "Frames per internal decoder step (memory vs speed)")
+      ->capture_default_str();
+  sub.add_flag("--bench", o->bench, "Report throughput and per-call latency");
+  sub.footer("Example: chorus decode --model Qwen3-TTS-12Hz-0.6B-Base --codes codes.json -o out.wav\n"
+             "         chorus decode --model /tmp/q06b --random-frames 250 --chunk-frames 1 --bench");
+  return [o] { return run(*o); };
+}
+
+}  // namespace
+
+CHORUS_COMMAND("decode", "Decode speech-codec frames (codes JSON) to audio", setup);
