@@ -1,0 +1,88 @@
+#include "models/breeze_tts/checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/thread_pool.h"
+#include "models/breeze_tts/tokenizer.h"
+#include "models/breeze_tts/weights.h"
+#include "models/codec/weights.h"
+#include "models/random_weights.h"
+
+namespace chorus::breeze_tts {
+
+namespace fs = std::filesystem;
+
+Result<ModelFiles> open_model_files(const std::string& dir) {
+  if (!fs::is_directory(dir)) return make_error(ErrorCode::kNotFound, dir + ": not a directory");
+  ModelFiles m;
+  m.dir = dir;
+  CHORUS_ASSIGN(m.config, load_config(dir));
+  CHORUS_ASSIGN(m.main, io::Checkpoint::open_dir(dir, "model"));
+  CHORUS_TRY(main_weight_table(m.config).check(m.main, m.main.label(), &m.unexpected_main));
+  m.main_params = static_cast<int64_t>(m.main.total_params());
+  const std::string codec_dir = (fs::path(dir) / "audio_tokenizer").string();
+  CHORUS_ASSIGN(m.codec, io::Checkpoint::open_dir(codec_dir, "model"));
+  m.codec_has_encoder = m.config.codec.encoder.present && m.codec.find("encoder.downsample.conv.weight") != nullptr;
+  const WeightTable codec_table = codec::codec_weight_table(m.config.codec, m.codec_has_encoder);
+  CHORUS_TRY(codec_table.check(m.codec, m.codec.label(), &m.unexpected_codec));
+  m.codec_params = static_cast<int64_t>(m.codec.total_params());
+  const fs::path tok = fs::path(dir) / kTokenizerFile;
+  if (fs::is_regular_file(tok)) m.tokenizer_path = tok.string();
+  return m;
+}
+
+namespace {
+
+Status write_json(const fs::path& p, const nlohmann::json& j) {
+  std::ofstream out(p);
+  if (!out) return make_error(ErrorCode::kIo, p.string() + ": cannot write");
+  out << j.dump(1) << "\n";
+  return out ? ok_status() : make_error(ErrorCode::kIo, p.string() + ": write failed");
+}
+
+Status write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary);
+  if (!out) return make_error(ErrorCode::kIo, p.string() + ": cannot write");
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return out ? ok_status() : make_error(ErrorCode::kIo, p.string() + ": write failed");
+}
+
+// The tensors make-tiny writes: the required ones (the dead text table is left out, and the tied
+// backbone audio table is omitted as in the release).
+WeightTable written_table(const Config& c) {
+  WeightTable all = main_weight_table(c), out;
+  for (const auto& s : all.specs())
+    if (!s.optional) out.add(s.name, s.shape, s.init, s.dtypes);
+  return out;
+}
+
+}  // namespace
+
+Status write_random_model(const std::string& dir_str, const Config& c, uint64_t seed) {
+  const fs::path dir(dir_str);
+  std::error_code ec;
+  fs::create_directories(dir / "audio_tokenizer", ec);
+  if (ec) return make_error(ErrorCode::kIo, dir_str + ": cannot create: " + ec.message());
+  CHORUS_TRY(write_json(dir / "config.json", config_to_json(c)));
+  CHORUS_TRY(write_json(dir / "generation_config.json", generation_to_json(c.generation)));
+  CHORUS_ASSIGN(const std::string tokenizer, train_tiny_tokenizer(c));
+  CHORUS_TRY(write_bytes(dir / kTokenizerFile, tokenizer));
+  ThreadPool& pool = ThreadPool::global();
+  {
+    auto tensors = random_weights(written_table(c), seed, DType::kBF16, &pool);
+    CHORUS_TRY(io::write_safetensors((dir / "model.safetensors").string(), tensors, {{"format", "pt"}}));
+  }
+  const fs::path at = dir / "audio_tokenizer";
+  CHORUS_TRY(write_json(at / "config.json", codec::codec_config_to_json(c.codec)));
+  CHORUS_TRY(write_json(at / "preprocessor_config.json",
+                        {{"chunk_length_s", nullptr}, {"feature_extractor_type", "EncodecFeatureExtractor"},
+                         {"feature_size", 1}, {"overlap", nullptr}, {"padding_side", "right"},
+                         {"padding_value", 0.0}, {"return_attention_mask", true},
+                         {"sampling_rate", c.codec.input_sample_rate}}));
+  auto codec_tensors = random_weights(codec::codec_weight_table(c.codec, c.codec.encoder.present),
+                                      seed ^ 0x636f646563ull, DType::kF32, &pool);
+  return io::write_safetensors((at / "model.safetensors").string(), codec_tensors, {{"format", "pt"}});
+}
+
+}  // namespace chorus::breeze_tts
