@@ -7,6 +7,8 @@
 namespace chorus::text {
 namespace {
 
+constexpr std::size_t kShortPiece = 32;
+
 std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
   return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) | static_cast<std::uint32_t>(right);
 }
@@ -148,6 +150,13 @@ Result<BpeModel> BpeModel::build(const TokenizerDefinition& def) {
                                                        right + "') uses or makes a token not in the vocabulary");
     m.insert_merge(*l, *r, static_cast<std::uint32_t>(rank), *result);
   }
+  std::vector<bool> made(static_cast<std::size_t>(max_id) + 1, false);
+  m.merge_results_unique_ = true;
+  for (const MergeSlot& s : m.merge_slots_) {
+    if (s.key == kEmptyKey) continue;
+    if (made[s.result]) m.merge_results_unique_ = false;
+    made[s.result] = true;
+  }
   return m;
 }
 
@@ -171,7 +180,47 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<std::int32_t>* i
       return;
     }
   }
-  merge_symbols(bytes, ids);
+  if (merge_results_unique_ && bytes.size() <= kShortPiece) {
+    merge_short(bytes, ids);
+  } else {
+    merge_symbols(bytes, ids);
+  }
+}
+
+// The same merges as merge_symbols() for a short piece: keep the rank of every adjacent pair in a
+// small array and apply the lowest (leftmost on ties) until no pair has a merge.
+void BpeModel::merge_short(std::string_view bytes, std::vector<std::int32_t>* ids) const {
+  constexpr std::uint32_t kNone = ~0u;
+  std::int32_t sym[kShortPiece];
+  std::uint32_t rank[kShortPiece];  // rank[i]: merge of sym[i], sym[i + 1]
+  std::int32_t result[kShortPiece];
+  std::size_t n = 0;
+  for (unsigned char b : bytes) {
+    if (byte_ids_[b] >= 0) sym[n++] = byte_ids_[b];
+  }
+  auto rank_pair = [&](std::size_t i) {
+    const MergeSlot* s = find_merge(sym[i], sym[i + 1]);
+    rank[i] = s ? s->rank : kNone;
+    result[i] = s ? s->result : 0;
+  };
+  for (std::size_t i = 0; i + 1 < n; ++i) rank_pair(i);
+  while (n > 1) {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i + 1 < n; ++i) {
+      if (rank[i] < rank[best]) best = i;
+    }
+    if (rank[best] == kNone) break;
+    sym[best] = result[best];
+    for (std::size_t i = best + 1; i + 1 < n; ++i) {
+      sym[i] = sym[i + 1];
+      rank[i] = rank[i + 1];
+      result[i] = result[i + 1];
+    }
+    --n;
+    if (best > 0) rank_pair(best - 1);
+    if (best + 1 < n) rank_pair(best);
+  }
+  ids->insert(ids->end(), sym, sym + n);
 }
 
 void BpeModel::merge_symbols(std::string_view bytes, std::vector<std::int32_t>* ids) const {

@@ -45,6 +45,7 @@ class BpeModel {
   const MergeSlot* find_merge(std::int32_t left, std::int32_t right) const;
   void insert_merge(std::int32_t left, std::int32_t right, std::uint32_t rank, std::int32_t result);
   void merge_symbols(std::string_view bytes, std::vector<std::int32_t>* ids) const;
+  void merge_short(std::string_view bytes, std::vector<std::int32_t>* ids) const;
 
   std::vector<MergeSlot> merge_slots_;  // open addressing, power-of-two size, at most half full
   std::uint64_t merge_mask_ = 0;
@@ -52,6 +53,9 @@ class BpeModel {
   std::unordered_map<std::string, std::int32_t> token_ids_;
   std::unordered_map<std::string, std::int32_t> whole_piece_ids_;  // raw bytes -> id, with ignore_merges
   bool ignore_merges_ = false;
+  // No two merges make the same token. Then "lowest rank, leftmost first" needs no stale-entry
+  // bookkeeping and short pieces take a simpler path with the same result.
+  bool merge_results_unique_ = false;
   std::string decode_blob_;                   // decoded bytes of all ids, back to back
   std::vector<std::uint32_t> decode_offsets_;  // id -> start in decode_blob_; id_limit()+1 entries
 };

@@ -1,41 +1,43 @@
 // Remembers the ids of recently seen pre-tokenized pieces: natural text repeats the same words, so
-// most pieces skip BPE. Bounded (a full shard is simply emptied) and safe to share between threads;
-// a thread that finds a shard busy goes without the cache rather than waiting.
+// most pieces skip BPE. A fixed table of one-cache-line slots indexed by a hash of the piece: a new
+// piece simply overwrites its slot, so the memory is fixed (4 MiB) and nothing is ever freed. Each
+// slot has a try-lock, so threads share the table safely and a busy slot is just a miss.
 #pragma once
 
-#include <array>
+#include <atomic>
 #include <cstdint>
-#include <mutex>
-#include <string>
+#include <memory>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace chorus::text {
 
 class PieceCache {
  public:
-  static constexpr std::size_t kMaxPieceBytes = 64;  // longer pieces are rare; not worth keeping
+  static constexpr std::size_t kMaxPieceBytes = 22;  // longer pieces are not kept
+  static constexpr std::size_t kMaxIds = 8;          // nor pieces of more tokens
+
+  PieceCache();
 
   // Appends the cached ids of `piece` and returns true, or returns false.
   bool lookup(std::string_view piece, std::vector<std::int32_t>* ids) const;
   void insert(std::string_view piece, const std::int32_t* ids, std::size_t count) const;
 
  private:
-  static constexpr std::size_t kShards = 16;
-  static constexpr std::size_t kMaxEntriesPerShard = 4096;
+  static constexpr std::size_t kSlotBits = 16;
 
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  struct alignas(64) Slot {
+    std::atomic<bool> busy{false};
+    std::uint8_t piece_size = 0;  // 0: empty
+    std::uint8_t id_count = 0;
+    char piece[kMaxPieceBytes];
+    std::int32_t ids[kMaxIds];
   };
-  struct Shard {
-    std::mutex mutex;
-    std::unordered_map<std::string, std::vector<std::int32_t>, Hash, std::equal_to<>> map;
-  };
-  static std::size_t shard_of(std::string_view piece);
+  static_assert(sizeof(Slot) == 64);
 
-  mutable std::array<Shard, kShards> shards_;
+  Slot& slot_for(std::string_view piece) const;
+
+  std::unique_ptr<Slot[]> slots_;
 };
 
 }  // namespace chorus::text
