@@ -256,6 +256,23 @@ TEST(AudioIo, StdoutToRegularFileGetsRealSizes) {
   expect_pcm16_of(a->samples, x);
 }
 
+TEST(AudioIo, ReadsStdin) {
+  const std::string path = test::scratch_dir("audio_stdin") + "/in.wav";
+  const auto x = sine(12000, 24000, 440.0, 0.7);  // in range: the hand-made WAV does not clip
+  testutil::write_bytes(path, testutil::make_wav({.sample_rate = 24000}, testutil::pcm16_payload(x)));
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  const int saved = ::dup(STDIN_FILENO);
+  ASSERT_GE(::dup2(fd, STDIN_FILENO), 0);
+  auto a = read_audio("-", keep_rate());
+  ::dup2(saved, STDIN_FILENO);
+  ::close(saved);
+  ::close(fd);
+  std::clearerr(stdin);
+  ASSERT_TRUE(a.ok()) << a.error().to_string();
+  expect_pcm16_of(a->samples, x);
+}
+
 TEST(AudioIo, StdoutRefusesFlac) {
   WriterOptions wo;
   wo.container = AudioContainer::kFlac;
