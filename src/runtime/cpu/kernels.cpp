@@ -2,6 +2,9 @@
 // attention.cpp, conv.cpp and pointwise.cpp; their inner blocks in micro_kernels_*.cpp.
 #include <atomic>
 #include <cstdlib>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <cstring>
 
 #include "runtime/cpu/kernels.h"
@@ -28,8 +31,10 @@ namespace {
 bool cpu_has_avx2() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  // F16C through cpuid (leaf 1, ECX bit 29): clang 14's __builtin_cpu_supports does not know it.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 #else
   return false;
 #endif
