@@ -1,0 +1,127 @@
+#include "nn/qwen3_stack.h"
+
+#include <cmath>
+
+namespace chorus::nn {
+
+namespace {
+
+using cpu::MatrixRef;
+
+Result<Tensor> need(const Weights& w, const std::string& name, bool as_f32) {
+  if (!w.has(name)) return make_error(ErrorCode::kNotFound, "missing tensor " + name);
+  return as_f32 ? w.f32(name) : w.raw(name);
+}
+
+// Per-call activations for `rows` rows.
+struct Activations {
+  std::vector<float> h, a, q, k, v, attn, gate, up;
+  Activations(int64_t rows, const Qwen3Dims& d) {
+    const auto R = static_cast<size_t>(rows);
+    h.resize(R * d.hidden);
+    a.resize(R * d.hidden);
+    q.resize(R * d.heads * d.head_dim);
+    k.resize(R * d.kv_heads * d.head_dim);
+    v.resize(R * d.kv_heads * d.head_dim);
+    attn.resize(R * d.heads * d.head_dim);
+    gate.resize(R * d.intermediate);
+    up.resize(R * d.intermediate);
+  }
+};
+
+void add_in_place(float* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+}  // namespace
+
+Result<Qwen3Stack> Qwen3Stack::load(const Weights& w, const Qwen3Dims& d) {
+  Qwen3Stack s;
+  s.dims_ = d;
+  s.layers_.resize(static_cast<size_t>(d.layers));
+  for (int64_t i = 0; i < d.layers; ++i) {
+    const Weights lw = w.sub("layers." + std::to_string(i) + ".");
+    Qwen3LayerWeights& L = s.layers_[static_cast<size_t>(i)];
+    CHORUS_ASSIGN(L.q_proj, need(lw, "self_attn.q_proj.weight", false));
+    CHORUS_ASSIGN(L.k_proj, need(lw, "self_attn.k_proj.weight", false));
+    CHORUS_ASSIGN(L.v_proj, need(lw, "self_attn.v_proj.weight", false));
+    CHORUS_ASSIGN(L.o_proj, need(lw, "self_attn.o_proj.weight", false));
+    CHORUS_ASSIGN(L.gate_proj, need(lw, "mlp.gate_proj.weight", false));
+    CHORUS_ASSIGN(L.up_proj, need(lw, "mlp.up_proj.weight", false));
+    CHORUS_ASSIGN(L.down_proj, need(lw, "mlp.down_proj.weight", false));
+    CHORUS_ASSIGN(L.input_norm, need(lw, "input_layernorm.weight", true));
+    CHORUS_ASSIGN(L.post_norm, need(lw, "post_attention_layernorm.weight", true));
+    CHORUS_ASSIGN(L.q_norm, need(lw, "self_attn.q_norm.weight", true));
+    CHORUS_ASSIGN(L.k_norm, need(lw, "self_attn.k_norm.weight", true));
+  }
+  CHORUS_ASSIGN(s.final_norm_, need(w, "norm.weight", true));
+  s.inv_freq_.resize(static_cast<size_t>(d.head_dim / 2));
+  cpu::rope_inv_freq(static_cast<float>(d.rope_theta), d.head_dim, s.inv_freq_.data());
+  return s;
+}
+
+KvCache Qwen3Stack::make_cache() const {
+  return KvCache(dims_.layers, dims_.kv_heads, dims_.head_dim, dims_.max_positions);
+}
+
+Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, float* out,
+                           ThreadPool* pool) const {
+  const Qwen3Dims& d = dims_;
+  int64_t R = 0;
+  for (const SequenceRows& s : seqs) {
+    if (!s.cache || s.cache->layers() != d.layers || s.cache->row_width() != d.kv_heads * d.head_dim)
+      return make_error(ErrorCode::kInternal, "qwen3 stack: a sequence has no cache of this stack's shape");
+    if (s.rows <= 0 || s.pos0 < 0 || s.pos0 > s.cache->length())
+      return make_error(ErrorCode::kInternal, "qwen3 stack: rows at position " + std::to_string(s.pos0) +
+                                                  " would leave a gap in a cache of length " +
+                                                  std::to_string(s.cache->length()));
+    CHORUS_TRY(s.cache->reserve(s.pos0 + s.rows));
+    R += s.rows;
+  }
+  if (R == 0) return ok_status();
+
+  const int64_t H = d.hidden, D = d.head_dim, qw = d.heads * D, kvw = d.kv_heads * D;
+  const float eps = static_cast<float>(d.rms_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));
+  Activations act(R, d);
+  std::vector<int64_t> positions(static_cast<size_t>(R));
+  for (int64_t r = 0; const SequenceRows& s : seqs)
+    for (int64_t t = 0; t < s.rows; ++t) positions[static_cast<size_t>(r++)] = s.pos0 + t;
+  std::copy(x, x + R * H, act.h.data());
+  float* h = act.h.data();
+
+  for (int64_t li = 0; li < d.layers; ++li) {
+    const Qwen3LayerWeights& L = layers_[static_cast<size_t>(li)];
+    cpu::rms_norm(h, L.input_norm.f32(), act.a.data(), R, H, eps);
+    cpu::linear(act.a.data(), R, MatrixRef::of(L.q_proj), nullptr, act.q.data(), pool);
+    cpu::linear(act.a.data(), R, MatrixRef::of(L.k_proj), nullptr, act.k.data(), pool);
+    cpu::linear(act.a.data(), R, MatrixRef::of(L.v_proj), nullptr, act.v.data(), pool);
+    cpu::rms_norm(act.q.data(), L.q_norm.f32(), act.q.data(), R * d.heads, D, eps);
+    cpu::rms_norm(act.k.data(), L.k_norm.f32(), act.k.data(), R * d.kv_heads, D, eps);
+    cpu::rope(act.q.data(), R, d.heads, D, positions.data(), inv_freq_.data());
+    cpu::rope(act.k.data(), R, d.kv_heads, D, positions.data(), inv_freq_.data());
+    for (int64_t r0 = 0; const SequenceRows& s : seqs) {
+      float* kc = s.cache->keys(li) + s.pos0 * kvw;
+      float* vc = s.cache->values(li) + s.pos0 * kvw;
+      std::copy(act.k.data() + r0 * kvw, act.k.data() + (r0 + s.rows) * kvw, kc);
+      std::copy(act.v.data() + r0 * kvw, act.v.data() + (r0 + s.rows) * kvw, vc);
+      cpu::attention(act.q.data() + r0 * qw, s.rows, d.heads, s.cache->keys(li), s.cache->values(li),
+                     s.pos0 + s.rows, d.kv_heads, D, s.pos0, /*window=*/0, scale, act.attn.data() + r0 * qw,
+                     pool);
+      r0 += s.rows;
+    }
+    cpu::linear(act.attn.data(), R, MatrixRef::of(L.o_proj), nullptr, act.a.data(), pool);
+    add_in_place(h, act.a.data(), R * H);
+
+    cpu::rms_norm(h, L.post_norm.f32(), act.a.data(), R, H, eps);
+    cpu::linear(act.a.data(), R, MatrixRef::of(L.gate_proj), nullptr, act.gate.data(), pool);
+    cpu::linear(act.a.data(), R, MatrixRef::of(L.up_proj), nullptr, act.up.data(), pool);
+    cpu::silu_mul(act.gate.data(), act.up.data(), act.gate.data(), R * d.intermediate);
+    cpu::linear(act.gate.data(), R, MatrixRef::of(L.down_proj), nullptr, act.a.data(), pool);
+    add_in_place(h, act.a.data(), R * H);
+  }
+  for (const SequenceRows& s : seqs) s.cache->set_length(s.pos0 + s.rows);
+  cpu::rms_norm(h, final_norm_.f32(), out, R, H, eps);
+  return ok_status();
+}
+
+}  // namespace chorus::nn

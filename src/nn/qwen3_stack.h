@@ -1,0 +1,61 @@
+// Compute of a Qwen3-style decoder stack (pre-norm layers with RMSNorm, QK-norm before rotary
+// embeddings, grouped-query causal attention over a KV cache, SwiGLU MLP; then a final RMSNorm),
+// shared by the Qwen3-TTS talker and code predictor and the Breeze TTS 2 backbone.
+//
+// One forward call runs several independent sequences at once: their new rows are concatenated,
+// every matrix product runs over all rows together (weights are read once per call), and attention
+// runs per sequence against that sequence's own cache. A row's result never depends on which other
+// rows share the call (the kernels fix each output's reduction order), so batching changes nothing.
+//
+// Arithmetic is f32; matrices stay in their checkpoint dtype (bf16 is widened inside the kernels).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "models/weight_table.h"
+#include "nn/kv_cache.h"
+#include "nn/qwen3_block.h"
+#include "runtime/cpu/kernels.h"
+
+namespace chorus::nn {
+
+struct Qwen3LayerWeights {
+  Tensor q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;  // as stored ([out, in])
+  Tensor input_norm, post_norm, q_norm, k_norm;                           // f32
+};
+
+// One sequence's share of a batched forward: `rows` new positions pos0, pos0+1, ... written into
+// `cache` (rows at and after pos0 are replaced; pos0 may not exceed cache->length()).
+struct SequenceRows {
+  KvCache* cache = nullptr;
+  int64_t pos0 = 0;
+  int64_t rows = 0;
+};
+
+class Qwen3Stack {
+ public:
+  // `w` is prefixed to the stack ("talker.model."): layers.<i>.… and norm.weight, as declared by
+  // declare_qwen3_stack (the checkpoint must have been checked against that table).
+  static Result<Qwen3Stack> load(const Weights& w, const Qwen3Dims& dims);
+
+  const Qwen3Dims& dims() const { return dims_; }
+  KvCache make_cache() const;
+
+  // x: [Σ rows, hidden], the sequences' new rows in order; out: [Σ rows, hidden] after the final
+  // norm (out may equal x). Fails (before computing anything) on an inconsistent cache or position.
+  Status forward(std::span<const SequenceRows> seqs, const float* x, float* out, ThreadPool* pool) const;
+
+ private:
+  Qwen3Dims dims_;
+  std::vector<Qwen3LayerWeights> layers_;
+  Tensor final_norm_;
+  std::vector<float> inv_freq_;
+};
+
+}  // namespace chorus::nn
