@@ -1,0 +1,85 @@
+// Per-stream generation state of Qwen3-TTS and the batched step (spec §3.4).
+//
+// A stream is prefilled on its first step (the whole prompt in one batched forward), which also
+// samples codebook 0 of frame 0. Every step then produces one frame per active stream:
+//   code predictor: codebooks 1..15 from (talker hidden z, c0), on the stream's fresh per-frame cache;
+//   talker: input = frame embedding + trailing text row k (tts_pad once they run out), at position
+//           prompt_rows + k; samples the next c0 with the repetition penalty over earlier c0s.
+// A stream finishes when c0 is EOS (allowed once min_frames frames exist) or max_frames frames
+// exist. Streams in one step share every matrix product but nothing else, so a stream's codes
+// never depend on which other streams run with it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/error.h"
+#include "models/qwen3_tts/model.h"
+#include "models/qwen3_tts/prompt.h"
+#include "nn/kv_cache.h"
+#include "sampling/sampler.h"
+
+namespace chorus::qwen3_tts {
+
+struct GenerationSettings {
+  sampling::SamplerParams talker;          // codebook 0 (repetition penalty applies here only)
+  sampling::SamplerParams code_predictor;  // codebooks 1..15
+  int64_t max_frames = 1;                  // >= 1
+  int64_t min_frames = 2;                  // EOS is masked while fewer frames exist
+  uint64_t seed = 0;
+  uint32_t rng_stream = 0;
+};
+
+enum class FinishReason { kNotFinished, kEos, kMaxFrames };
+
+class Stream {
+ public:
+  // Checks the settings; the prompt must come from build_prompt on the same model.
+  static Result<std::unique_ptr<Stream>> create(std::shared_ptr<const Model> model, Prompt prompt,
+                                                const GenerationSettings& settings);
+
+  const Model& model() const { return *model_; }
+  bool finished() const { return reason_ != FinishReason::kNotFinished; }
+  FinishReason finish_reason() const { return reason_; }
+  int64_t frames() const { return frames_; }
+  int64_t prompt_rows() const { return prompt_rows_; }
+  const GenerationSettings& settings() const { return settings_; }
+  const nn::KvCache& talker_cache() const { return talker_cache_; }
+  size_t state_bytes() const;  // caches and prompt rows held
+
+ private:
+  friend struct StepRunner;
+  Stream() = default;
+
+  std::shared_ptr<const Model> model_;
+  GenerationSettings settings_;
+  Prompt prompt_;                  // prefill rows are released after the prefill
+  int64_t prompt_rows_ = 0;
+  bool prefilled_ = false;
+  nn::KvCache talker_cache_, cp_cache_;
+  std::vector<float> hidden_;      // z: talker hidden state that produced pending_c0_
+  int32_t pending_c0_ = -1;
+  std::vector<int32_t> c0_history_;
+  int64_t frames_ = 0;
+  FinishReason reason_ = FinishReason::kNotFinished;
+};
+
+struct FrameOutput {
+  bool has_frame = false;
+  std::vector<int32_t> codes;  // groups() codes when has_frame
+};
+
+// Wall time spent per stage, accumulated over calls (for benchmarks). The code predictor's time
+// includes its sampling; talker_sampling_s is codebook 0's.
+struct StepTimes {
+  double talker_prefill_s = 0, talker_step_s = 0, code_predictor_s = 0, talker_sampling_s = 0;
+};
+
+// Advances every unfinished stream by one frame (prefilling those that need it). out[i] gets
+// stream i's frame, if it produced one. All streams must belong to one model. A failure leaves
+// the streams in an unspecified state: drop them.
+Status step_streams(std::span<Stream* const> streams, std::span<FrameOutput> out, StepTimes* times = nullptr);
+
+}  // namespace chorus::qwen3_tts
