@@ -44,7 +44,8 @@ void attend_group(const detail::MicroKernels& mk, int heads, const float* q, con
     const int nr = static_cast<int>(std::min(kTile, n - j));
     prefetch_rows(k, kv_stride, D, lo + j + kPrefetchAhead, std::min(hi + 1, lo + j + kPrefetchAhead + kTile));
     prefetch_rows(v, kv_stride, D, lo + j, lo + j + nr);
-    mk.dot_tile(heads, nr, D, q, D, DType::kF32, k + (lo + j) * kv_stride, kv_stride, tile);
+    mk.dot_tile(heads, nr, D, q, D, DType::kF32, k + (lo + j) * kv_stride, kv_stride, nullptr,
+                tile);
     for (int h = 0; h < heads; ++h)
       for (int c = 0; c < nr; ++c) p[h * n + j + c] = tile[h * nr + c];
   }

@@ -42,7 +42,10 @@ void linear(const float* x, int64_t M, const MatrixRef& w, const float* bias, fl
         const int mr = static_cast<int>(std::min(x_tile, M - m));
         for (int64_t n = nb; n < nb_end; n += kRowTile) {
           const int nr = static_cast<int>(std::min(kRowTile, nb_end - n));
-          mk.dot_tile(mr, nr, K, x + m * K, K, w.dtype, wb + n * K * es, K, out);
+          // The first sweep over a block of W reads it from memory: prefetch the next tile.
+          const bool prefetch = m == 0 && n + kRowTile < n_end;
+          const void* next = prefetch ? wb + (n + kRowTile) * K * es : nullptr;
+          mk.dot_tile(mr, nr, K, x + m * K, K, w.dtype, wb + n * K * es, K, next, out);
           for (int i = 0; i < mr; ++i)
             for (int j = 0; j < nr; ++j)
               y[(m + i) * N + n + j] = bias ? out[i * nr + j] + bias[n + j] : out[i * nr + j];

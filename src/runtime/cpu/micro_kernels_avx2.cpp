@@ -50,7 +50,9 @@ inline float hsum(__m256 v) {
 
 template <int MR, int NR, class W>
 void dot_tile_t(int64_t K, const float* a, int64_t lda, const typename W::T* b, int64_t ldb,
-                float* out) {
+                const char* next, float* out) {
+  // Each 8-element step reads 8·NR elements of b; fetch as many bytes of the next block.
+  constexpr int kStepBytes = 8 * NR * static_cast<int>(sizeof(typename W::T));
   __m256 acc[MR][NR];
 #pragma GCC unroll 4
   for (int m = 0; m < MR; ++m)
@@ -58,6 +60,11 @@ void dot_tile_t(int64_t K, const float* a, int64_t lda, const typename W::T* b, 
     for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
   const int64_t k8 = K & ~int64_t{7};
   for (int64_t k = 0; k < k8; k += 8) {
+    if (next) {
+#pragma GCC unroll 4
+      for (int off = 0; off < kStepBytes; off += 64)
+        _mm_prefetch(next + (k / 8) * kStepBytes + off, _MM_HINT_T0);
+    }
     __m256 xv[MR];
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) xv[m] = _mm256_loadu_ps(a + m * lda + k);
@@ -78,33 +85,34 @@ void dot_tile_t(int64_t K, const float* a, int64_t lda, const typename W::T* b, 
 
 template <class W, int MR>
 void dot_rows(int nr, int64_t K, const float* a, int64_t lda, const void* bv, int64_t ldb,
-              float* out) {
+              const char* next, float* out) {
   const auto* b = static_cast<const typename W::T*>(bv);
   switch (nr) {
-    case 1: return dot_tile_t<MR, 1, W>(K, a, lda, b, ldb, out);
-    case 2: return dot_tile_t<MR, 2, W>(K, a, lda, b, ldb, out);
-    case 3: return dot_tile_t<MR, 3, W>(K, a, lda, b, ldb, out);
-    default: return dot_tile_t<MR, 4, W>(K, a, lda, b, ldb, out);
+    case 1: return dot_tile_t<MR, 1, W>(K, a, lda, b, ldb, next, out);
+    case 2: return dot_tile_t<MR, 2, W>(K, a, lda, b, ldb, next, out);
+    case 3: return dot_tile_t<MR, 3, W>(K, a, lda, b, ldb, next, out);
+    default: return dot_tile_t<MR, 4, W>(K, a, lda, b, ldb, next, out);
   }
 }
 
 template <class W>
 void dot_typed(int mr, int nr, int64_t K, const float* a, int64_t lda, const void* b, int64_t ldb,
-               float* out) {
+               const char* next, float* out) {
   switch (mr) {
-    case 1: return dot_rows<W, 1>(nr, K, a, lda, b, ldb, out);
-    case 2: return dot_rows<W, 2>(nr, K, a, lda, b, ldb, out);
-    case 3: return dot_rows<W, 3>(nr, K, a, lda, b, ldb, out);
-    default: return dot_rows<W, 4>(nr, K, a, lda, b, ldb, out);
+    case 1: return dot_rows<W, 1>(nr, K, a, lda, b, ldb, next, out);
+    case 2: return dot_rows<W, 2>(nr, K, a, lda, b, ldb, next, out);
+    case 3: return dot_rows<W, 3>(nr, K, a, lda, b, ldb, next, out);
+    default: return dot_rows<W, 4>(nr, K, a, lda, b, ldb, next, out);
   }
 }
 
 void dot_tile(int mr, int nr, int64_t K, const float* a, int64_t lda, DType bt, const void* b,
-              int64_t ldb, float* out) {
+              int64_t ldb, const void* next_v, float* out) {
+  const auto* next = static_cast<const char*>(next_v);
   switch (bt) {
-    case DType::kF32: return dot_typed<F32W>(mr, nr, K, a, lda, b, ldb, out);
-    case DType::kBF16: return dot_typed<Bf16W>(mr, nr, K, a, lda, b, ldb, out);
-    case DType::kF16: return dot_typed<F16W>(mr, nr, K, a, lda, b, ldb, out);
+    case DType::kF32: return dot_typed<F32W>(mr, nr, K, a, lda, b, ldb, next, out);
+    case DType::kBF16: return dot_typed<Bf16W>(mr, nr, K, a, lda, b, ldb, next, out);
+    case DType::kF16: return dot_typed<F16W>(mr, nr, K, a, lda, b, ldb, next, out);
     default:
       for (int i = 0; i < mr * nr; ++i) out[i] = 0.0f;
   }

@@ -27,6 +27,7 @@ float lane_tree(const float* l) {
 
 template <int MR, int NR, class W>
 void dot_tile_t(int64_t K, const float* a, int64_t lda, const typename W::T* b, int64_t ldb,
+                const char* /*next: a prefetch in this loop kept GCC from vectorising it*/,
                 float* out) {
   float acc[MR][NR][8] = {};
   const int64_t k8 = K & ~int64_t{7};
@@ -48,33 +49,34 @@ void dot_tile_t(int64_t K, const float* a, int64_t lda, const typename W::T* b, 
 
 template <class W, int MR>
 void dot_rows(int nr, int64_t K, const float* a, int64_t lda, const void* bv, int64_t ldb,
-              float* out) {
+              const char* next, float* out) {
   const auto* b = static_cast<const typename W::T*>(bv);
   switch (nr) {
-    case 1: return dot_tile_t<MR, 1, W>(K, a, lda, b, ldb, out);
-    case 2: return dot_tile_t<MR, 2, W>(K, a, lda, b, ldb, out);
-    case 3: return dot_tile_t<MR, 3, W>(K, a, lda, b, ldb, out);
-    default: return dot_tile_t<MR, 4, W>(K, a, lda, b, ldb, out);
+    case 1: return dot_tile_t<MR, 1, W>(K, a, lda, b, ldb, next, out);
+    case 2: return dot_tile_t<MR, 2, W>(K, a, lda, b, ldb, next, out);
+    case 3: return dot_tile_t<MR, 3, W>(K, a, lda, b, ldb, next, out);
+    default: return dot_tile_t<MR, 4, W>(K, a, lda, b, ldb, next, out);
   }
 }
 
 template <class W>
 void dot_typed(int mr, int nr, int64_t K, const float* a, int64_t lda, const void* b, int64_t ldb,
-               float* out) {
+               const char* next, float* out) {
   switch (mr) {
-    case 1: return dot_rows<W, 1>(nr, K, a, lda, b, ldb, out);
-    case 2: return dot_rows<W, 2>(nr, K, a, lda, b, ldb, out);
-    case 3: return dot_rows<W, 3>(nr, K, a, lda, b, ldb, out);
-    default: return dot_rows<W, 4>(nr, K, a, lda, b, ldb, out);
+    case 1: return dot_rows<W, 1>(nr, K, a, lda, b, ldb, next, out);
+    case 2: return dot_rows<W, 2>(nr, K, a, lda, b, ldb, next, out);
+    case 3: return dot_rows<W, 3>(nr, K, a, lda, b, ldb, next, out);
+    default: return dot_rows<W, 4>(nr, K, a, lda, b, ldb, next, out);
   }
 }
 
 void dot_tile(int mr, int nr, int64_t K, const float* a, int64_t lda, DType bt, const void* b,
-              int64_t ldb, float* out) {
+              int64_t ldb, const void* next_v, float* out) {
+  const auto* next = static_cast<const char*>(next_v);
   switch (bt) {
-    case DType::kF32: return dot_typed<F32W>(mr, nr, K, a, lda, b, ldb, out);
-    case DType::kBF16: return dot_typed<Bf16W>(mr, nr, K, a, lda, b, ldb, out);
-    case DType::kF16: return dot_typed<F16W>(mr, nr, K, a, lda, b, ldb, out);
+    case DType::kF32: return dot_typed<F32W>(mr, nr, K, a, lda, b, ldb, next, out);
+    case DType::kBF16: return dot_typed<Bf16W>(mr, nr, K, a, lda, b, ldb, next, out);
+    case DType::kF16: return dot_typed<F16W>(mr, nr, K, a, lda, b, ldb, next, out);
     default: std::fill(out, out + mr * nr, 0.0f);  // the drivers only pass float weights
   }
 }
