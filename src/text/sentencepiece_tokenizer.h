@@ -49,6 +49,7 @@ class SentencePieceTokenizer {
   std::optional<std::int32_t> token_id(std::string_view token) const;
 
  private:
+  SentencePieceTokenizer() = default;  // only the factories make one (impl_ is never null)
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };

