@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <ctime>
 
 #include "audio/writer.h"
 #include "command.h"
@@ -18,7 +19,7 @@ namespace {
 
 struct Options {
   std::string model, codes, out, mode = "full", sample_format = "pcm16";
-  int64_t chunk_frames = 0, random_frames = 0, block_frames = 16;
+  int64_t chunk_frames = 0, random_frames = 0, block_frames = 4;
   uint32_t seed = 0;
   int threads = 0;
   bool bench = false;
@@ -26,6 +27,24 @@ struct Options {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+struct StageClock {
+  std::vector<std::pair<std::string, double>> seconds;  // in pipeline order
+  Clock::time_point last;
+  void mark(const std::string& name) {
+    const auto now = Clock::now();
+    auto it = std::find_if(seconds.begin(), seconds.end(), [&](const auto& p) { return p.first == name; });
+    if (it == seconds.end()) it = seconds.insert(seconds.end(), {name, 0.0});
+    it->second += std::chrono::duration<double>(now - last).count();
+    last = now;
+  }
+};
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -94,19 +113,25 @@ int run(const Options& o) {
   const int64_t T = frames->frames, Q = dec.num_quantizers();
   const int64_t chunk = o.chunk_frames > 0 ? o.chunk_frames : T;
   codec::DecoderState state = dec.new_state(*mode);
+  // --bench: time between consecutive stage outputs = the time of that stage.
+  StageClock stage_clock;
+  if (o.bench) state.set_tap([&stage_clock](const std::string& name, const float*, int64_t, int64_t) { stage_clock.mark(name); });
   std::vector<float> samples;
   std::vector<double> call_s;
   double decode_s = 0;
+  const double cpu0 = process_cpu_seconds();
   for (int64_t f = 0; f < T; f += chunk) {
     const int64_t n = std::min(chunk, T - f);
     samples.clear();
     const auto t0 = Clock::now();
+    stage_clock.last = t0;
     if (auto st = dec.decode(state, frames->codes.data() + f * Q, n, samples); !st.ok()) return cli::fail(st.error());
     call_s.push_back(seconds_since(t0));
     decode_s += call_s.back();
     if (writer)
       if (auto st = writer->write(samples.data(), samples.size()); !st.ok()) return cli::fail(st.error());
   }
+  const double cpu_s = process_cpu_seconds() - cpu0;
   samples.clear();
   if (auto st = dec.flush(state, samples); !st.ok()) return cli::fail(st.error());
   if (writer) {
@@ -128,9 +153,17 @@ int run(const Options& o) {
                 static_cast<long long>(chunk), call_s.size(), codec::decode_mode_name(*mode));
     std::printf("throughput       %.2f frames/s (RTF %.3f; real time needs 12.5 frames/s)\n",
                 static_cast<double>(T) / decode_s, decode_s / audio_s);
+    std::printf("cpu time         %.1f ms per frame (all threads; compare with wall time on a busy machine)\n",
+                cpu_s * 1e3 / static_cast<double>(T));
     std::printf("per-call latency first %.1f ms, median %.1f ms, p90 %.1f ms, max %.1f ms\n", call_s.front() * 1e3,
                 percentile(call_s, 0.5) * 1e3, percentile(call_s, 0.9) * 1e3,
                 *std::max_element(call_s.begin(), call_s.end()) * 1e3);
+    std::printf("time per stage  ");
+    double total = 0;
+    for (const auto& [name, secs] : stage_clock.seconds) total += secs;
+    for (const auto& [name, secs] : stage_clock.seconds)
+      if (secs >= 0.005 * total) std::printf(" %s %.0f%%", name.c_str(), 100.0 * secs / total);
+    std::printf("\n");
   }
   return 0;
 }

@@ -94,7 +94,7 @@ class Decoder {
 
   // nullptr: run on the calling thread only. Default: ThreadPool::global().
   void set_thread_pool(ThreadPool* pool) { pool_ = pool; }
-  // Frames decoded per internal step by states created afterwards (default 16). Bounds a stream's
+  // Frames decoded per internal step by states created afterwards (default 4). Bounds a stream's
   // memory; the output does not depend on it.
   Status set_block_frames(int64_t frames);
 
@@ -122,7 +122,7 @@ class Decoder {
 
   std::shared_ptr<const detail::DecoderModel> model_;
   ThreadPool* pool_ = nullptr;
-  int64_t block_frames_ = 16;
+  int64_t block_frames_ = 4;
 };
 
 }  // namespace chorus::codec
