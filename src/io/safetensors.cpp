@@ -287,10 +287,12 @@ uint64_t Checkpoint::total_params() const {
 
 // ---- Writer ------------------------------------------------------------------------------------
 
-Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
-  // Same layout as the reference writer: compact JSON, "__metadata__" first, tensors in the given
-  // order, header padded with spaces so the data section starts 8-byte aligned.
+namespace {
+
+// The header text: same layout as the reference writer (compact JSON, "__metadata__" first,
+// tensors in the given order, padded with spaces so the data section starts 8-byte aligned).
+Result<std::string> header_for(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
@@ -318,6 +320,19 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+}  // namespace
+
+Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  std::string text;
+  try {
+    CHORUS_ASSIGN(text, header_for(path, tensors, metadata));
+  } catch (const std::exception& e) {  // allocation failure; names and metadata are pre-checked
+    return make_error(ErrorCode::kResourceExhausted, path + ": " + e.what());
+  }
 
   const std::string tmp = path + ".tmp";
   std::FILE* out = std::fopen(tmp.c_str(), "wb");

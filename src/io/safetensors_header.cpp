@@ -283,16 +283,16 @@ Status validate_offsets(ParsedHeader& h, const std::vector<uint64_t>& sizes, uin
       return fail(t, "data offsets " + range_text(t.begin, t.end) + " run past the end of the " +
                          std::to_string(data_bytes) + "-byte data section (file truncated?)");
   }
-  std::vector<size_t> order(h.infos.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const TensorInfo &x = h.infos[a], &y = h.infos[b];
-    return x.begin != y.begin ? x.begin < y.begin : x.end < y.end;
+  // Sorting in place (no second copy of the infos); names break ties between empty tensors at
+  // the same offset, so the order is total and deterministic.
+  std::sort(h.infos.begin(), h.infos.end(), [](const TensorInfo& x, const TensorInfo& y) {
+    if (x.begin != y.begin) return x.begin < y.begin;
+    if (x.end != y.end) return x.end < y.end;
+    return x.name < y.name;
   });
   uint64_t expect = 0;
   const TensorInfo* prev = nullptr;
-  for (size_t i : order) {
-    const TensorInfo& t = h.infos[i];
+  for (const TensorInfo& t : h.infos) {
     if (t.begin < expect)
       return fail(t, "data offsets " + range_text(t.begin, t.end) + " overlap tensor '" + prev->name +
                          "' " + range_text(prev->begin, prev->end));
@@ -308,12 +308,7 @@ Status validate_offsets(ParsedHeader& h, const std::vector<uint64_t>& sizes, uin
                           " trailing bytes after the last tensor (data section is " +
                           std::to_string(data_bytes) + " bytes, tensors cover " +
                           std::to_string(expect) + ")");
-  // Keep the infos in file order and the index pointing at them.
-  std::vector<TensorInfo> sorted;
-  sorted.reserve(order.size());
-  for (size_t i : order) sorted.push_back(std::move(h.infos[i]));
-  h.infos = std::move(sorted);
-  for (size_t i = 0; i < h.infos.size(); ++i) h.index[h.infos[i].name] = i;
+  for (size_t i = 0; i < h.infos.size(); ++i) h.index.find(h.infos[i].name)->second = i;
   return ok_status();
 }
 
@@ -333,6 +328,12 @@ Result<ParsedHeader> parse_header(std::string_view header, uint64_t data_bytes,
     return make_error(ErrorCode::kInvalidFormat, label + ": header is not a JSON object");
   ParsedHeader out;
   try {
+    // Reserving for the tensors the header appears to hold avoids holding two growing copies at
+    // once; a miscount (escaped keys) only costs a reallocation.
+    uint64_t guess = 0;
+    for (size_t at = header.find("\"dtype\""); at != std::string_view::npos; at = header.find("\"dtype\"", at + 7))
+      ++guess;
+    out.infos.reserve(static_cast<size_t>(std::min<uint64_t>(guess, limits.max_tensors)));
     HeaderSax sax(out, label, limits);
     const bool ok = Json::sax_parse(header.begin(), header.end(), &sax);
     if (sax.error()) return *sax.error();
