@@ -34,7 +34,8 @@ struct MatrixRef {
   static MatrixRef of(const Tensor& t);  // rank-2 tensor (rank-1: a single row)
 };
 
-// y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N] when bias != nullptr).
+// y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N] when bias != nullptr). y must not overlap x. Each
+// element's reduction order is fixed, so a row's result is bitwise the same for any M.
 void linear(const float* x, int64_t M, const MatrixRef& w, const float* bias, float* y,
             ThreadPool* pool = nullptr);
 
@@ -78,7 +79,7 @@ void sigmoid(float* x, int64_t n);
 void softmax(float* x, int64_t rows, int64_t n);
 
 // 1-D convolution on x[Cin, T] (no implicit padding: pad the input yourself, e.g. causal left
-// padding). y[Cout, Tout] with Tout = (T − dilation·(K−1) − 1) / stride + 1.
+// padding). y[Cout, Tout] with Tout = (T − dilation·(K−1) − 1) / stride + 1; y must not overlap x.
 void conv1d(const float* x, int64_t Cin, int64_t T, const MatrixRef& weight /* [Cout, Cin/g·K] */,
             int64_t K, const float* bias, int64_t stride, int64_t dilation, int64_t groups, float* y,
             ThreadPool* pool = nullptr);
