@@ -148,6 +148,15 @@ TEST(BreezeWeights, RealArchitectureHasTheSpecsTensorCountsAndParameters) {
   EXPECT_NEAR(text_layer_params / 1e6, 697.9, 0.05);
   EXPECT_NEAR(backbone_layer_params / 1e6, 1409.4, 0.05);
   EXPECT_NEAR(depth_layer_params / 1e6, 333.5, 0.05);
+  // "Live parameters: about 2.85 B. The checkpoint holds 3,466,363,713 params in total", of which
+  // the dead Mimi codec_model.* tensors are 79.3 M.
+  int64_t live = 0, with_dead_text = 0;
+  for (const auto& s : t.specs()) {
+    if (!s.optional) live += shape_numel(s.shape);
+    if (!s.optional || s.name == "embed_text_tokens.weight") with_dead_text += shape_numel(s.shape);
+  }
+  EXPECT_NEAR(live / 1e9, 2.85, 0.005);
+  EXPECT_NEAR((3466363713 - with_dead_text) / 1e6, 79.3, 0.05);
   EXPECT_EQ(t.find(kCodebooksHead)->shape, (Shape{15, 1024, 2051}));
   EXPECT_EQ(t.find(kLmHead)->shape, (Shape{2052, 2048}));
   EXPECT_EQ(t.find(kAudioTable)->shape, (Shape{32816, 2048}));

@@ -71,6 +71,10 @@ std::vector<float> text_rope_inv_freq(const TextEncoderConfig& c, TextLayerType 
 }
 
 Result<TextEncoder> TextEncoder::create(const Config& c, const io::Checkpoint& ckpt, Activations act) {
+  // Cheap next to loading, and the kernels below trust every shape.
+  WeightTable table;
+  declare_text_encoder_weights(c, table);
+  CHORUS_TRY(table.check(ckpt, ckpt.label()));
   TextEncoder e;
   e.cfg_ = c.text_encoder;
   e.vocab_ = c.text_vocab;

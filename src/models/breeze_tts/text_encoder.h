@@ -45,7 +45,7 @@ struct TextEncoderTrace {
 
 class TextEncoder {
  public:
-  // Binds the weights of a checkpoint that passed the weight table (main_weight_table).
+  // Binds the encoder's weights (checked against declare_text_encoder_weights first).
   static Result<TextEncoder> create(const Config& c, const io::Checkpoint& ckpt, Activations act = Activations::kF32);
 
   // One segment of ids -> the encoder output after its final norm, [L, text hidden]. Ids outside
