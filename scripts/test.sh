@@ -51,7 +51,9 @@ if [ "$fuzz_seconds" -gt 0 ] && [ -d tests/fuzz ]; then
   echo "== fuzzing (${fuzz_seconds}s per target, clang + libFuzzer + ASan/UBSan)"
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_CUDA=OFF -DCHORUS_TESTS=OFF \
         -DCHORUS_FUZZ=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-  ninja -C build-fuzz
+  fuzz_targets=$(ninja -C build-fuzz -t targets all 2>/dev/null | grep -oE '^fuzz_[a-z_0-9]+:' | tr -d ':' | sort -u || true)
+  # shellcheck disable=SC2086
+  [ -n "$fuzz_targets" ] && ninja -C build-fuzz $fuzz_targets
   for f in build-fuzz/tests/fuzz/fuzz_*; do
     [ -x "$f" ] || continue
     name=$(basename "$f")
