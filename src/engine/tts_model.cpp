@@ -1,0 +1,31 @@
+#include "engine/tts_model.h"
+
+#include "engine/qwen3_tts_engine.h"
+#include "models/family.h"
+
+namespace chorus::engine {
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::kRunning: return "running";
+    case StopReason::kEos: return "eos";
+    case StopReason::kMaxFrames: return "max-frames";
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<TtsModel>> load_tts_model(const std::string& dir, const LoadOptions& options) {
+  CHORUS_ASSIGN(const Family family, detect_family(dir));
+  ThreadPool* pool = options.pool ? options.pool : &ThreadPool::global();
+  switch (family) {
+    case Family::kQwen3Tts: {
+      CHORUS_ASSIGN(auto e, Qwen3TtsEngine::load(dir, pool));
+      return std::unique_ptr<TtsModel>(std::move(e));
+    }
+    case Family::kBreezeTts:
+      break;
+  }
+  return make_error(ErrorCode::kUnsupported, dir + ": " + family_name(family) + " generation is not supported yet");
+}
+
+}  // namespace chorus::engine
