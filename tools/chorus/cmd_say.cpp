@@ -1,0 +1,253 @@
+// chorus say: text -> codec frames (and audio) with any Qwen3-TTS checkpoint, in every mode of the
+// official API: preset speaker (CustomVoice), voice description (VoiceDesign), voice clone (Base,
+// from a speaker embedding alone or with reference codes and text).
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include "audio/writer.h"
+#include "command.h"
+#include "engine/tts_model.h"
+#include "io/json_util.h"
+#include "models/codec/codec_folder.h"
+#include "models/codec/codes_json.h"
+
+namespace {
+
+using namespace chorus;
+
+struct Options {
+  std::string model, text, text_ids, speaker, language = "auto", instruct, instruct_ids, speaker_embedding;
+  std::string ref_audio, ref_codes, ref_text, ref_text_ids, codes_out, out, decode_mode = "full";
+  bool xvector_only = false, streaming_text = false, full_text = false, greedy = false;
+  uint64_t seed = 0;
+  uint32_t rng_stream = 0;
+  std::optional<float> temperature, top_p, repetition_penalty, sub_temperature, sub_top_p;
+  std::optional<int32_t> top_k, sub_top_k;
+  int64_t max_frames = 0, min_frames = -1;
+  double frames_per_token = engine::LengthCap{}.frames_per_token;
+  int64_t cap_slack = engine::LengthCap{}.slack_frames;
+  int threads = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// A JSON array of ids, inline ("[1, 2, 3]") or in a file.
+Result<std::vector<int32_t>> read_ids(const std::string& arg, const char* option) {
+  const bool inline_json = !arg.empty() && arg.find_first_not_of(" \t") != std::string::npos &&
+                           arg[arg.find_first_not_of(" \t")] == '[';
+  CHORUS_ASSIGN(io::Json j, inline_json ? io::parse_json(arg, option) : io::read_json_file(arg));
+  if (!j.is_array()) return make_error(ErrorCode::kInvalidArgument, std::string(option) + ": expected a JSON array of token ids");
+  std::vector<int32_t> ids;
+  for (const auto& v : j) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+      return make_error(ErrorCode::kInvalidArgument, std::string(option) + ": every id must be an integer in [0, 2^31)");
+    ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+  }
+  return ids;
+}
+
+// A JSON array of floats, or an object holding one under "speaker_embedding".
+Result<std::vector<float>> read_embedding(const std::string& path) {
+  CHORUS_ASSIGN(io::Json j, io::read_json_file(path));
+  const io::Json* arr = &j;
+  if (j.is_object() && j.contains("speaker_embedding")) arr = &j["speaker_embedding"];
+  if (!arr->is_array() || arr->empty())
+    return make_error(ErrorCode::kInvalidFormat, path + ": expected a JSON array of numbers (the speaker embedding)");
+  std::vector<float> v;
+  for (const auto& x : *arr) {
+    if (!x.is_number()) return make_error(ErrorCode::kInvalidFormat, path + ": the speaker embedding holds a non-number");
+    v.push_back(x.get<float>());
+  }
+  return v;
+}
+
+Result<engine::SynthesisRequest> make_request(const Options& o, int64_t codebooks, int64_t codebook_size) {
+  engine::SynthesisRequest r;
+  if (o.text.empty() == o.text_ids.empty()) return make_error(ErrorCode::kInvalidArgument, "give exactly one of --text and --text-ids");
+  r.text = o.text;
+  if (!o.text_ids.empty()) {
+    CHORUS_ASSIGN(r.text_ids, read_ids(o.text_ids, "--text-ids"));
+  }
+  r.instruct = o.instruct;
+  if (!o.instruct_ids.empty()) {
+    CHORUS_ASSIGN(r.instruct_ids, read_ids(o.instruct_ids, "--instruct-ids"));
+  }
+  r.speaker = o.speaker;
+  r.language = o.language;
+  if (!o.speaker_embedding.empty()) {
+    CHORUS_ASSIGN(r.speaker_embedding, read_embedding(o.speaker_embedding));
+  }
+  if (!o.ref_audio.empty())
+    return make_error(ErrorCode::kUnsupported, "--ref-audio is not available yet (the speech and speaker encoders are "
+                                               "a separate issue): give --speaker-embedding and --ref-codes instead");
+  if (!o.ref_codes.empty()) {
+    CHORUS_ASSIGN(codec::CodeFrames f, codec::read_codes_json(o.ref_codes, codebooks, codebook_size));
+    for (int64_t i = 0; i < f.frames; ++i)
+      r.ref_codes.emplace_back(f.codes.begin() + i * codebooks, f.codes.begin() + (i + 1) * codebooks);
+  }
+  r.ref_text = o.ref_text;
+  if (!o.ref_text_ids.empty()) {
+    CHORUS_ASSIGN(r.ref_text_ids, read_ids(o.ref_text_ids, "--ref-text-ids"));
+  }
+  r.xvector_only = o.xvector_only;
+  if (o.streaming_text && o.full_text) return make_error(ErrorCode::kInvalidArgument, "give at most one of --streaming-text and --full-text");
+  r.layout = o.streaming_text ? engine::TextLayout::kStreaming
+             : o.full_text    ? engine::TextLayout::kFull
+                              : engine::TextLayout::kModelDefault;
+  for (auto* s : {&r.sampler, &r.depth_sampler}) {
+    if (o.greedy) s->greedy = true;
+    if (o.temperature || o.top_k || o.top_p) s->greedy = o.greedy;  // asking for sampling values means sampling
+    s->temperature = o.temperature;
+    s->top_k = o.top_k;
+    s->top_p = o.top_p;
+  }
+  if (o.sub_temperature) r.depth_sampler.temperature = o.sub_temperature;
+  if (o.sub_top_k) r.depth_sampler.top_k = o.sub_top_k;
+  if (o.sub_top_p) r.depth_sampler.top_p = o.sub_top_p;
+  r.sampler.repetition_penalty = o.repetition_penalty;
+  if (o.max_frames < 0) return make_error(ErrorCode::kInvalidArgument, "--max-frames must be >= 1 (0: the checkpoint's limit)");
+  r.max_frames = o.max_frames;
+  r.min_frames = o.min_frames;
+  r.length_cap.frames_per_token = o.frames_per_token;
+  r.length_cap.slack_frames = o.cap_slack;
+  r.seed = o.seed;
+  r.rng_stream = o.rng_stream;
+  return r;
+}
+
+int run(const Options& o) {
+  std::unique_ptr<ThreadPool> own_pool;
+  if (o.threads > 0) own_pool = std::make_unique<ThreadPool>(o.threads);
+  ThreadPool* pool = own_pool ? own_pool.get() : &ThreadPool::global();
+  const auto t_load = Clock::now();
+  auto model = engine::load_tts_model(o.model, {pool});
+  if (!model.ok()) return cli::fail(model.error());
+  const engine::ModelInfo& info = (*model)->info();
+
+  // The codec is needed for audio output, and for the size of reference codes.
+  std::optional<codec::CodecModel> codec_model;
+  if (!o.out.empty() || !o.ref_codes.empty()) {
+    auto c = codec::load_codec(o.model);
+    if (!c.ok()) return cli::fail(c.error());
+    codec_model = std::move(*c);
+    codec_model->decoder.set_thread_pool(pool);
+  }
+  const int64_t codebook_size = codec_model ? codec_model->decoder.codebook_size() : 2048;
+  auto request = make_request(o, info.codebooks, codebook_size);
+  if (!request.ok()) return cli::fail(request.error());
+  auto stream = (*model)->create_stream(*request);
+  if (!stream.ok()) return cli::fail(stream.error());
+  const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+
+  std::unique_ptr<audio::AudioWriter> writer;
+  std::optional<codec::DecoderState> dec_state;
+  std::vector<float> samples;
+  if (!o.out.empty()) {
+    auto mode = codec::decode_mode_from_name(o.decode_mode);
+    if (!mode.ok()) return cli::fail(mode.error());
+    audio::WriterOptions wo;
+    wo.input_rate = static_cast<int>(codec_model->decoder.sample_rate());
+    auto w = audio::AudioWriter::open(o.out, wo);
+    if (!w.ok()) return cli::fail(w.error());
+    writer = std::move(*w);
+    dec_state = codec_model->decoder.new_state(*mode);
+    // Voice clone with reference codes: the official output decodes reference + generated frames
+    // and cuts the reference's share, i.e. the reference frames are decoder context only.
+    for (const auto& f : request->ref_codes)
+      if (!o.xvector_only)
+        if (auto st = codec_model->decoder.decode(*dec_state, f.data(), 1, samples); !st.ok()) return cli::fail(st.error());
+    samples.clear();
+  }
+
+  std::vector<int32_t> codes;
+  engine::TtsStream* s = stream->get();
+  std::vector<engine::StepResult> out(1);
+  engine::StageTimes times;
+  const auto t0 = Clock::now();
+  double first_frame_s = 0;
+  while (!s->finished()) {
+    if (auto st = (*model)->step({&s, 1}, out, &times); !st.ok()) return cli::fail(st.error());
+    if (!out[0].has_frame) continue;
+    if (codes.empty()) first_frame_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    codes.insert(codes.end(), out[0].codes.begin(), out[0].codes.end());
+    if (writer) {
+      samples.clear();
+      if (auto st = codec_model->decoder.decode(*dec_state, out[0].codes.data(), 1, samples); !st.ok()) return cli::fail(st.error());
+      if (auto st = writer->write(samples.data(), samples.size()); !st.ok()) return cli::fail(st.error());
+    }
+  }
+  const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const int64_t frames = s->frames();
+  if (writer) {
+    samples.clear();
+    if (auto st = codec_model->decoder.flush(*dec_state, samples); !st.ok()) return cli::fail(st.error());
+    if (!samples.empty())
+      if (auto st = writer->write(samples.data(), samples.size()); !st.ok()) return cli::fail(st.error());
+    if (auto st = writer->close(); !st.ok()) return cli::fail(st.error());
+  }
+  if (!o.codes_out.empty())
+    if (auto st = codec::write_codes_json(o.codes_out, codes.data(), frames, info.codebooks); !st.ok()) return cli::fail(st.error());
+
+  const double audio_s = static_cast<double>(frames) / info.frame_rate;
+  std::fprintf(stderr,
+               "say: %lld frames (%.2f s of audio), stopped by %s (limit %lld frames for %lld text tokens); "
+               "load %.2f s, first frame %.3f s, generation %.2f s (talker %.2f s, code predictor %.2f s), RTF %.2f\n",
+               static_cast<long long>(frames), audio_s, engine::stop_reason_name(s->stop_reason()),
+               static_cast<long long>(s->max_frames()), static_cast<long long>(s->text_tokens()), load_s, first_frame_s,
+               gen_s, times.prefill_s + times.backbone_s + times.sampling_s, times.depth_s,
+               audio_s > 0 ? gen_s / audio_s : 0.0);
+  if (o.out.empty() && o.codes_out.empty()) std::fprintf(stderr, "say: no output requested (-o OUT.wav or --codes-out FILE.json)\n");
+  return 0;
+}
+
+chorus::cli::Runner setup(CLI::App& sub) {
+  auto o = std::make_shared<Options>();
+  sub.add_option("--model", o->model, "Qwen3-TTS checkpoint folder")->required();
+  sub.add_option("--text", o->text, "Text to speak (needs the checkpoint's text tokenizer)");
+  sub.add_option("--text-ids", o->text_ids,
+                 "Token ids wrapped as the official wrapper does (<|im_start|>assistant\\n ... <|im_end|>\\n"
+                 "<|im_start|>assistant\\n): a JSON array inline or a .json file");
+  sub.add_option("--speaker", o->speaker, "Preset speaker (CustomVoice)");
+  sub.add_option("--language", o->language, "auto or a language of the checkpoint (english, chinese, ...)")->capture_default_str();
+  sub.add_option("--instruct", o->instruct, "Style instruction (1.7B CustomVoice) or voice description (VoiceDesign)");
+  sub.add_option("--instruct-ids", o->instruct_ids, "Instruction ids, wrapped (<|im_start|>user\\n ... <|im_end|>\\n)");
+  sub.add_option("--speaker-embedding", o->speaker_embedding, "Voice clone (Base): x-vector as a JSON array of floats");
+  sub.add_option("--ref-audio", o->ref_audio, "Voice clone from a WAV (not available yet)");
+  sub.add_option("--ref-codes", o->ref_codes, "Voice clone (ICL): reference codes JSON in the --codes-out form");
+  sub.add_option("--ref-text", o->ref_text, "Voice clone (ICL): transcript of the reference");
+  sub.add_option("--ref-text-ids", o->ref_text_ids, "Transcript ids, wrapped (<|im_start|>assistant\\n ... <|im_end|>\\n)");
+  sub.add_flag("--xvector-only", o->xvector_only, "Voice clone from the speaker embedding alone");
+  sub.add_flag("--streaming-text", o->streaming_text, "Text fed one token per frame (default for voice clone)");
+  sub.add_flag("--full-text", o->full_text, "Whole text in the prompt (default for CustomVoice / VoiceDesign)");
+  sub.add_flag("--greedy", o->greedy, "Argmax decoding for every codebook");
+  sub.add_option("--seed", o->seed, "Random seed: the same seed gives the same codes")->capture_default_str();
+  sub.add_option("--rng-stream", o->rng_stream, "Another take with the same seed")->capture_default_str();
+  sub.add_option("--temperature", o->temperature, "Sampling temperature (0: greedy); default from generation_config.json");
+  sub.add_option("--top-k", o->top_k, "Top-k (0: off)");
+  sub.add_option("--top-p", o->top_p, "Top-p in (0, 1] (1: off)");
+  sub.add_option("--subtalker-temperature", o->sub_temperature, "Code-predictor temperature (default: --temperature)");
+  sub.add_option("--subtalker-top-k", o->sub_top_k, "Code-predictor top-k");
+  sub.add_option("--subtalker-top-p", o->sub_top_p, "Code-predictor top-p");
+  sub.add_option("--repetition-penalty", o->repetition_penalty, "Penalty on repeated codebook-0 codes");
+  sub.add_option("--max-frames", o->max_frames, "At most N frames (0: generation_config's max_new_tokens - 1)")->capture_default_str();
+  sub.add_option("--min-frames", o->min_frames, "EOS is not allowed before N frames (-1: the official 2)")->capture_default_str();
+  sub.add_option("--frames-per-token", o->frames_per_token,
+                 "Safety cap: at most X frames per text token plus --cap-slack (0: no cap)")->capture_default_str();
+  sub.add_option("--cap-slack", o->cap_slack, "Frames the safety cap allows on top")->capture_default_str();
+  sub.add_option("--codes-out", o->codes_out, "Write the codes: {\"codes\": [[c0, ..., c15], ...]}");
+  sub.add_option("-o,--out", o->out, "Write audio (.wav, .flac, .raw, - for stdout)");
+  sub.add_option("--decode", o->decode_mode, "full (exact) or official-chunked")->capture_default_str();
+  sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
+  sub.footer("Examples:\n"
+             "  chorus say --model Qwen3-TTS-12Hz-0.6B-CustomVoice --text 'Hello there.' --speaker ryan "
+             "--language english -o hello.wav\n"
+             "  chorus say --model tiny_base --text-ids '[1000,900,10,723,1001,10,1000,900,10]' "
+             "--speaker-embedding xvec.json --xvector-only --greedy --codes-out codes.json");
+  return [o] { return run(*o); };
+}
+
+}  // namespace
+
+CHORUS_COMMAND("say", "Synthesize speech: text -> codec frames -> audio", setup);
