@@ -48,8 +48,11 @@ int run_jsonl(const chorus::text::Qwen2Tokenizer& tok, const std::string& path) 
     ++line_no;
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     const auto text = j.is_object() ? j.find("text") : j.end();
-    if (!j.is_object() || text == j.end() || !text->is_string())
+    if (!j.is_object() || text == j.end() || !text->is_string()) {
+      write_all(out);  // the lines before the bad one
+      std::fflush(stdout);
       return chorus::cli::fail(path + ":" + std::to_string(line_no) + ": not a JSON object with a \"text\" string");
+    }
     ids.clear();
     tok.encode(text->get_ref<const std::string&>(), &ids);
     out.append("{\"ids\": ");
