@@ -19,7 +19,8 @@ Error errno_error(const std::string& path, const char* what, int err) {
 }  // namespace
 
 Result<ReadOnlyFile> ReadOnlyFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer before fstat could reject it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return errno_error(path, "cannot open", errno);
   struct stat st;
   if (::fstat(fd, &st) != 0) {

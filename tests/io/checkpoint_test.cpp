@@ -1,6 +1,7 @@
 // Checkpoints: writer round trips, sharded checkpoints through model.safetensors.index.json (and
 // bad index variants), and the config cross-check (Checkpoint::require).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -238,6 +239,12 @@ TEST(Checkpoint, MissingDirectoryOrFilesIsNotFound) {
   ASSERT_FALSE(directory.ok());
   EXPECT_EQ(directory.error().code, ErrorCode::kIo);
   EXPECT_NE(directory.error().message.find("not a regular file"), std::string::npos);
+  // A FIFO with no writer: refused at once rather than blocking the loader.
+  const std::string fifo = dir + "/fifo.safetensors";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto pipe = SafetensorsFile::open(fifo);
+  ASSERT_FALSE(pipe.ok());
+  EXPECT_NE(pipe.error().message.find("not a regular file"), std::string::npos);
 }
 
 TEST(Checkpoint, RequireChecksPresenceShapeAndDtypeAgainstTheConfig) {
