@@ -63,7 +63,6 @@ Status Decoder::decode(DecoderState& state, const int32_t* codes, int64_t frames
   const int64_t max_frames = static_cast<int64_t>(out.max_size() - out.size()) / spf;
   if (frames > max_frames || state.frames_ > std::numeric_limits<int64_t>::max() - frames)
     return make_error(ErrorCode::kResourceExhausted, "too many frames for one output buffer");
-  out.reserve(out.size() + static_cast<size_t>(frames * spf));
   if (state.mode_ == DecodeMode::kExact) return decode_exact(state, codes, frames, out);
   return decode_official(state, codes, frames, out);
 }
