@@ -13,8 +13,7 @@ namespace {
 using text::Qwen2Tokenizer;
 
 // Every golden line gives identical ids, and decoding gives the golden `decoded` text.
-void expect_matches_golden(const Qwen2Tokenizer& tok) {
-  const auto& lines = golden_lines();
+void expect_matches_golden(const Qwen2Tokenizer& tok, const std::vector<GoldenLine>& lines = golden_lines()) {
   ASSERT_EQ(lines.size(), 407u);  // the whole file was read
   std::size_t total_ids = 0, mismatches = 0;
   for (const GoldenLine& g : lines) {
@@ -38,6 +37,17 @@ TEST(Qwen2Golden, TokenizerJsonMatchesEveryLine) {
   auto tok = Qwen2Tokenizer::load(tokenizer_json_folder());
   ASSERT_TRUE(tok.ok()) << tok.error().to_string();
   expect_matches_golden(*tok);
+}
+
+// Should the open regex question settle on transformers' fix_mistral_regex, a tokenizer.json with
+// that regex is all it takes: its golden file matches too.
+TEST(Qwen2Golden, MistralFixRegexViaTokenizerJson) {
+  auto tok = Qwen2Tokenizer::load(mistral_fix_tokenizer_json_folder());
+  ASSERT_TRUE(tok.ok()) << tok.error().to_string();
+  expect_matches_golden(*tok, mistral_fix_golden_lines());
+  std::size_t differ = 0;  // the two goldens really differ, so this is not the default regex again
+  for (std::size_t i = 0; i < golden_lines().size(); ++i) differ += golden_lines()[i].ids != mistral_fix_golden_lines()[i].ids;
+  EXPECT_GT(differ, 5u);
 }
 
 TEST(Qwen2Golden, EveryCategoryIsCovered) {

@@ -42,17 +42,26 @@ json qwen3_tts_config() {
 
 }  // namespace
 
-const std::vector<GoldenLine>& golden_lines() {
-  static const std::vector<GoldenLine> lines = [] {
+std::vector<GoldenLine> read_golden(const std::string& name) {
+  {
     std::vector<GoldenLine> out;
-    std::ifstream in(ref("golden.jsonl"), std::ios::binary);
+    std::ifstream in(ref(name), std::ios::binary);
     std::string line;
     while (std::getline(in, line)) {
       const json j = json::parse(line);
       out.push_back({j.at("text"), j.at("ids").get<std::vector<std::int32_t>>(), j.at("decoded"), j.at("cat")});
     }
     return out;
-  }();
+  }
+}
+
+const std::vector<GoldenLine>& golden_lines() {
+  static const std::vector<GoldenLine> lines = read_golden("golden.jsonl");
+  return lines;
+}
+
+const std::vector<GoldenLine>& mistral_fix_golden_lines() {
+  static const std::vector<GoldenLine> lines = read_golden("golden_fix_mistral_regex.jsonl");
   return lines;
 }
 
@@ -67,9 +76,9 @@ const std::string& qwen3_tts_tokenizer_folder() {
   return dir;
 }
 
-const std::string& tokenizer_json_folder() {
-  static const std::string dir = [] {
-    const std::string d = scratch_dir("qwen2_tokenizer_json");
+std::string write_tokenizer_json_folder(const std::string& name, const std::string& regex) {
+  {
+    const std::string d = scratch_dir(name);
     json added = json::array();
     const json config = qwen3_tts_config();
     for (const auto& [id, t] : config.at("added_tokens_decoder").items()) {
@@ -86,9 +95,7 @@ const std::string& tokenizer_json_folder() {
     const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
     json split;
     split["type"] = "Split";
-    // Spelled out from the README rather than taken from our code.
-    split["pattern"]["Regex"] =
-        R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    split["pattern"]["Regex"] = regex;
     split["behavior"] = "Isolated";
     split["invert"] = false;
     json tokenizer;
@@ -114,7 +121,21 @@ const std::string& tokenizer_json_folder() {
     model["merges"] = merges;
     write_text(d + "/tokenizer.json", tokenizer.dump());
     return d;
-  }();
+  }
+}
+
+// The regexes are spelled out from the README rather than taken from our code.
+const std::string& tokenizer_json_folder() {
+  static const std::string dir = write_tokenizer_json_folder(
+      "qwen2_tokenizer_json",
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)");
+  return dir;
+}
+
+const std::string& mistral_fix_tokenizer_json_folder() {
+  static const std::string dir = write_tokenizer_json_folder(
+      "qwen2_tokenizer_json_mistral_fix",
+      R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)");
   return dir;
 }
 
