@@ -1,6 +1,7 @@
 #include "nn/kv_cache.h"
 
 #include <algorithm>
+#include <new>
 #include <string>
 
 namespace chorus::nn {
@@ -21,9 +22,13 @@ Status KvCache::reserve(int64_t positions) {
                           std::to_string(max_positions_));
   const int64_t cap = std::min(max_positions_, std::max({positions, 2 * capacity_, int64_t{16}}));
   const size_t n = static_cast<size_t>(cap * row_width());
-  for (int64_t l = 0; l < layers_; ++l) {
-    layers_k_[l].resize(n);  // keeps rows [0, capacity): the layout is row-major by position
-    layers_v_[l].resize(n);
+  try {
+    for (int64_t l = 0; l < layers_; ++l) {
+      layers_k_[l].resize(n);  // keeps rows [0, capacity): the layout is row-major by position
+      layers_v_[l].resize(n);
+    }
+  } catch (const std::bad_alloc&) {
+    return make_error(ErrorCode::kResourceExhausted, "out of memory growing a KV cache to " + std::to_string(cap) + " positions");
   }
   capacity_ = cap;
   return ok_status();

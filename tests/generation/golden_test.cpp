@@ -81,6 +81,28 @@ TEST(GoldenTalker, PrefillForwardMatchesEveryPosition) {
   }
 }
 
+// The prompt goes through the talker in one batched forward; feeding it one row at a time through
+// the cache must give the same final state.
+TEST(GoldenTalker, PrefillInOneForwardEqualsRowByRow) {
+  for (const auto& c : gen_cases()) {
+    SCOPED_TRACE(c->id);
+    auto m = tiny_model(c->model_dir);
+    const Prompt p = build(*c);
+    const int64_t H = m->hidden(), V = m->talker().vocab(), P = p.prefill_rows;
+    auto whole = m->talker().make_cache(), rows = m->talker().make_cache();
+    std::vector<float> z1(H), l1(V), z2(H), l2(V);
+    const nn::SequenceRows all{&whole, 0, P};
+    ASSERT_TRUE(m->talker().forward({&all, 1}, p.prefill.data(), z1.data(), l1.data(), nullptr).ok());
+    for (int64_t t = 0; t < P; ++t) {
+      const nn::SequenceRows one{&rows, t, 1};
+      ASSERT_TRUE(m->talker().forward({&one, 1}, p.prefill.data() + t * H, z2.data(), l2.data(), nullptr).ok());
+    }
+    EXPECT_EQ(rows.length(), P);
+    EXPECT_LT(max_abs_diff(z1.data(), z2.data(), H), 1e-5f);
+    EXPECT_LT(max_abs_diff(l1.data(), l2.data(), V), 1e-5f);
+  }
+}
+
 struct Decision {
   int frame, codebook;  // codebook 0: talker
   int32_t ours, golden;
