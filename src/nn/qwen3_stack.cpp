@@ -35,7 +35,7 @@ void add_in_place(float* dst, const float* src, int64_t n) {
 
 }  // namespace
 
-Result<Qwen3Stack> Qwen3Stack::load(const Weights& w, const Qwen3Dims& d) {
+Result<Qwen3Stack> Qwen3Stack::load(const Weights& w, const Qwen3Dims& d, bool qk_norm) {
   Qwen3Stack s;
   s.dims_ = d;
   s.layers_.resize(static_cast<size_t>(d.layers));
@@ -51,13 +51,26 @@ Result<Qwen3Stack> Qwen3Stack::load(const Weights& w, const Qwen3Dims& d) {
     CHORUS_ASSIGN(L.down_proj, need(lw, "mlp.down_proj.weight", false));
     CHORUS_ASSIGN(L.input_norm, need(lw, "input_layernorm.weight", true));
     CHORUS_ASSIGN(L.post_norm, need(lw, "post_attention_layernorm.weight", true));
-    CHORUS_ASSIGN(L.q_norm, need(lw, "self_attn.q_norm.weight", true));
-    CHORUS_ASSIGN(L.k_norm, need(lw, "self_attn.k_norm.weight", true));
+    if (qk_norm) {
+      CHORUS_ASSIGN(L.q_norm, need(lw, "self_attn.q_norm.weight", true));
+      CHORUS_ASSIGN(L.k_norm, need(lw, "self_attn.k_norm.weight", true));
+    }
   }
   CHORUS_ASSIGN(s.final_norm_, need(w, "norm.weight", true));
   s.inv_freq_.resize(static_cast<size_t>(d.head_dim / 2));
   cpu::rope_inv_freq(static_cast<float>(d.rope_theta), d.head_dim, s.inv_freq_.data());
   return s;
+}
+
+Status Qwen3Stack::set_rope_inv_freq(std::vector<float> inv_freq) {
+  if (static_cast<int64_t>(inv_freq.size()) != dims_.head_dim / 2)
+    return make_error(ErrorCode::kInvalidArgument, "qwen3 stack: " + std::to_string(inv_freq.size()) +
+                                                       " RoPE frequencies for head_dim " + std::to_string(dims_.head_dim));
+  for (float f : inv_freq)
+    if (!(f > 0.0f) || !std::isfinite(f))
+      return make_error(ErrorCode::kInvalidArgument, "qwen3 stack: RoPE frequencies must be finite and positive");
+  inv_freq_ = std::move(inv_freq);
+  return ok_status();
 }
 
 KvCache Qwen3Stack::make_cache() const {
@@ -95,8 +108,10 @@ Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, f
     cpu::linear(act.a.data(), R, MatrixRef::of(L.q_proj), nullptr, act.q.data(), pool);
     cpu::linear(act.a.data(), R, MatrixRef::of(L.k_proj), nullptr, act.k.data(), pool);
     cpu::linear(act.a.data(), R, MatrixRef::of(L.v_proj), nullptr, act.v.data(), pool);
-    cpu::rms_norm(act.q.data(), L.q_norm.f32(), act.q.data(), R * d.heads, D, eps);
-    cpu::rms_norm(act.k.data(), L.k_norm.f32(), act.k.data(), R * d.kv_heads, D, eps);
+    if (!L.q_norm.empty()) {
+      cpu::rms_norm(act.q.data(), L.q_norm.f32(), act.q.data(), R * d.heads, D, eps);
+      cpu::rms_norm(act.k.data(), L.k_norm.f32(), act.k.data(), R * d.kv_heads, D, eps);
+    }
     cpu::rope(act.q.data(), R, d.heads, D, positions.data(), inv_freq_.data());
     cpu::rope(act.k.data(), R, d.kv_heads, D, positions.data(), inv_freq_.data());
     for (int64_t r0 = 0; const SequenceRows& s : seqs) {

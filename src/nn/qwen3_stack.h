@@ -27,7 +27,7 @@ namespace chorus::nn {
 
 struct Qwen3LayerWeights {
   Tensor q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;  // as stored ([out, in])
-  Tensor input_norm, post_norm, q_norm, k_norm;                           // f32
+  Tensor input_norm, post_norm, q_norm, k_norm;                           // f32; q/k norms may be empty
 };
 
 // One sequence's share of a batched forward: `rows` new positions pos0, pos0+1, ... written into
@@ -41,11 +41,16 @@ struct SequenceRows {
 class Qwen3Stack {
  public:
   // `w` is prefixed to the stack ("talker.model."): layers.<i>.… and norm.weight, as declared by
-  // declare_qwen3_stack (the checkpoint must have been checked against that table).
-  static Result<Qwen3Stack> load(const Weights& w, const Qwen3Dims& dims);
+  // declare_qwen3_stack (the checkpoint must have been checked against that table), with the same
+  // qk_norm choice.
+  static Result<Qwen3Stack> load(const Weights& w, const Qwen3Dims& dims, bool qk_norm = true);
 
   const Qwen3Dims& dims() const { return dims_; }
   KvCache make_cache() const;
+
+  // Replaces the default RoPE frequencies theta^(-2i/d) with scaled ones (Breeze's depth decoder
+  // uses llama3 scaling). kInvalidArgument unless there are head_dim / 2 finite positive values.
+  Status set_rope_inv_freq(std::vector<float> inv_freq);
 
   // x: [Σ rows, hidden], the sequences' new rows in order; out: [Σ rows, hidden] after the final
   // norm (out may equal x). Fails (before computing anything) on an inconsistent cache or position.
