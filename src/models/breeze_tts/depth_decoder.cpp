@@ -1,0 +1,126 @@
+#include "models/breeze_tts/depth_decoder.h"
+
+#include <cstring>
+
+#include "models/breeze_tts/rope.h"
+#include "models/breeze_tts/weights.h"
+#include "models/weight_table.h"
+#include "runtime/cpu/kernels.h"
+
+namespace chorus::breeze_tts {
+
+namespace {
+
+// Slice `index` of a [n, in, out] tensor as an [out, in] tensor of the same dtype.
+Tensor transposed_slice(const Tensor& t, int64_t index) {
+  const int64_t in = t.dim(1), out = t.dim(2);
+  const size_t es = dtype_size(t.dtype());
+  Tensor r = Tensor::zeros(t.dtype(), {out, in});
+  const auto* src = static_cast<const uint8_t*>(t.data()) + static_cast<size_t>(index * in * out) * es;
+  auto* dst = static_cast<uint8_t*>(r.mutable_data());
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t o = 0; o < out; ++o)
+      std::memcpy(dst + static_cast<size_t>(o * in + i) * es, src + static_cast<size_t>(i * out + o) * es, es);
+  return r;
+}
+
+}  // namespace
+
+Result<DepthDecoder> DepthDecoder::load(const Config& c, const io::Checkpoint& ckpt) {
+  WeightTable table;
+  declare_depth_weights(c, table);
+  CHORUS_TRY(table.check(ckpt, ckpt.label()));
+  DepthDecoder d;
+  d.vocab_ = c.audio_vocab;
+  d.codebooks_ = c.num_codebooks;
+  d.in_width_ = c.audio_embed;
+  d.hidden_ = c.depth.dims.hidden;
+  CHORUS_ASSIGN(d.stack_, nn::Qwen3Stack::load(Weights(ckpt, kDepthPrefix), c.depth.dims, /*qk_norm=*/false));
+  CHORUS_TRY(d.stack_.set_rope_inv_freq(depth_rope_inv_freq(c.depth)));
+  d.table_ = ckpt.tensor(kAudioTable);
+  d.projector_ = ckpt.tensor(kDepthProjector);
+  const Tensor heads = ckpt.tensor(kCodebooksHead);
+  for (int64_t k = 0; k + 1 < d.codebooks_; ++k) d.heads_.push_back(transposed_slice(heads, k));
+  return d;
+}
+
+nn::KvCache DepthDecoder::make_cache() const {
+  nn::KvCache cache = stack_.make_cache();
+  (void)cache.reserve(codebooks_);  // the 16 positions of a frame, allocated once
+  return cache;
+}
+
+void DepthDecoder::project_code(int64_t codebook, int32_t code, float* out) const {
+  std::vector<float> row(static_cast<size_t>(in_width_));
+  const size_t row_bytes = static_cast<size_t>(in_width_) * dtype_size(table_.dtype());
+  const int64_t r = codebook * vocab_ + code;
+  convert_to_f32(table_.dtype(), static_cast<const uint8_t*>(table_.data()) + static_cast<size_t>(r) * row_bytes,
+                 row.data(), static_cast<size_t>(in_width_));
+  cpu::linear(row.data(), 1, cpu::MatrixRef::of(projector_), nullptr, out);
+}
+
+void DepthDecoder::apply_head(const float* y, int64_t head, float* logits) const {
+  cpu::linear(y, 1, cpu::MatrixRef::of(heads_[static_cast<size_t>(head)]), nullptr, logits);
+}
+
+Status DepthDecoder::walk(std::span<const DepthBranch> branches, int32_t* codes, const DepthPicker& pick,
+                          ThreadPool* pool, float* logits_out) const {
+  const auto B = static_cast<int64_t>(branches.size());
+  if (B == 0) return make_error(ErrorCode::kInvalidArgument, "depth decoder: no branch to walk");
+  for (const DepthBranch& br : branches)
+    if (!br.cache || !br.hidden) return make_error(ErrorCode::kInvalidArgument, "depth decoder: a branch lacks its cache or hidden state");
+  if (codes[0] < 0 || codes[0] >= vocab_)
+    return make_error(ErrorCode::kInvalidArgument, "depth decoder: codebook-0 code " + std::to_string(codes[0]) +
+                                                       " is outside [0, " + std::to_string(vocab_) + ")");
+  const int64_t H = hidden_;
+  std::vector<nn::SequenceRows> seqs(static_cast<size_t>(B));
+  // Step 1 feeds two rows per branch (h, c0) at positions 0 and 1; later steps one row.
+  std::vector<float> x(static_cast<size_t>(2 * B * H)), y(static_cast<size_t>(2 * B * H)),
+      logits(static_cast<size_t>(B * vocab_));
+  for (int64_t k = 1; k < codebooks_; ++k) {
+    const int64_t rows = k == 1 ? 2 : 1;
+    std::vector<float> code_row(static_cast<size_t>(H));
+    project_code(k - 1, codes[k - 1], code_row.data());
+    for (int64_t b = 0; b < B; ++b) {
+      const DepthBranch& br = branches[static_cast<size_t>(b)];
+      float* dst = x.data() + b * rows * H;
+      if (k == 1) {
+        br.cache->truncate(0);  // a new frame: nothing of the previous one is visible
+        cpu::linear(br.hidden, 1, cpu::MatrixRef::of(projector_), nullptr, dst);
+        dst += H;
+      }
+      std::copy(code_row.begin(), code_row.end(), dst);
+      seqs[static_cast<size_t>(b)] = {br.cache, k == 1 ? 0 : k, rows};
+    }
+    CHORUS_TRY(stack_.forward(seqs, x.data(), y.data(), pool));
+    for (int64_t b = 0; b < B; ++b)
+      apply_head(y.data() + ((b + 1) * rows - 1) * H, k - 1, logits.data() + b * vocab_);
+    if (logits_out) std::copy(logits.begin(), logits.end(), logits_out + (k - 1) * B * vocab_);
+    CHORUS_ASSIGN(const int32_t code, pick(k, logits));
+    if (code < 0 || code >= vocab_)
+      return make_error(ErrorCode::kInternal, "depth decoder: the picker returned " + std::to_string(code));
+    codes[k] = code;
+  }
+  return ok_status();
+}
+
+Status DepthDecoder::recompute(const float* hidden, std::span<const int32_t> codes, float* logits,
+                               ThreadPool* pool) const {
+  const auto n = static_cast<int64_t>(codes.size());
+  if (n < 1 || n > codebooks_ - 1)
+    return make_error(ErrorCode::kInvalidArgument, "depth decoder: recompute needs 1.." + std::to_string(codebooks_ - 1) + " codes");
+  for (int64_t p = 0; p < n; ++p)
+    if (codes[static_cast<size_t>(p)] < 0 || codes[static_cast<size_t>(p)] >= vocab_)
+      return make_error(ErrorCode::kInvalidArgument, "depth decoder: code outside the vocabulary");
+  const int64_t H = hidden_;
+  std::vector<float> x(static_cast<size_t>((n + 1) * H)), y(x.size());
+  cpu::linear(hidden, 1, cpu::MatrixRef::of(projector_), nullptr, x.data());
+  for (int64_t p = 1; p <= n; ++p) project_code(p - 1, codes[static_cast<size_t>(p - 1)], x.data() + p * H);
+  nn::KvCache cache = make_cache();
+  const nn::SequenceRows seq{&cache, 0, n + 1};
+  CHORUS_TRY(stack_.forward({&seq, 1}, x.data(), y.data(), pool));
+  for (int64_t p = 1; p <= n; ++p) apply_head(y.data() + p * H, p - 1, logits + (p - 1) * vocab_);
+  return ok_status();
+}
+
+}  // namespace chorus::breeze_tts

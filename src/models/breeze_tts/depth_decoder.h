@@ -1,0 +1,67 @@
+// The Breeze TTS 2 depth decoder (breeze_tts2.md §4.4): per frame, codebooks 1..15 from the
+// backbone's final hidden state h and codebook 0. Every frame runs on a fresh cache of 16 positions
+// (frames never see each other):
+//   position 0:  W_in · h                                   (inputs_embeds_projector, no bias)
+//   position p:  W_in · E[(p − 1)·V + c_{p−1}]  for p ≥ 1   (the shared audio table, codebook offsets)
+// through a Llama stack (no q/k norm, llama3-scaled RoPE, final RMSNorm); codebook k is read at
+// position k through head k − 1 (codebooks_head[k − 1], stored [in, out], computed in f32).
+//
+// Guidance and sampling stay outside: a walk hands each step's raw per-branch logits to a picker
+// that returns the code (CFG combine → mask → sample happens there), and every branch (CFG
+// cond / uncond, dual-CFG uncond / ref / ins) is then fed that same code, each in its own cache.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "io/safetensors.h"
+#include "models/breeze_tts/config.h"
+#include "nn/qwen3_stack.h"
+
+namespace chorus::breeze_tts {
+
+// One guidance branch of a frame's walk.
+struct DepthBranch {
+  nn::KvCache* cache = nullptr;    // this branch's depth cache (reset by the walk)
+  const float* hidden = nullptr;   // [backbone hidden]: the branch's backbone output for this frame
+};
+
+// Returns codebook `codebook`'s code from the branches' raw logits, [branches, vocab] row-major.
+using DepthPicker = std::function<Result<int32_t>(int64_t codebook, std::span<const float> logits)>;
+
+class DepthDecoder {
+ public:
+  // Checks the depth decoder's tensors (declare_depth_weights), then binds them.
+  static Result<DepthDecoder> load(const Config& c, const io::Checkpoint& ckpt);
+
+  int64_t vocab() const { return vocab_; }
+  int64_t codebooks() const { return codebooks_; }
+  nn::KvCache make_cache() const;
+
+  // One frame: codes[0] = c0 on entry; codes[1..codebooks−1] are written. When `logits` is given,
+  // it receives every step's raw branch logits, [codebooks − 1, branches, vocab].
+  Status walk(std::span<const DepthBranch> branches, int32_t* codes, const DepthPicker& pick, ThreadPool* pool,
+              float* logits = nullptr) const;
+
+  // The reference the cached walk must equal: one pass over [h, c0 .. c_{n−1}] on a fresh cache,
+  // logits of codebooks 1..n → logits [n, vocab] (n <= codebooks − 1).
+  Status recompute(const float* hidden, std::span<const int32_t> codes, float* logits, ThreadPool* pool) const;
+
+ private:
+  // W_in · (table row of codebook `codebook`, code `code`) → out[depth hidden].
+  void project_code(int64_t codebook, int32_t code, float* out) const;
+  // Head `head` (predicting codebook head + 1) on one final-normed row y[depth hidden].
+  void apply_head(const float* y, int64_t head, float* logits) const;
+
+  int64_t vocab_ = 0, codebooks_ = 0, in_width_ = 0, hidden_ = 0;
+  nn::Qwen3Stack stack_;
+  Tensor table_, projector_;
+  std::vector<Tensor> heads_;  // codebooks − 1 of [vocab, hidden] (transposed from [in, out])
+};
+
+}  // namespace chorus::breeze_tts
