@@ -12,6 +12,7 @@
 #include "io/json_util.h"
 #include "models/codec/codec_folder.h"
 #include "models/codec/codes_json.h"
+#include "voice_input.h"
 
 namespace {
 
@@ -19,7 +20,8 @@ using namespace chorus;
 
 struct Options {
   std::string model, text, text_ids, speaker, language = "auto", instruct, instruct_ids, speaker_embedding;
-  std::string ref_audio, ref_codes, ref_text, ref_text_ids, codes_out, out, decode_mode = "full";
+  std::string ref_audio, voice, ref_codes, ref_text, ref_text_ids, codes_out, out, decode_mode = "full";
+  cli::RefAudioOptions ref_limits;
   bool xvector_only = false, streaming_text = false, full_text = false, greedy = false;
   uint64_t seed = 0;
   uint32_t rng_stream = 0;
@@ -79,9 +81,6 @@ Result<engine::SynthesisRequest> make_request(const Options& o, int64_t codebook
   if (!o.speaker_embedding.empty()) {
     CHORUS_ASSIGN(r.speaker_embedding, read_embedding(o.speaker_embedding));
   }
-  if (!o.ref_audio.empty())
-    return make_error(ErrorCode::kUnsupported, "--ref-audio is not available yet (the speech and speaker encoders are "
-                                               "a separate issue): give --speaker-embedding and --ref-codes instead");
   if (!o.ref_codes.empty()) {
     CHORUS_ASSIGN(codec::CodeFrames f, codec::read_codes_json(o.ref_codes, codebooks, codebook_size));
     for (int64_t i = 0; i < f.frames; ++i)
@@ -137,6 +136,10 @@ int run(const Options& o) {
   const int64_t codebook_size = codec_model ? codec_model->decoder.codebook_size() : 2048;
   auto request = make_request(o, info.codebooks, codebook_size);
   if (!request.ok()) return cli::fail(request.error());
+  std::string voice_note;  // --ref-audio / --voice: x-vector and reference codes from the voice encoders
+  if (auto st = cli::apply_voice(**model, {o.ref_audio, o.voice, o.ref_limits}, *request, &voice_note); !st.ok())
+    return cli::fail(st.error());
+  if (!voice_note.empty()) std::fprintf(stderr, "say: %s\n", voice_note.c_str());
   auto stream = (*model)->create_stream(*request);
   if (!stream.ok()) return cli::fail(stream.error());
   const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
@@ -156,7 +159,7 @@ int run(const Options& o) {
     // Voice clone with reference codes: the official output decodes reference + generated frames
     // and cuts the reference's share, i.e. the reference frames are decoder context only.
     for (const auto& f : request->ref_codes)
-      if (!o.xvector_only)
+      if (!request->xvector_only)
         if (auto st = codec_model->decoder.decode(*dec_state, f.data(), 1, samples); !st.ok()) return cli::fail(st.error());
     samples.clear();
   }
@@ -214,7 +217,9 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--instruct", o->instruct, "Style instruction (1.7B CustomVoice) or voice description (VoiceDesign)");
   sub.add_option("--instruct-ids", o->instruct_ids, "Instruction ids, wrapped (<|im_start|>user\\n ... <|im_end|>\\n)");
   sub.add_option("--speaker-embedding", o->speaker_embedding, "Voice clone (Base): x-vector as a JSON array of floats");
-  sub.add_option("--ref-audio", o->ref_audio, "Voice clone from a WAV (not available yet)");
+  sub.add_option("--ref-audio", o->ref_audio, "Voice clone (Base) from reference audio, encoded on the fly (WAV, FLAC, Ogg, MP3)");
+  sub.add_option("--voice", o->voice, "Voice clone (Base) from a voice file made by `chorus voice create`");
+  o->ref_limits.add_to(sub);
   sub.add_option("--ref-codes", o->ref_codes, "Voice clone (ICL): reference codes JSON in the --codes-out form");
   sub.add_option("--ref-text", o->ref_text, "Voice clone (ICL): transcript of the reference");
   sub.add_option("--ref-text-ids", o->ref_text_ids, "Transcript ids, wrapped (<|im_start|>assistant\\n ... <|im_end|>\\n)");

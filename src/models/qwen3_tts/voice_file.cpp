@@ -112,7 +112,9 @@ Result<Voice> parse_voice_file(std::string_view bytes, const std::string& label,
   sl.max_file_bytes = limits.max_file_bytes;
   sl.max_rank = 2;
   sl.max_tensors = 8;
-  CHORUS_ASSIGN(io::SafetensorsFile f, io::SafetensorsFile::parse(bytes, label, sl));
+  auto parsed = io::SafetensorsFile::parse(bytes, label, sl);
+  if (!parsed.ok()) return make_error(parsed.error().code, "not a valid voice file: " + parsed.error().message);
+  const io::SafetensorsFile& f = *parsed;
   const auto& meta = f.metadata();
   auto get = [&](const char* key) -> const std::string* {
     auto it = meta.find(key);
