@@ -1,0 +1,92 @@
+// Breeze TTS 2 generation (breeze_tts2.md §5): prompt → backbone prefill → per frame: backbone
+// codebook 0 (guided, penalised, reserved ids masked, EOS class) → depth decoder codebooks 1..15
+// (guided at every step) → the frame's row fed back to every branch.
+//
+// Classifier-free guidance runs one sequence per branch, each with its own backbone and depth cache,
+// all fed the same chosen codes. Branches and their combination (upstream's order):
+//   none:  cond                                  l = cond
+//   cfg:   cond, uncond                          l = uncond + s · (cond − uncond)
+//   dual:  uncond, ref, ins                      l = uncond + s_ref · (ref − uncond) + s_ins · (ins − uncond)
+// The unconditional prompt drops the instruction (design → plain, direction → clone) or, for clone,
+// the reference (clone → plain); dual guidance is for direction only (uncond plain, ref clone,
+// ins design). Sampling: guidance → repetition penalty (codebook 0 only) → reserved mask →
+// temperature → top-k → top-p, through the shared sampler, drawn at (seed, stream, frame, codebook).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "models/breeze_tts/backbone.h"
+#include "models/breeze_tts/checkpoint.h"
+#include "models/breeze_tts/depth_decoder.h"
+#include "models/breeze_tts/prompt.h"
+#include "models/breeze_tts/text_encoder.h"
+#include "sampling/sampler.h"
+
+namespace chorus::breeze_tts {
+
+enum class Guidance { kNone, kCfg, kDual };
+
+struct GenerationParams {
+  Layout layout = Layout::kPlain;
+  Guidance guidance = Guidance::kNone;
+  float cfg_scale = 1.0f;              // kCfg
+  float ref_scale = 0.0f, ins_scale = 0.0f;  // kDual
+  sampling::SamplerParams backbone;    // codebook 0 (repetition penalty applies here only)
+  sampling::SamplerParams depth;       // codebooks 1..15 (its repetition penalty is ignored)
+  int64_t max_frames = 0;              // 0: the config's max_new_tokens; also capped by max_seq_len
+  int64_t min_frames = 0;              // EOS masked before this many frames
+  uint64_t seed = 0;
+  uint32_t rng_stream = 0;
+};
+
+// The checkpoint's defaults (upstream CLI/API: penalty 1.1, 1500 frames).
+GenerationParams default_generation_params(const Config& c);
+
+// The layouts of a request's branches, in the combination's order.
+Result<std::vector<Layout>> branch_layouts(Layout layout, Guidance guidance);
+
+// The three stages of a loaded checkpoint (immutable; share between streams).
+struct BreezeModel {
+  Config config;
+  TextEncoder encoder;
+  Backbone backbone;
+  DepthDecoder depth;
+  Tensor audio_table;
+  static Result<BreezeModel> load(const ModelFiles& files);
+};
+
+// One request's state: a backbone and depth cache per branch, the generated codebook-0 history.
+class BreezeGeneration {
+ public:
+  static Result<BreezeGeneration> start(const BreezeModel& m, const PromptParts& parts, const GenerationParams& p);
+
+  // Runs the prefill on the first call, then one frame. Returns false (and no frame) at EOS or the
+  // frame limit; otherwise writes num_codebooks codes to `frame`.
+  Result<bool> step(std::span<int32_t> frame, ThreadPool* pool);
+
+  bool finished() const { return finished_; }
+  bool ended_by_eos() const { return eos_; }
+  int64_t frames() const { return frames_; }
+  int64_t max_frames() const { return max_frames_; }
+  int64_t prompt_rows() const { return prompt_rows_; }
+  size_t state_bytes() const;
+
+ private:
+  // l = the guided combination of [branches, n] logits.
+  void combine(std::span<const float> branches, int64_t n, float* out) const;
+
+  const BreezeModel* m_ = nullptr;
+  GenerationParams p_;
+  std::vector<nn::KvCache> caches_, depth_caches_;
+  std::vector<int64_t> rows_;  // per branch: rows of the pending input
+  std::vector<float> x_;       // pending input rows of every branch, concatenated
+  std::vector<int32_t> history_;
+  int64_t frames_ = 0, max_frames_ = 0, prompt_rows_ = 0;
+  bool finished_ = false, eos_ = false;
+};
+
+}  // namespace chorus::breeze_tts
