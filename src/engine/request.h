@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace chorus::engine {
@@ -53,6 +54,10 @@ struct SynthesisRequest {
   std::vector<int32_t> ref_text_ids;             // ... its wrapped ids
   bool xvector_only = false;                     // clone from the embedding alone
   TextLayout layout = TextLayout::kModelDefault;
+
+  // Classifier-free guidance (Breeze TTS 2): one scale (1: off), or dual (reference, instruction).
+  std::optional<float> cfg_scale;
+  std::optional<std::pair<float, float>> dual_cfg;
 
   SamplerOverrides sampler;        // codebook 0
   SamplerOverrides depth_sampler;  // the other codebooks

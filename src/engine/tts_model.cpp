@@ -1,5 +1,6 @@
 #include "engine/tts_model.h"
 
+#include "engine/breeze_engine.h"
 #include "engine/qwen3_tts_engine.h"
 #include "models/family.h"
 
@@ -22,10 +23,12 @@ Result<std::unique_ptr<TtsModel>> load_tts_model(const std::string& dir, const L
       CHORUS_ASSIGN(auto e, Qwen3TtsEngine::load(dir, pool));
       return std::unique_ptr<TtsModel>(std::move(e));
     }
-    case Family::kBreezeTts:
-      break;
+    case Family::kBreezeTts: {
+      CHORUS_ASSIGN(auto e, BreezeEngine::load(dir, pool));
+      return std::unique_ptr<TtsModel>(std::move(e));
+    }
   }
-  return make_error(ErrorCode::kUnsupported, dir + ": " + family_name(family) + " generation is not supported yet");
+  return make_error(ErrorCode::kUnsupported, dir + ": unknown model family");
 }
 
 }  // namespace chorus::engine

@@ -27,6 +27,8 @@ struct Options {
   uint32_t rng_stream = 0;
   std::optional<float> temperature, top_p, repetition_penalty, sub_temperature, sub_top_p;
   std::optional<int32_t> top_k, sub_top_k;
+  std::optional<float> cfg_scale;  // Breeze TTS 2 guidance
+  std::string dual_cfg;            // "SREF,SINS"
   int64_t max_frames = 0, min_frames = -1;
   double frames_per_token = engine::LengthCap{}.frames_per_token;
   int64_t cap_slack = engine::LengthCap{}.slack_frames;
@@ -113,6 +115,14 @@ Result<engine::SynthesisRequest> make_request(const Options& o, int64_t codebook
   r.length_cap.slack_frames = o.cap_slack;
   r.seed = o.seed;
   r.rng_stream = o.rng_stream;
+  r.cfg_scale = o.cfg_scale;
+  if (!o.dual_cfg.empty()) {
+    float a = 0, b = 0;
+    char tail = 0;
+    if (std::sscanf(o.dual_cfg.c_str(), "%f,%f%c", &a, &b, &tail) != 2)
+      return make_error(ErrorCode::kInvalidArgument, "--dual-cfg: expected SREF,SINS (two numbers)");
+    r.dual_cfg = std::make_pair(a, b);
+  }
   return r;
 }
 
@@ -207,7 +217,7 @@ int run(const Options& o) {
 
 chorus::cli::Runner setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("--model", o->model, "Qwen3-TTS checkpoint folder")->required();
+  sub.add_option("--model", o->model, "Qwen3-TTS or Breeze TTS 2 checkpoint folder")->required();
   sub.add_option("--text", o->text, "Text to speak (needs the checkpoint's text tokenizer)");
   sub.add_option("--text-ids", o->text_ids,
                  "Token ids wrapped as the official wrapper does (<|im_start|>assistant\\n ... <|im_end|>\\n"
@@ -241,6 +251,8 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--frames-per-token", o->frames_per_token,
                  "Safety cap: at most X frames per text token plus --cap-slack (0: no cap)")->capture_default_str();
   sub.add_option("--cap-slack", o->cap_slack, "Frames the safety cap allows on top")->capture_default_str();
+  sub.add_option("--cfg-scale", o->cfg_scale, "Breeze TTS 2: classifier-free guidance scale (1: off; 4 recommended with an instruction)");
+  sub.add_option("--dual-cfg", o->dual_cfg, "Breeze TTS 2: dual guidance SREF,SINS (reference and instruction scales; needs both)");
   sub.add_option("--codes-out", o->codes_out, "Write the codes: {\"codes\": [[c0, ..., c15], ...]}");
   sub.add_option("-o,--out", o->out, "Write audio (.wav, .flac, .raw, - for stdout)");
   sub.add_option("--decode", o->decode_mode, "full (exact) or official-chunked")->capture_default_str();

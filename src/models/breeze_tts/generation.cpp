@@ -29,10 +29,10 @@ Result<std::vector<Layout>> branch_layouts(Layout layout, Guidance guidance) {
       switch (layout) {
         case Layout::kDesign: return std::vector<Layout>{layout, Layout::kPlain};
         case Layout::kDirection: return std::vector<Layout>{layout, Layout::kClone};
-        case Layout::kClone: return std::vector<Layout>{layout, Layout::kPlain};
+        case Layout::kClone:
         case Layout::kPlain: break;
       }
-      return make_error(ErrorCode::kInvalidArgument, "cfg_scale needs an instruction or a reference to guide by");
+      return make_error(ErrorCode::kInvalidArgument, "cfg_scale needs an instruction to guide by (design or direction)");
     case Guidance::kDual:
       if (layout != Layout::kDirection)
         return make_error(ErrorCode::kInvalidArgument, "dual CFG needs both a reference and an instruction");

@@ -7,9 +7,9 @@
 //   none:  cond                                  l = cond
 //   cfg:   cond, uncond                          l = uncond + s · (cond − uncond)
 //   dual:  uncond, ref, ins                      l = uncond + s_ref · (ref − uncond) + s_ins · (ins − uncond)
-// The unconditional prompt drops the instruction (design → plain, direction → clone) or, for clone,
-// the reference (clone → plain); dual guidance is for direction only (uncond plain, ref clone,
-// ins design). Sampling: guidance → repetition penalty (codebook 0 only) → reserved mask →
+// The unconditional prompt drops the instruction (design → plain, direction → clone); plain and
+// clone have no negative prompt (upstream refuses CFG there); dual guidance is for direction only
+// (uncond plain, ref clone, ins design). Sampling: guidance → repetition penalty (codebook 0 only) → reserved mask →
 // temperature → top-k → top-p, through the shared sampler, drawn at (seed, stream, frame, codebook).
 #pragma once
 

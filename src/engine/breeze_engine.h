@@ -1,0 +1,38 @@
+// The Breeze TTS 2 implementation of the engine interface: maps a SynthesisRequest onto the
+// family's prompt parts (plain, clone = reference codes + transcript, design = instruction,
+// direction = both) and generation parameters (checkpoint defaults, overrides, guidance, limits).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/tts_model.h"
+#include "models/breeze_tts/generation.h"
+#include "text/sentencepiece_tokenizer.h"
+
+namespace chorus::engine {
+
+class BreezeEngine final : public TtsModel {
+ public:
+  static Result<std::unique_ptr<BreezeEngine>> load(const std::string& dir, ThreadPool* pool);
+
+  const ModelInfo& info() const override { return info_; }
+  Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& request) const override;
+  Status step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const override;
+
+  // The family's prompt parts and parameters for a request (exposed for tests).
+  Result<breeze_tts::PromptParts> prompt_parts(const SynthesisRequest& r) const;
+  Result<breeze_tts::GenerationParams> params(const SynthesisRequest& r, const breeze_tts::PromptParts& parts) const;
+
+ private:
+  Result<std::vector<int32_t>> ids_of(const std::string& s, const std::vector<int32_t>& ids, const char* what) const;
+
+  std::unique_ptr<breeze_tts::ModelFiles> files_;  // the checkpoints the model's tensors point into
+  std::unique_ptr<breeze_tts::BreezeModel> model_;
+  std::optional<text::SentencePieceTokenizer> tokenizer_;
+  ThreadPool* pool_ = nullptr;
+  ModelInfo info_;
+};
+
+}  // namespace chorus::engine
