@@ -1,5 +1,7 @@
 #include "io/file_util.h"
 
+#include <fstream>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -103,6 +105,13 @@ Result<std::string> read_file_capped(const std::string& path, uint64_t max_bytes
   CHORUS_TRY(file.read_at(0, text.data(), text.size()));
   CHORUS_TRY(file.expect_end_at(text.size()));
   return text;
+}
+
+Status write_file(const std::string& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return make_error(ErrorCode::kIo, path + ": cannot write");
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return out ? ok_status() : make_error(ErrorCode::kIo, path + ": write failed");
 }
 
 }  // namespace chorus::io

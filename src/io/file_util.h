@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -37,5 +38,8 @@ class ReadOnlyFile {
 // Reads a whole file, refusing (kResourceExhausted) before allocating if it is larger than
 // max_bytes.
 Result<std::string> read_file_capped(const std::string& path, uint64_t max_bytes);
+
+// Writes `bytes` to `path` (created or truncated).
+Status write_file(const std::string& path, std::string_view bytes);
 
 }  // namespace chorus::io

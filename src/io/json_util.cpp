@@ -358,4 +358,8 @@ Result<std::map<std::string, int64_t>> JsonObject::get_int_map(
   return out;
 }
 
+Status write_json_file(const std::string& path, const Json& j) {
+  return write_file(path, j.dump(1, ' ', false, Json::error_handler_t::replace) + "\n");
+}
+
 }  // namespace chorus::io

@@ -30,6 +30,8 @@ bool is_valid_utf8(std::string_view s);
 // `label` names the text in errors (usually the file name).
 Result<Json> parse_json(std::string_view text, const std::string& label, const JsonLimits& limits = {});
 Result<Json> read_json_file(const std::string& path, const JsonLimits& limits = {});
+// Writes `j` indented by one space (the layout of Hugging Face config files), newline-terminated.
+Status write_json_file(const std::string& path, const Json& j);
 
 // A JSON object plus where it sits ("config.json" and the key path "talker_config"), so getter
 // errors can say exactly which value is wrong. It points into a Json the caller keeps alive.

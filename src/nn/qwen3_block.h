@@ -24,6 +24,10 @@ struct Qwen3Dims {
   int64_t max_positions = 32768;
 };
 
+// Dims from positional values (presets and tests).
+Qwen3Dims qwen3_dims(int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads, int64_t kv_heads,
+                     int64_t head_dim, double rms_eps, double rope_theta, int64_t max_positions);
+
 // Reads hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
 // num_key_value_heads, head_dim, rms_norm_eps, rope_theta, max_position_embeddings, with bounds
 // and consistency checks (heads divisible by kv heads, even head_dim).

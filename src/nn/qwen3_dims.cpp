@@ -3,6 +3,21 @@
 
 namespace chorus::nn {
 
+Qwen3Dims qwen3_dims(int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads, int64_t kv_heads,
+                     int64_t head_dim, double rms_eps, double rope_theta, int64_t max_positions) {
+  Qwen3Dims d;
+  d.hidden = hidden;
+  d.intermediate = intermediate;
+  d.layers = layers;
+  d.heads = heads;
+  d.kv_heads = kv_heads;
+  d.head_dim = head_dim;
+  d.rms_eps = rms_eps;
+  d.rope_theta = rope_theta;
+  d.max_positions = max_positions;
+  return d;
+}
+
 Result<Qwen3Dims> read_qwen3_dims(const ConfigReader& r) {
   Qwen3Dims d;
   CHORUS_ASSIGN(d.hidden, r.i64("hidden_size", 1, 65536));

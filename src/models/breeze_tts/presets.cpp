@@ -10,35 +10,16 @@ Result<Dims> dims_from_name(const std::string& name) {
   return make_error(ErrorCode::kInvalidArgument, "--dims must be tiny or real for breeze-tts (got \"" + name + "\")");
 }
 
-namespace {
-
-nn::Qwen3Dims stack(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv, int64_t hd, double eps,
-                    double theta, int64_t max_pos) {
-  nn::Qwen3Dims d;
-  d.hidden = hidden;
-  d.intermediate = inter;
-  d.layers = layers;
-  d.heads = heads;
-  d.kv_heads = kv;
-  d.head_dim = hd;
-  d.rms_eps = eps;
-  d.rope_theta = theta;
-  d.max_positions = max_pos;
-  return d;
-}
-
-}  // namespace
-
 Config preset_config(Dims dims) {
   const bool tiny = dims == Dims::kTiny;
   Config c;
   c.num_codebooks = 16;
   c.audio_vocab = 2051;
   c.codec_codebook_size = 2048;
-  c.backbone.dims = tiny ? stack(64, 128, 2, 4, 2, 16, 1e-6, 1e6, 40960) : stack(2048, 6144, 28, 16, 8, 128, 1e-6, 1e6, 40960);
+  c.backbone.dims = tiny ? nn::qwen3_dims(64, 128, 2, 4, 2, 16, 1e-6, 1e6, 40960) : nn::qwen3_dims(2048, 6144, 28, 16, 8, 128, 1e-6, 1e6, 40960);
   c.hidden = c.audio_embed = c.backbone.dims.hidden;
   auto& d = c.depth;
-  d.dims = tiny ? stack(48, 96, 2, 4, 1, 12, 1e-5, 5e5, 33) : stack(1024, 8192, 12, 8, 2, 128, 1e-5, 5e5, 33);
+  d.dims = tiny ? nn::qwen3_dims(48, 96, 2, 4, 1, 12, 1e-5, 5e5, 33) : nn::qwen3_dims(1024, 8192, 12, 8, 2, 128, 1e-5, 5e5, 33);
   d.rope_scaling = {true, 32.0, 1.0 / 512.0, 1.0 / 128.0, 16};  // the real values in both
   d.vocab = c.audio_vocab;
   d.num_codebooks = c.num_codebooks;

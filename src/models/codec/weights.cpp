@@ -1,5 +1,11 @@
 #include "models/codec/weights.h"
 
+#include <filesystem>
+
+#include "core/thread_pool.h"
+#include "io/json_util.h"
+#include "models/random_weights.h"
+
 namespace chorus::codec {
 
 namespace {
@@ -158,6 +164,23 @@ WeightTable codec_weight_table(const CodecConfig& c, bool with_encoder) {
   declare_decoder_weights(c, t);
   if (with_encoder) declare_encoder_weights(c, t);
   return t;
+}
+
+Status write_random_codec(const std::string& dir, const CodecConfig& c, uint64_t seed) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return make_error(ErrorCode::kIo, dir + ": cannot create: " + ec.message());
+  const fs::path d(dir);
+  CHORUS_TRY(io::write_json_file((d / "config.json").string(), codec_config_to_json(c)));
+  CHORUS_TRY(io::write_json_file((d / "preprocessor_config.json").string(),
+                                 {{"chunk_length_s", nullptr}, {"feature_extractor_type", "EncodecFeatureExtractor"},
+                                  {"feature_size", 1}, {"overlap", nullptr}, {"padding_side", "right"},
+                                  {"padding_value", 0.0}, {"return_attention_mask", true},
+                                  {"sampling_rate", c.input_sample_rate}}));
+  auto tensors = random_weights(codec_weight_table(c, c.encoder.present), seed ^ 0x636f646563ull, DType::kF32,
+                                &ThreadPool::global());
+  return io::write_safetensors((d / "model.safetensors").string(), tensors, {{"format", "pt"}});
 }
 
 }  // namespace chorus::codec

@@ -1,9 +1,9 @@
 #include "models/qwen3_tts/checkpoint.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "core/thread_pool.h"
+#include "io/json_util.h"
 #include "models/codec/weights.h"
 #include "models/qwen3_tts/weights.h"
 #include "models/random_weights.h"
@@ -33,13 +33,6 @@ Result<ModelFiles> open_model_files(const std::string& dir) {
 
 namespace {
 
-Status write_json(const fs::path& p, const nlohmann::json& j) {
-  std::ofstream out(p);
-  if (!out) return make_error(ErrorCode::kIo, p.string() + ": cannot write");
-  out << j.dump(1) << "\n";
-  return out ? ok_status() : make_error(ErrorCode::kIo, p.string() + ": write failed");
-}
-
 Status write_tokenizer(const fs::path& dir, const Config& c) {
   // Merged words the prompt templates need as single tokens ("assistant", "user"), as in Qwen2.
   text::ByteLevelVocabSpec spec;
@@ -57,24 +50,15 @@ Status write_random_model(const std::string& dir_str, const Config& c, uint64_t 
   std::error_code ec;
   fs::create_directories(dir / "speech_tokenizer", ec);
   if (ec) return make_error(ErrorCode::kIo, dir_str + ": cannot create: " + ec.message());
-  CHORUS_TRY(write_json(dir / "config.json", config_to_json(c)));
-  CHORUS_TRY(write_json(dir / "generation_config.json", generation_to_json(c.generation)));
+  CHORUS_TRY(io::write_json_file((dir / "config.json").string(), config_to_json(c)));
+  CHORUS_TRY(io::write_json_file((dir / "generation_config.json").string(), generation_to_json(c.generation)));
   CHORUS_TRY(write_tokenizer(dir, c));
   ThreadPool& pool = ThreadPool::global();
   {
     auto tensors = random_weights(main_weight_table(c), seed, DType::kBF16, &pool);
     CHORUS_TRY(io::write_safetensors((dir / "model.safetensors").string(), tensors, {{"format", "pt"}}));
   }
-  const fs::path st = dir / "speech_tokenizer";
-  CHORUS_TRY(write_json(st / "config.json", codec::codec_config_to_json(c.codec)));
-  CHORUS_TRY(write_json(st / "preprocessor_config.json",
-                        {{"chunk_length_s", nullptr}, {"feature_extractor_type", "EncodecFeatureExtractor"},
-                         {"feature_size", 1}, {"overlap", nullptr}, {"padding_side", "right"},
-                         {"padding_value", 0.0}, {"return_attention_mask", true},
-                         {"sampling_rate", c.codec.input_sample_rate}}));
-  auto codec_tensors = random_weights(codec::codec_weight_table(c.codec, c.codec.encoder.present),
-                                      seed ^ 0x636f646563ull, DType::kF32, &pool);
-  return io::write_safetensors((st / "model.safetensors").string(), codec_tensors, {{"format", "pt"}});
+  return codec::write_random_codec((dir / "speech_tokenizer").string(), c.codec, seed);
 }
 
 }  // namespace chorus::qwen3_tts

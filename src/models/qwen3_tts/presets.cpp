@@ -11,21 +11,6 @@ Result<Dims> dims_from_name(const std::string& name) {
 
 namespace {
 
-nn::Qwen3Dims qwen3(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv, int64_t hd,
-                    double eps, double theta, int64_t max_pos) {
-  nn::Qwen3Dims d;
-  d.hidden = hidden;
-  d.intermediate = inter;
-  d.layers = layers;
-  d.heads = heads;
-  d.kv_heads = kv;
-  d.head_dim = hd;
-  d.rms_eps = eps;
-  d.rope_theta = theta;
-  d.max_positions = max_pos;
-  return d;
-}
-
 codec::CodecConfig codec_preset(bool tiny) {
   codec::CodecConfig c;
   auto& d = c.decoder;
@@ -34,7 +19,7 @@ codec::CodecConfig codec_preset(bool tiny) {
   if (tiny) {
     d.codebook_dim = 8;
     d.latent_dim = 48;
-    d.transformer = qwen3(32, 64, 2, 4, 4, 16, 1e-5, 10000, 8000);
+    d.transformer = nn::qwen3_dims(32, 64, 2, 4, 4, 16, 1e-5, 10000, 8000);
     d.decoder_dim = 64;
     e.num_filters = 4;
     e.hidden_size = 32;
@@ -46,7 +31,7 @@ codec::CodecConfig codec_preset(bool tiny) {
     e.sliding_window = 24;
     e.codebook_dim = 4;
   } else {
-    d.transformer = qwen3(512, 1024, 8, 16, 16, 64, 1e-5, 10000, 8000);
+    d.transformer = nn::qwen3_dims(512, 1024, 8, 16, 16, 64, 1e-5, 10000, 8000);
   }
   return c;
 }
@@ -62,7 +47,7 @@ Config preset_config(Variant variant, Dims dims) {
   if (tiny) {
     // The reference tiny models: text ids remapped into a 1024-token vocabulary.
     c.size_label = "1b7";
-    t.dims = qwen3(32, 64, 2, 4, 2, 16, 1e-6, 1e6, 32768);
+    t.dims = nn::qwen3_dims(32, 64, 2, 4, 2, 16, 1e-6, 1e6, 32768);
     t.text_vocab = 1024;
     t.text_hidden = 48;
     c.im_start_id = 1000;
@@ -71,12 +56,12 @@ Config preset_config(Variant variant, Dims dims) {
     c.tts_bos_id = 1011;
     c.tts_eos_id = 1012;
     const int64_t cp_hidden = variant == Variant::kCustomVoice ? 32 : 24;  // both projection cases
-    cp.dims = qwen3(cp_hidden, 48, 2, 4, 2, 16, 1e-6, 1e6, 65536);
+    cp.dims = nn::qwen3_dims(cp_hidden, 48, 2, 4, 2, 16, 1e-6, 1e6, 65536);
   } else {
     const bool big = dims == Dims::kReal17B;
     c.size_label = big ? "1b7" : "0b6";
-    t.dims = big ? qwen3(2048, 6144, 28, 16, 8, 128, 1e-6, 1e6, 32768) : qwen3(1024, 3072, 28, 16, 8, 128, 1e-6, 1e6, 32768);
-    cp.dims = qwen3(1024, 3072, 5, 16, 8, 128, 1e-6, 1e6, 65536);
+    t.dims = big ? nn::qwen3_dims(2048, 6144, 28, 16, 8, 128, 1e-6, 1e6, 32768) : nn::qwen3_dims(1024, 3072, 28, 16, 8, 128, 1e-6, 1e6, 32768);
+    cp.dims = nn::qwen3_dims(1024, 3072, 5, 16, 8, 128, 1e-6, 1e6, 65536);
   }
   t.language_ids = {{"chinese", 2055}, {"english", 2050},    {"german", 2053},  {"italian", 2070},
                     {"portuguese", 2071}, {"spanish", 2054}, {"japanese", 2058}, {"korean", 2064},
