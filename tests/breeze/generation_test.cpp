@@ -2,7 +2,8 @@
 // 30 frames of backbone + depth decoder per branch, guidance combined at the backbone and at every
 // depth step, greedy through the shared sampler (penalty 1.1 on codebook 0, EOS masked for the 30
 // frames as the harness generated them). Codes must equal the golden codes, except where a recorded
-// margin (backbone_margin / depth_margin) says the golden choice was a near-tie.
+// margin (backbone_margin / depth_margin) says the golden choice was a near-tie; the codes decoded
+// through the checkpoint's audio_tokenizer/ must give the golden wav.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "breeze_test_util.h"
 #include "models/breeze_tts/checkpoint.h"
 #include "models/breeze_tts/generation.h"
+#include "models/codec/codec_folder.h"
 
 namespace chorus::breeze_tts {
 namespace {
@@ -68,8 +70,11 @@ GenerationParams params_of(const nlohmann::json& cs, const Config& c) {
   return p;
 }
 
-// Generates one case and compares every code; stops at the first divergence (counted in one of the two).
-void run_case(const nlohmann::json& cs, int* mismatches, int* near_ties) {
+constexpr double kWavTol = 1e-4;
+
+// Generates one case and compares every code; stops at the first divergence (counted in one of the
+// two). When every frame matched, the codes decoded through audio_tokenizer/ must give the golden wav.
+void run_case(const nlohmann::json& cs, int* mismatches, int* near_ties, double* worst_wav) {
   const auto& f = fixture();
   const std::string id = cs["id"];
   test::Golden g("gen_" + id);
@@ -79,7 +84,7 @@ void run_case(const nlohmann::json& cs, int* mismatches, int* near_ties) {
   ASSERT_EQ(static_cast<int64_t>(want.size()), F * 16);
   auto gen = BreezeGeneration::start(f.model, f.parts, params_of(cs, f.files.config));
   ASSERT_TRUE(gen.ok()) << gen.error().to_string();
-  std::vector<int32_t> frame(16);
+  std::vector<int32_t> frame(16), all;
   for (int64_t t = 0; t < F; ++t) {
     auto more = gen->step(frame, &ThreadPool::global());
     ASSERT_TRUE(more.ok()) << more.error().to_string();
@@ -98,23 +103,34 @@ void run_case(const nlohmann::json& cs, int* mismatches, int* near_ties) {
                     << " != golden " << want[static_cast<size_t>(t * 16 + k)] << " (margin " << margin << ")";
       return;
     }
+    all.insert(all.end(), frame.begin(), frame.end());
   }
   EXPECT_TRUE(gen->finished());
   EXPECT_FALSE(gen->ended_by_eos());
+  static const auto codec = codec::load_codec(test::tiny_model_dir());
+  ASSERT_TRUE(codec.ok()) << codec.error().to_string();
+  auto wav = codec->decoder.decode_all(all.data(), F);
+  ASSERT_TRUE(wav.ok()) << wav.error().to_string();
+  const Tensor want_wav = g.f32("wav");
+  ASSERT_EQ(static_cast<int64_t>(wav->size()), want_wav.numel());
+  const double e = test::max_abs_diff(wav->data(), want_wav.f32(), want_wav.numel());
+  EXPECT_LE(e, kWavTol);
+  *worst_wav = std::max(*worst_wav, e);
 }
 
 TEST(BreezeGeneration, EveryGoldenCaseEndToEnd) {
   const auto& f = fixture();
   int cases = 0, mismatches = 0, near_ties = 0;
+  double worst_wav = 0;
   for (const auto& cs : f.manifest["cases"]) {
     SCOPED_TRACE(cs["id"].get<std::string>());
-    run_case(cs, &mismatches, &near_ties);
+    run_case(cs, &mismatches, &near_ties, &worst_wav);
     ++cases;
   }
   EXPECT_EQ(cases, 7);
   EXPECT_EQ(mismatches, 0);
-  std::printf("[ generation ] %d cases x 30 frames x 16 codebooks: mismatches %d, near-tie divergences %d\n",
-              cases, mismatches, near_ties);
+  std::printf("[ generation ] %d cases x 30 frames x 16 codebooks: mismatches %d, near-tie divergences %d; "
+              "decoded wav max |diff| %.3g\n", cases, mismatches, near_ties, worst_wav);
 }
 
 TEST(BreezeGeneration, RejectsGuidanceWithoutAConditionAndBadSamplers) {
