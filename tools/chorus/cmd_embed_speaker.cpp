@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <ctime>
 
 #include "command.h"
 #include "io/safetensors.h"
@@ -14,6 +15,12 @@
 namespace {
 
 using namespace chorus;
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 struct Options {
   std::string model, audio, out;
@@ -38,7 +45,11 @@ int run(const Options& o) {
   ro.limits = o.ref.limits();
   auto a = audio::read_audio(o.audio, ro);
   if (!a.ok()) return cli::fail(a.error());
+  const auto t1 = std::chrono::steady_clock::now();
+  const double cpu0 = process_cpu_seconds();
   auto x = enc->embed(a->samples.data(), static_cast<int64_t>(a->samples.size()));
+  const double enc_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  const double enc_cpu = process_cpu_seconds() - cpu0;
   if (!x.ok()) return cli::fail(o.audio + ": " + x.error().to_string());
 
   std::string json = "[";
@@ -52,8 +63,8 @@ int run(const Options& o) {
   if (!f) return cli::fail(o.out + ": cannot write");
   const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
   if (f != stdout ? std::fclose(f) != 0 || !ok : std::fflush(f) != 0 || !ok) return cli::fail(o.out + ": write failed");
-  std::fprintf(stderr, "embed-speaker: %.2f s of audio (%d Hz, %d channel(s)) -> %zu values in %.2f s\n", a->seconds(),
-               a->source_sample_rate, a->source_channels, x->size(),
+  std::fprintf(stderr, "embed-speaker: %.2f s of audio (%d Hz, %d channel(s)) -> %zu values; encoder %.3f s (%.3f s CPU), total %.2f s\n",
+               a->seconds(), a->source_sample_rate, a->source_channels, x->size(), enc_s, enc_cpu,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return 0;
 }

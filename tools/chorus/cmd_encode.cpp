@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <ctime>
 
 #include "command.h"
 #include "models/codec/codes_json.h"
@@ -15,6 +16,12 @@
 namespace {
 
 using namespace chorus;
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 struct Options {
   std::string model, audio, codes_out;
@@ -35,12 +42,14 @@ int run(const Options& o) {
   auto a = audio::read_audio(o.audio, ro);
   if (!a.ok()) return cli::fail(a.error());
   const auto t1 = std::chrono::steady_clock::now();
+  const double cpu0 = process_cpu_seconds();
   auto c = enc->encode(a->samples.data(), static_cast<int64_t>(a->samples.size()));
   if (!c.ok()) return cli::fail(o.audio + ": " + c.error().to_string());
   const double enc_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  const double enc_cpu = process_cpu_seconds() - cpu0;
   if (auto st = codec::write_codes_json(o.codes_out, c->codes.data(), c->frames, c->codebooks); !st.ok()) return cli::fail(st.error());
-  std::fprintf(stderr, "encode: %.2f s of audio -> %lld frames x %lld codebooks; encoder %.3f s (%.1fx real time), total %.2f s\n",
-               a->seconds(), static_cast<long long>(c->frames), static_cast<long long>(c->codebooks), enc_s,
+  std::fprintf(stderr, "encode: %.2f s of audio -> %lld frames x %lld codebooks; encoder %.3f s (%.3f s CPU, %.1fx real time), total %.2f s\n",
+               a->seconds(), static_cast<long long>(c->frames), static_cast<long long>(c->codebooks), enc_s, enc_cpu,
                enc_s > 0 ? a->seconds() / enc_s : 0.0,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return 0;
