@@ -23,4 +23,5 @@ ln -sf pkgconf $root/usr/bin/pkg-config
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHORUS_CUDA=ON -DCHORUS_WERROR=OFF \
   -DCMAKE_PREFIX_PATH="$root/usr;$lib/cmake" -DPKG_CONFIG_EXECUTABLE=$root/usr/bin/pkgconf \
   -DCHORUS_SHARED_DIR="$(pwd)/.devcarry/shared" "$@" >/dev/null
-ninja -C build-gpu "${CHORUS_TARGETS:-all}"
+# shellcheck disable=SC2086  # a space-separated target list
+ninja -C build-gpu ${CHORUS_TARGETS:-all}

@@ -12,6 +12,7 @@
 
 #include "command.h"
 #include "engine/qwen3_tts_engine.h"
+#include "engine/tts_model_cuda.h"
 #include "runtime/cpu/kernels.h"
 
 namespace {
@@ -25,6 +26,9 @@ struct Options {
   int threads = 0;
   uint64_t seed = 1;
   bool greedy = false;
+  std::string device = "cpu";
+  std::vector<int64_t> batches;  // --device cuda: batch sizes to measure
+  int64_t batch_frames = 100;
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -84,6 +88,18 @@ int run(const Options& o) {
   const engine::Qwen3TtsEngine& e = **loaded;
   const double load_s = seconds_since(t_load);
   const double rss_loaded = peak_rss_mib();
+  if (o.device == "cuda") {  // generation on the GPU: its own report (engine/bench_cuda.cpp)
+    engine::CudaBenchOptions c{o.model, o.frames, o.warmup, o.batches, o.batch_frames};
+    auto rep = engine::cuda_bench(c, [&](uint64_t seed, int64_t frames) {
+      Options r = o;
+      r.frames = frames;
+      return bench_request(e, r, seed);
+    });
+    if (!rep.ok()) return cli::fail(rep.error());
+    std::fputs(rep->c_str(), stdout);
+    return 0;
+  }
+  if (o.device != "cpu") return cli::fail("bench: --device must be cpu or cuda");
 
   if (o.warmup > 0) {  // touch every weight once
     Options w = o;
@@ -156,6 +172,10 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   sub.add_option("--seed", o->seed, "Seed of stream 0 (stream i uses seed + i)")->capture_default_str();
   sub.add_flag("--greedy", o->greedy, "Argmax instead of the checkpoint's sampler");
+  sub.add_option("--device", o->device, "cpu or cuda (generation on the GPU)")->capture_default_str();
+  sub.add_option("--batches", o->batches, "With --device cuda: batch sizes to time, e.g. 1,16,64,256")->delimiter(',');
+  sub.add_option("--batch-frames", o->batch_frames, "With --device cuda: frames per stream in the batch runs")
+      ->capture_default_str();
   sub.footer("Example: chorus make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out /tmp/q06\n"
              "         chorus bench --model /tmp/q06 --frames 100");
   return [o] { return run(*o); };

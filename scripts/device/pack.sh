@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Run here after `ninja -C build-cuda chorus test_gpu`: copies the CUDA build's binaries with the
+# shared libraries the GPU machine lacks into .devcarry/gpu, and the reference material the GPU tests
+# read into .devcarry/shared (both ignored by git; name them in the device tool's `carry`). The
+# CUDA runtime is linked statically; cuBLAS comes from the GPU machine's CUDA installation.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build-cuda}
+dst=.devcarry/gpu
+rm -rf "$dst" && mkdir -p "$dst/lib"
+cp "$build/chorus" "$build/tests/test_gpu" "$dst/"
+strip "$dst/chorus" "$dst/test_gpu"
+ldd "$build/chorus" "$build/tests/test_gpu" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*) ;;
+    *) cp -L "$lib" "$dst/lib/" ;;
+  esac
+done
+ref=/work/shared/reference/qwen3_tts
+sh=.devcarry/shared/reference/qwen3_tts
+rm -rf .devcarry/shared && mkdir -p "$sh/goldens"
+cp "$ref/manifest.json" "$sh/"
+cp -r "$ref/models" "$sh/"
+cp "$ref"/goldens/gen_*.safetensors "$ref"/goldens/prefill_*.safetensors "$sh/goldens/"
+du -sh "$dst" .devcarry/shared

@@ -1,0 +1,226 @@
+#ifdef CHORUS_HAVE_CUDA
+
+#include "models/qwen3_tts/device_model_cuda.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "runtime/cpu/kernels.h"
+
+namespace chorus::qwen3_tts::gpu {
+
+namespace {
+
+Result<Tensor> need(const Weights& w, const std::string& name) {
+  if (!w.has(name)) return make_error(ErrorCode::kNotFound, "missing tensor " + name);
+  return w.raw(name);
+}
+
+Result<DeviceTensor> matrix(const Weights& w, const std::string& name) {
+  CHORUS_ASSIGN(Tensor t, need(w, name));
+  return upload_matrix(t);
+}
+
+Result<DeviceTensor> vector_f32(const Weights& w, const std::string& name) {
+  if (!w.has(name)) return make_error(ErrorCode::kNotFound, "missing tensor " + name);
+  return upload_vector_f32(w.f32(name));
+}
+
+}  // namespace
+
+Result<DeviceTensor> upload_matrix(const Tensor& t) {
+  DeviceTensor d;
+  if (t.rank() == 2) {
+    d.rows = t.dim(0);
+    d.cols = t.dim(1);
+  } else if (t.rank() == 1) {
+    d.rows = 1;
+    d.cols = t.dim(0);
+  } else {
+    return make_error(ErrorCode::kInternal, "upload_matrix: rank " + std::to_string(t.rank()));
+  }
+  const size_t n = static_cast<size_t>(d.rows * d.cols);
+  CHORUS_ASSIGN(d.buf, cuda::DeviceBuffer::alloc(n * sizeof(uint16_t)));
+  if (t.dtype() == DType::kBF16) {
+    CHORUS_CUDA_TRY(cudaMemcpy(d.buf.data(), t.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice));
+    return d;
+  }
+  // Other float dtypes are rounded to bf16 once (the released checkpoints are bf16 already).
+  std::vector<float> f(n);
+  convert_to_f32(t.dtype(), t.data(), f.data(), n);
+  std::vector<uint16_t> h(n);
+  for (size_t i = 0; i < n; ++i) h[i] = f32_to_bf16(f[i]);
+  CHORUS_CUDA_TRY(cudaMemcpy(d.buf.data(), h.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice));
+  return d;
+}
+
+Result<DeviceTensor> upload_vector_f32(const Tensor& t) {
+  DeviceTensor d;
+  d.rows = 1;
+  d.cols = t.numel();
+  const Tensor f = t.dtype() == DType::kF32 ? t : t.to_f32();
+  CHORUS_ASSIGN(d.buf, cuda::DeviceBuffer::alloc(static_cast<size_t>(d.cols) * sizeof(float)));
+  CHORUS_CUDA_TRY(cudaMemcpy(d.buf.data(), f.data(), static_cast<size_t>(d.cols) * sizeof(float), cudaMemcpyHostToDevice));
+  return d;
+}
+
+Result<StackScratch> StackScratch::create(const nn::Qwen3Dims& d, int64_t rows) {
+  StackScratch s;
+  s.max_rows = rows;
+  const int64_t qw = d.heads * d.head_dim, kvw = d.kv_heads * d.head_dim;
+  const auto f = [&](int64_t width) { return static_cast<size_t>(rows * width) * sizeof(float); };
+  CHORUS_ASSIGN(s.qkv, cuda::DeviceBuffer::alloc(f(qw + 2 * kvw)));
+  CHORUS_ASSIGN(s.q, cuda::DeviceBuffer::alloc(f(qw)));
+  CHORUS_ASSIGN(s.attn, cuda::DeviceBuffer::alloc(f(qw)));
+  CHORUS_ASSIGN(s.mlp, cuda::DeviceBuffer::alloc(f(d.intermediate)));
+  return s;
+}
+
+Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d) {
+  DeviceStack s;
+  s.dims_ = d;
+  s.layers_.resize(static_cast<size_t>(d.layers));
+  for (int64_t i = 0; i < d.layers; ++i) {
+    const Weights lw = w.sub("layers." + std::to_string(i) + ".");
+    Layer& L = s.layers_[static_cast<size_t>(i)];
+    CHORUS_ASSIGN(L.q, matrix(lw, "self_attn.q_proj.weight"));
+    CHORUS_ASSIGN(L.k, matrix(lw, "self_attn.k_proj.weight"));
+    CHORUS_ASSIGN(L.v, matrix(lw, "self_attn.v_proj.weight"));
+    CHORUS_ASSIGN(L.o, matrix(lw, "self_attn.o_proj.weight"));
+    CHORUS_ASSIGN(L.gate, matrix(lw, "mlp.gate_proj.weight"));
+    CHORUS_ASSIGN(L.up, matrix(lw, "mlp.up_proj.weight"));
+    CHORUS_ASSIGN(L.down, matrix(lw, "mlp.down_proj.weight"));
+    CHORUS_ASSIGN(L.in_norm, vector_f32(lw, "input_layernorm.weight"));
+    CHORUS_ASSIGN(L.post_norm, vector_f32(lw, "post_attention_layernorm.weight"));
+    if (lw.has("self_attn.q_norm.weight")) {
+      CHORUS_ASSIGN(L.q_norm, vector_f32(lw, "self_attn.q_norm.weight"));
+      CHORUS_ASSIGN(L.k_norm, vector_f32(lw, "self_attn.k_norm.weight"));
+    }
+    for (const DeviceTensor* t : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.in_norm, &L.post_norm, &L.q_norm,
+                                  &L.k_norm})
+      s.bytes_ += t->buf.bytes();
+  }
+  CHORUS_ASSIGN(s.final_norm_, vector_f32(w, "norm.weight"));
+  std::vector<float> inv(static_cast<size_t>(d.head_dim / 2));
+  cpu::rope_inv_freq(static_cast<float>(d.rope_theta), d.head_dim, inv.data());
+  CHORUS_ASSIGN(s.inv_freq_, upload_vector_f32(Tensor::view(DType::kF32, {static_cast<int64_t>(inv.size())}, inv.data())));
+  s.bytes_ += s.final_norm_.buf.bytes() + s.inv_freq_.buf.bytes();
+  return s;
+}
+
+int64_t DeviceStack::max_linear_k() const {
+  return std::max({dims_.hidden, dims_.heads * dims_.head_dim, dims_.intermediate});
+}
+
+int64_t DeviceStack::max_linear_n_total() const {
+  return std::max({dims_.heads * dims_.head_dim + 2 * dims_.kv_heads * dims_.head_dim, 2 * dims_.intermediate,
+                   dims_.hidden});
+}
+
+Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& sc,
+                            cuda::LinearWorkspace& ws, cudaStream_t s) const {
+  const nn::Qwen3Dims& d = dims_;
+  const int64_t R = rows.rows;
+  if (R <= 0) return ok_status();
+  if (R > sc.max_rows) return make_error(ErrorCode::kInternal, "device stack: scratch too small");
+  const int64_t H = d.hidden, D = d.head_dim, qw = d.heads * D, kvw = d.kv_heads * D, I = d.intermediate;
+  const int64_t ld_qkv = qw + 2 * kvw;
+  const float eps = static_cast<float>(d.rms_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const cuda::HeadShape shape{d.heads, d.kv_heads, D};
+  float* qkv = sc.qkv.as<float>();
+  float* q = sc.q.as<float>();
+  float* attn = sc.attn.as<float>();
+  float* mlp = sc.mlp.as<float>();
+  for (int64_t li = 0; li < d.layers; ++li) {
+    const Layer& L = layers_[static_cast<size_t>(li)];
+    cuda::LinearArgs a;
+    a.x = h;
+    a.ldx = H;
+    a.M = R;
+    a.norm_weight = L.in_norm.f32();
+    a.norm_eps = eps;
+    a.out[0] = {L.q.matrix(), nullptr, qkv, ld_qkv};
+    a.out[1] = {L.k.matrix(), nullptr, qkv + qw, ld_qkv};
+    a.out[2] = {L.v.matrix(), nullptr, qkv + qw + kvw, ld_qkv};
+    a.outputs = 3;
+    CHORUS_TRY(cuda::linear(a, &ws, s));
+    const cuda::KvLayer layer = kv.layer(li);
+    CHORUS_TRY(cuda::qk_norm_rope_store(qkv, ld_qkv, shape, L.q_norm.empty() ? nullptr : L.q_norm.f32(),
+                                        L.k_norm.empty() ? nullptr : L.k_norm.f32(), eps, inv_freq_.f32(), rows, layer,
+                                        q, s));
+    CHORUS_TRY(cuda::attention(q, shape, scale, rows, layer, attn, s));
+
+    cuda::LinearArgs o;
+    o.x = attn;
+    o.ldx = qw;
+    o.M = R;
+    o.out[0] = {L.o.matrix(), nullptr, h, H};
+    o.epilogue = cuda::Epilogue::kAdd;
+    CHORUS_TRY(cuda::linear(o, &ws, s));
+
+    cuda::LinearArgs g;
+    g.x = h;
+    g.ldx = H;
+    g.M = R;
+    g.norm_weight = L.post_norm.f32();
+    g.norm_eps = eps;
+    g.out[0] = {L.gate.matrix(), nullptr, mlp, I};
+    g.out[1] = {L.up.matrix(), nullptr, mlp, I};
+    g.outputs = 2;
+    g.epilogue = cuda::Epilogue::kSwiGlu;
+    CHORUS_TRY(cuda::linear(g, &ws, s));
+
+    cuda::LinearArgs dn;
+    dn.x = mlp;
+    dn.ldx = I;
+    dn.M = R;
+    dn.out[0] = {L.down.matrix(), nullptr, h, H};
+    dn.epilogue = cuda::Epilogue::kAdd;
+    CHORUS_TRY(cuda::linear(dn, &ws, s));
+  }
+  return cuda::rms_norm(h, final_norm_.f32(), out, R, H, eps, s);
+}
+
+Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model> model) {
+  if (!model) return make_error(ErrorCode::kInternal, "upload_model: no model");
+  std::shared_ptr<DeviceModel> m(new DeviceModel());
+  m->keep_ = model;
+  m->cpu_ = model.get();
+  const Config& c = model->config();
+  m->eos_id_ = static_cast<int32_t>(c.talker.codec_eos_id);
+  m->allowed_below_ = std::max<int64_t>(0, c.talker.codec_vocab - 1024);
+  const Weights root(model->files().main);
+  const Weights t = root.sub("talker.");
+  const Weights cp = root.sub("talker.code_predictor.");
+  CHORUS_ASSIGN(m->talker_, DeviceStack::load(t.sub("model."), c.talker.dims));
+  CHORUS_ASSIGN(m->cp_, DeviceStack::load(cp.sub("model."), c.code_predictor.dims));
+  CHORUS_ASSIGN(m->codec_embedding_, matrix(t, "model.codec_embedding.weight"));
+  CHORUS_ASSIGN(m->codec_head_, matrix(t, "codec_head.weight"));
+  std::vector<const uint16_t*> tables{m->codec_embedding_.bf16()};
+  for (int64_t k = 0; k + 1 < c.code_predictor.num_code_groups; ++k) {
+    CHORUS_ASSIGN(DeviceTensor e, matrix(cp, "model.codec_embedding." + std::to_string(k) + ".weight"));
+    CHORUS_ASSIGN(DeviceTensor h, matrix(cp, "lm_head." + std::to_string(k) + ".weight"));
+    tables.push_back(e.bf16());
+    m->bytes_ += e.buf.bytes() + h.buf.bytes();
+    m->cp_embeddings_.push_back(std::move(e));
+    m->cp_heads_.push_back(std::move(h));
+  }
+  if (c.talker.dims.hidden != c.code_predictor.dims.hidden) {
+    CHORUS_ASSIGN(m->proj_w_, matrix(cp, "small_to_mtp_projection.weight"));
+    CHORUS_ASSIGN(m->proj_b_, vector_f32(cp, "small_to_mtp_projection.bias"));
+    m->bytes_ += m->proj_w_.buf.bytes() + m->proj_b_.buf.bytes();
+  }
+  CHORUS_ASSIGN(m->tables_, cuda::DeviceBuffer::alloc(tables.size() * sizeof(const uint16_t*)));
+  CHORUS_CUDA_TRY(cudaMemcpy(m->tables_.data(), tables.data(), tables.size() * sizeof(const uint16_t*),
+                             cudaMemcpyHostToDevice));
+  m->bytes_ += m->talker_.bytes() + m->cp_.bytes() + m->codec_embedding_.buf.bytes() + m->codec_head_.buf.bytes();
+  // Every codebook embedding must be as wide as the talker (the frame embedding sums them).
+  for (const DeviceTensor& e : m->cp_embeddings_)
+    if (e.cols != m->hidden()) return make_error(ErrorCode::kInvalidFormat, "code predictor embedding width differs from the talker's");
+  return std::shared_ptr<const DeviceModel>(std::move(m));
+}
+
+}  // namespace chorus::qwen3_tts::gpu
+
+#endif  // CHORUS_HAVE_CUDA

@@ -1,0 +1,126 @@
+// Qwen3-TTS weights on the GPU: the talker and code-predictor stacks (bf16 matrices, f32 norm
+// weights), the codec embeddings and heads. Immutable after upload and shared by every batch of
+// streams; the per-stream state (KV caches, counters) lives in FrameBatch (frame_batch_cuda.h).
+// Built only with CUDA (CHORUS_HAVE_CUDA).
+#pragma once
+
+#ifdef CHORUS_HAVE_CUDA
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "models/qwen3_tts/model.h"
+#include "models/weight_table.h"
+#include "nn/qwen3_block.h"
+#include "runtime/cuda/cuda_handles.h"
+#include "runtime/cuda/ops.h"
+
+namespace chorus::qwen3_tts::gpu {
+
+// A weight on the device: a bf16 matrix or an f32 vector.
+struct DeviceTensor {
+  cuda::DeviceBuffer buf;
+  int64_t rows = 0, cols = 0;
+  bool empty() const { return buf.data() == nullptr; }
+  cuda::DeviceMatrix matrix() const { return {buf.as<const uint16_t>(), rows, cols}; }
+  const uint16_t* bf16() const { return buf.as<const uint16_t>(); }
+  const float* f32() const { return buf.as<const float>(); }
+};
+
+// Any float tensor (rank 1 or 2) → bf16 matrix on the device; rank-1 f32 vectors stay f32.
+Result<DeviceTensor> upload_matrix(const Tensor& t);
+Result<DeviceTensor> upload_vector_f32(const Tensor& t);
+
+// A stack's KV cache for `seqs` sequences of `capacity` positions: per layer, keys then values,
+// each [seqs, capacity, kv_heads·head_dim] f32.
+struct KvCacheRef {
+  float* base = nullptr;
+  int64_t seqs = 0, capacity = 0, width = 0;
+  cuda::KvLayer layer(int64_t l) const {
+    const int64_t per = seqs * capacity * width;
+    return {base + 2 * l * per, base + (2 * l + 1) * per, capacity * width, capacity};
+  }
+  static int64_t floats(int64_t layers, int64_t seqs, int64_t capacity, int64_t width) {
+    return 2 * layers * seqs * capacity * width;
+  }
+};
+
+// Activations of one stack forward over up to max_rows rows.
+struct StackScratch {
+  cuda::DeviceBuffer qkv, q, attn, mlp;
+  int64_t max_rows = 0;
+  static Result<StackScratch> create(const nn::Qwen3Dims& d, int64_t max_rows);
+};
+
+class DeviceStack {
+ public:
+  // `w` is prefixed like nn::Qwen3Stack::load's argument ("talker.model.").
+  static Result<DeviceStack> load(const Weights& w, const nn::Qwen3Dims& d);
+
+  const nn::Qwen3Dims& dims() const { return dims_; }
+  int64_t kv_width() const { return dims_.kv_heads * dims_.head_dim; }
+  int64_t max_linear_k() const;       // widest matrix input
+  int64_t max_linear_n_total() const; // most output features of one launch
+  size_t bytes() const { return bytes_; }
+
+  // h [rows, hidden]: the rows' input, used as the residual stream (overwritten); out: the final
+  // norm of each row. New keys and values go into `kv` at (rows.seq, rows.pos).
+  Status forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& scratch,
+                 cuda::LinearWorkspace& ws, cudaStream_t s) const;
+
+ private:
+  struct Layer {
+    DeviceTensor q, k, v, o, gate, up, down, in_norm, post_norm, q_norm, k_norm;
+  };
+  nn::Qwen3Dims dims_;
+  std::vector<Layer> layers_;
+  DeviceTensor final_norm_, inv_freq_;
+  size_t bytes_ = 0;
+};
+
+class DeviceModel {
+ public:
+  const Model& cpu() const { return *cpu_; }
+  const DeviceStack& talker() const { return talker_; }
+  const DeviceStack& code_predictor() const { return cp_; }
+  int64_t hidden() const { return talker_.dims().hidden; }       // talker width
+  int64_t cp_hidden() const { return cp_.dims().hidden; }
+  int64_t vocab() const { return codec_head_.rows; }              // talker codec vocabulary
+  int64_t cp_vocab() const { return cp_heads_.empty() ? 0 : cp_heads_[0].rows; }
+  int groups() const { return static_cast<int>(cp_heads_.size()) + 1; }
+  const DeviceTensor& codec_embedding() const { return codec_embedding_; }
+  const DeviceTensor& codec_head() const { return codec_head_; }
+  const DeviceTensor& cp_embedding(int k) const { return cp_embeddings_[static_cast<size_t>(k - 1)]; }  // k >= 1
+  const DeviceTensor& cp_head(int k) const { return cp_heads_[static_cast<size_t>(k)]; }                // k >= 0
+  bool has_projection() const { return !proj_w_.empty(); }
+  const DeviceTensor& projection() const { return proj_w_; }
+  const DeviceTensor& projection_bias() const { return proj_b_; }
+  // Device array of groups() table pointers: the codec embedding, then codebooks 1..G−1.
+  const uint16_t* const* embedding_tables() const { return tables_.as<const uint16_t* const>(); }
+  size_t weight_bytes() const { return bytes_; }
+  int32_t eos_id() const { return eos_id_; }
+  // Talker ids at or above this are masked when sampling codebook 0 (except EOS), as stream.cpp.
+  int64_t allowed_below() const { return allowed_below_; }
+
+ private:
+  std::shared_ptr<const Model> keep_;
+  const Model* cpu_ = nullptr;
+  DeviceStack talker_, cp_;
+  DeviceTensor codec_embedding_, codec_head_, proj_w_, proj_b_;
+  std::vector<DeviceTensor> cp_embeddings_, cp_heads_;
+  cuda::DeviceBuffer tables_;
+  size_t bytes_ = 0;
+  int32_t eos_id_ = 0;
+  int64_t allowed_below_ = 0;
+  friend Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model>);
+};
+
+// Keeps `model` alive as long as the device copy.
+Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model> model);
+
+}  // namespace chorus::qwen3_tts::gpu
+
+#endif  // CHORUS_HAVE_CUDA

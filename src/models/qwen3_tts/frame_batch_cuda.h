@@ -1,0 +1,91 @@
+// The device-resident Qwen3-TTS frame loop for a batch of B streams stepped together.
+//
+// A frame runs entirely on the GPU, without host synchronisation: the code predictor's 16 passes
+// (two prompt rows, then one row per codebook) each followed by its head and the sampler, then the
+// talker step on the frame's embedding and the sampling of the next frame's codebook 0. The
+// per-step values that change (positions, frame counters that address the random draws, the
+// codes) live in device memory, so the two halves are each captured once into a CUDA graph and
+// replayed every frame. The frame's codes and the next codebook 0 are copied to pinned host memory
+// at the end of each half.
+//
+// Streams are slots 0..B−1 fixed at creation. All slots always compute; the caller ignores
+// finished ones (their positions are clamped inside their caches). Built only with CUDA.
+#pragma once
+
+#ifdef CHORUS_HAVE_CUDA
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "models/qwen3_tts/device_model_cuda.h"
+#include "models/qwen3_tts/prompt.h"
+#include "models/qwen3_tts/stream.h"
+#include "runtime/cuda/cuda_handles.h"
+#include "runtime/cuda/ops.h"
+
+namespace chorus::qwen3_tts::gpu {
+
+struct StreamSetup {
+  const Prompt* prompt = nullptr;  // read during create() only
+  GenerationSettings settings;
+};
+
+struct FrameTiming {
+  float prefill_ms = 0, code_predictor_ms = 0, talker_ms = 0;  // device time of the last call
+};
+
+class FrameBatch {
+ public:
+  // Allocates every buffer (KV caches sized for each stream's prompt + max frames) and uploads the
+  // prompts' trailing text rows and the sampler settings.
+  static Result<std::unique_ptr<FrameBatch>> create(std::shared_ptr<const DeviceModel> model,
+                                                    std::span<const StreamSetup> streams);
+  ~FrameBatch();
+
+  int size() const { return B_; }
+  const DeviceModel& model() const { return *m_; }
+
+  // The prompts through the talker (in chunks of streams) and codebook 0 of frame 0 for every slot.
+  // Returns when next_c0() is valid.
+  Status prefill(const std::vector<const Prompt*>& prompts);
+  // One frame for every slot; with feed, also the talker step and the next codebook 0. Returns when
+  // frame_codes() (and next_c0() with feed) are valid.
+  Status run_frame(bool feed);
+
+  const int32_t* frame_codes(int b) const { return host_codes_.as<int32_t>() + b * G_; }
+  int32_t next_c0(int b) const { return host_next_.as<int32_t>()[b * G_]; }
+  int32_t error(int b) const { return host_err_.as<int32_t>()[b]; }
+  const FrameTiming& timing() const { return timing_; }
+  size_t device_bytes() const { return bytes_; }
+
+ private:
+  FrameBatch() = default;
+  Status enqueue_code_predictor(cudaStream_t s);
+  Status enqueue_talker(cudaStream_t s);
+  Status sample_talker(cudaStream_t s);
+  Status alloc(cuda::DeviceBuffer& b, size_t bytes);
+
+  std::shared_ptr<const DeviceModel> m_;
+  int B_ = 0, G_ = 0;
+  int64_t H_ = 0, C_ = 0, V_ = 0, CV_ = 0, cap_ = 0, talker_rows_ = 0;
+  cuda::Stream stream_;
+  cuda::Event ev_[4];
+  cuda::LinearWorkspace ws_;
+  StackScratch talker_scratch_, cp_scratch_;
+  cuda::DeviceBuffer talker_kv_, cp_kv_;
+  cuda::DeviceBuffer talker_h_, talker_out_, z_, logits_t_, xt_, xc_, cp_out_, logits_cp_;
+  cuda::DeviceBuffer scratch_w_, scratch_ids_;
+  cuda::DeviceBuffer codes_, frames_, prompt_rows_, talker_pos_, min_frames_, errors_, history_;
+  cuda::DeviceBuffer params_t_, params_cp_, text_rows_, text_off_, text_count_, pad_;
+  cuda::DeviceBuffer iota_, cp_first_seq_, cp_first_pos_, cp_pos_, prefill_seq_, prefill_pos_, last_row_;
+  cuda::PinnedBuffer host_codes_, host_next_, host_err_;
+  cuda::GraphExec cp_graph_, talker_graph_;
+  FrameTiming timing_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace chorus::qwen3_tts::gpu
+
+#endif  // CHORUS_HAVE_CUDA

@@ -1,0 +1,96 @@
+#include "models/qwen3_tts/frame_kernels_cuda.h"
+
+#include "runtime/cuda/cuda_handles.h"
+
+namespace chorus::qwen3_tts::gpu {
+
+namespace {
+
+__device__ __forceinline__ float bf16f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+
+__global__ void cp_first_kernel(const float* z, const uint16_t* emb, int64_t H, const int32_t* codes, int G,
+                                float* xt) {
+  const int b = blockIdx.x;
+  const int32_t c0 = codes[static_cast<int64_t>(b) * G];
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    xt[(2 * b) * H + i] = z[b * H + i];
+    xt[(2 * b + 1) * H + i] = bf16f(emb[static_cast<int64_t>(c0) * H + i]);
+  }
+}
+
+__global__ void cp_step_kernel(const uint16_t* table, int64_t H, const int32_t* codes, int G, int k, float* xt) {
+  const int b = blockIdx.x;
+  const int32_t c = codes[static_cast<int64_t>(b) * G + k];
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) xt[b * H + i] = bf16f(table[static_cast<int64_t>(c) * H + i]);
+}
+
+__global__ void talker_inputs_kernel(const uint16_t* const* tables, int64_t H, const int32_t* codes, int G,
+                                     TextRows text, const int32_t* frames, float* x) {
+  const int b = blockIdx.x;
+  const int32_t* c = codes + static_cast<int64_t>(b) * G;
+  const int k = frames[b] - 1;
+  const float* trow = k >= 0 && k < text.count[b] ? text.rows + (static_cast<int64_t>(text.offset[b]) + k) * H
+                                                  : text.pad + b * H;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int g = 0; g < G; ++g) acc += bf16f(tables[g][static_cast<int64_t>(c[g]) * H + i]);
+    x[b * H + i] = acc + trow[i];
+  }
+}
+
+__global__ void advance_kernel(int32_t* frames, const int32_t* prompt_rows, int32_t cap, int32_t* pos, int B) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= B) return;
+  const int32_t f = frames[b] + 1;
+  frames[b] = f;
+  pos[b] = min(prompt_rows[b] + f - 1, cap - 1);
+}
+
+__global__ void gather_kernel(const float* src, const int32_t* index, int64_t width, float* dst) {
+  const int i = blockIdx.x;
+  const float* s = src + static_cast<int64_t>(index[i]) * width;
+  for (int64_t d = threadIdx.x; d < width; d += blockDim.x) dst[i * width + d] = s[d];
+}
+
+}  // namespace
+
+Status cp_first_inputs(const float* z, const uint16_t* codec_embedding, int64_t hidden, const int32_t* codes, int G,
+                       int B, float* xt, cudaStream_t s) {
+  if (B <= 0) return ok_status();
+  cp_first_kernel<<<B, 256, 0, s>>>(z, codec_embedding, hidden, codes, G, xt);
+  CHORUS_CUDA_LAUNCHED("cp_first_kernel");
+  return ok_status();
+}
+
+Status cp_step_inputs(const uint16_t* table, int64_t hidden, const int32_t* codes, int G, int k, int B, float* xt,
+                      cudaStream_t s) {
+  if (B <= 0) return ok_status();
+  cp_step_kernel<<<B, 256, 0, s>>>(table, hidden, codes, G, k, xt);
+  CHORUS_CUDA_LAUNCHED("cp_step_kernel");
+  return ok_status();
+}
+
+Status talker_inputs(const uint16_t* const* tables, int64_t hidden, const int32_t* codes, int G, int B, TextRows text,
+                     const int32_t* frames, float* x, cudaStream_t s) {
+  if (B <= 0) return ok_status();
+  talker_inputs_kernel<<<B, 256, 0, s>>>(tables, hidden, codes, G, text, frames, x);
+  CHORUS_CUDA_LAUNCHED("talker_inputs_kernel");
+  return ok_status();
+}
+
+Status advance_frames(int32_t* frames, const int32_t* prompt_rows, int32_t capacity, int32_t* pos, int B,
+                      cudaStream_t s) {
+  if (B <= 0) return ok_status();
+  advance_kernel<<<(B + 255) / 256, 256, 0, s>>>(frames, prompt_rows, capacity, pos, B);
+  CHORUS_CUDA_LAUNCHED("advance_kernel");
+  return ok_status();
+}
+
+Status gather_rows(const float* src, const int32_t* index, int64_t width, int n, float* dst, cudaStream_t s) {
+  if (n <= 0) return ok_status();
+  gather_kernel<<<n, 256, 0, s>>>(src, index, width, dst);
+  CHORUS_CUDA_LAUNCHED("gather_kernel");
+  return ok_status();
+}
+
+}  // namespace chorus::qwen3_tts::gpu

@@ -1,0 +1,212 @@
+// Attention over a device KV cache: QK-norm + rotary embedding + cache store of the new rows, then
+// causal grouped-query attention per (row, query head).
+#include <atomic>
+
+#include "runtime/cuda/device_util.cuh"
+#include "runtime/cuda/ops.h"
+
+namespace chorus::cuda {
+
+namespace {
+
+constexpr int kNormWarps = 4;
+constexpr int kAttnThreads = 256;
+constexpr int kKeysPerWarp = 8;  // keys in flight per warp while scoring
+
+// One head vector (D values in `buf`, a warp's shared scratch): RMS-norm with `nw` when set, then
+// rotary embedding at `pos`, written to dst.
+__device__ void norm_rope_head(float* buf, int D, const float* nw, float eps, const float* inv_freq, int pos,
+                               float* dst) {
+  const int lane = threadIdx.x & 31;
+  if (nw) {
+    double ss = 0.0;
+    for (int d = lane; d < D; d += 32) ss += static_cast<double>(buf[d]) * buf[d];
+    ss = dev::warp_sum(ss);
+    const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(D) + static_cast<double>(eps)));
+    __syncwarp();
+    for (int d = lane; d < D; d += 32) buf[d] = __fmul_rn(__fmul_rn(buf[d], inv), nw[d]);
+    __syncwarp();
+  }
+  const int half = D / 2;
+  const float fpos = static_cast<float>(pos);
+  for (int i = lane; i < half; i += 32) {
+    const float angle = __fmul_rn(fpos, inv_freq[i]);
+    const float c = cosf(angle), s = sinf(angle);
+    const float a = buf[i], b = buf[i + half];
+    dst[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+    dst[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+  }
+}
+
+__global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, int Hkv, int D, const float* qn,
+                                          const float* kn, float eps, const float* inv_freq, const int32_t* seqs,
+                                          const int32_t* poss, KvLayer kv, float* q_out) {
+  extern __shared__ float smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float* buf = smem + warp * D;
+  const int64_t r = blockIdx.x;
+  const int pos = poss[r];
+  const int64_t seq = seqs[r];
+  const bool store = pos >= 0 && pos < kv.capacity;
+  const float* row = qkv + r * ld;
+  const int64_t kvw = static_cast<int64_t>(Hkv) * D;
+  for (int job = warp; job < Hq + Hkv; job += kNormWarps) {
+    const bool is_q = job < Hq;
+    const int g = job - Hq;
+    const float* src = is_q ? row + static_cast<int64_t>(job) * D : row + static_cast<int64_t>(Hq) * D + static_cast<int64_t>(g) * D;
+    for (int d = lane; d < D; d += 32) buf[d] = src[d];
+    __syncwarp();
+    if (is_q) {
+      norm_rope_head(buf, D, qn, eps, inv_freq, pos, q_out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(job) * D);
+    } else if (store) {
+      const int64_t off = seq * kv.seq_stride + static_cast<int64_t>(pos) * kvw + static_cast<int64_t>(g) * D;
+      norm_rope_head(buf, D, kn, eps, inv_freq, pos, kv.k + off);
+      const float* vsrc = row + static_cast<int64_t>(Hq + Hkv) * D + static_cast<int64_t>(g) * D;
+      for (int d = lane; d < D; d += 32) kv.v[off + d] = vsrc[d];
+    }
+    __syncwarp();
+  }
+}
+
+// grid (q heads, rows). Shared: q [D], scores [n], partial outputs [blockDim].
+__global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q, int Hq, int Hkv, int D, float scale,
+                                                                 const int32_t* seqs, const int32_t* poss, KvLayer kv,
+                                                                 float* out) {
+  extern __shared__ float smem[];
+  __shared__ double dscratch[32];
+  __shared__ float fscratch[32];
+  const int h = blockIdx.x;
+  const int64_t r = blockIdx.y;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  const int pos = poss[r];
+  const int64_t seq = seqs[r];
+  const int n = min(pos + 1, static_cast<int>(kv.capacity));
+  float* o = out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
+  if (n <= 0) {
+    for (int d = threadIdx.x; d < D; d += blockDim.x) o[d] = 0.0f;
+    return;
+  }
+  float* qs = smem;
+  float* sc = smem + D;
+  float* part = sc + n;
+  const int g = h / (Hq / Hkv);
+  const int64_t kstride = static_cast<int64_t>(Hkv) * D;
+  const float* kb = kv.k + seq * kv.seq_stride + static_cast<int64_t>(g) * D;
+  const float* vb = kv.v + seq * kv.seq_stride + static_cast<int64_t>(g) * D;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = q[r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D + d];
+  __syncthreads();
+
+  for (int j0 = warp * kKeysPerWarp; j0 < n; j0 += warps * kKeysPerWarp) {
+    float acc[kKeysPerWarp];
+#pragma unroll
+    for (int u = 0; u < kKeysPerWarp; ++u) acc[u] = 0.0f;
+    for (int d = lane; d < D; d += 32) {
+      const float qd = qs[d];
+#pragma unroll
+      for (int u = 0; u < kKeysPerWarp; ++u)
+        if (j0 + u < n) acc[u] = fmaf(qd, kb[(j0 + u) * kstride + d], acc[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kKeysPerWarp; ++u) {
+      const float v = dev::warp_sum(acc[u]);
+      if (lane == 0 && j0 + u < n) sc[j0 + u] = v * scale;
+    }
+  }
+  __syncthreads();
+  float mx = -__int_as_float(0x7f800000);
+  for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, sc[j]);
+  mx = dev::block_max(mx, fscratch);
+  double sum = 0.0;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const float e = expf(sc[j] - mx);
+    sc[j] = e;
+    sum += e;
+  }
+  sum = dev::block_sum(sum, dscratch);
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sc[j] *= inv;
+  __syncthreads();
+
+  // Weighted sum of values: thread t covers dim t % D for the keys j ≡ t / D (mod groups).
+  const int groups = blockDim.x / D;
+  const int d = threadIdx.x % D, grp = threadIdx.x / D;
+  float acc = 0.0f;
+  if (grp < groups) {
+    int j = grp;
+    for (; j + 3 * groups < n; j += 4 * groups) {
+      const float v0 = vb[j * kstride + d], v1 = vb[(j + groups) * kstride + d];
+      const float v2 = vb[(j + 2 * groups) * kstride + d], v3 = vb[(j + 3 * groups) * kstride + d];
+      acc = fmaf(sc[j], v0, acc);
+      acc = fmaf(sc[j + groups], v1, acc);
+      acc = fmaf(sc[j + 2 * groups], v2, acc);
+      acc = fmaf(sc[j + 3 * groups], v3, acc);
+    }
+    for (; j < n; j += groups) acc = fmaf(sc[j], vb[j * kstride + d], acc);
+  }
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.x < D) {
+    float s = 0.0f;
+    for (int k = 0; k < groups; ++k) s += part[k * D + threadIdx.x];
+    o[threadIdx.x] = s;
+  }
+}
+
+std::atomic<int64_t> g_reserved_smem{48 * 1024};
+
+size_t attention_smem(int64_t capacity, int64_t head_dim) {
+  return static_cast<size_t>(head_dim + capacity + kAttnThreads) * sizeof(float);
+}
+
+Status check_shape(const HeadShape& h) {
+  if (h.q_heads <= 0 || h.kv_heads <= 0 || h.q_heads % h.kv_heads != 0 || h.head_dim <= 0 || h.head_dim % 2 != 0)
+    return make_error(ErrorCode::kInternal, "cuda attention: bad head shape");
+  if (h.head_dim > kAttnThreads)
+    return make_error(ErrorCode::kUnsupported, "cuda attention: head_dim above 256 is not supported");
+  return ok_status();
+}
+
+}  // namespace
+
+Status attention_reserve(int64_t capacity, int64_t head_dim) {
+  const size_t need = attention_smem(capacity, head_dim);
+  if (need <= static_cast<size_t>(g_reserved_smem.load())) return ok_status();
+  int dev = 0, max_optin = 0;
+  CHORUS_CUDA_TRY(cudaGetDevice(&dev));
+  CHORUS_CUDA_TRY(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  // Static shared memory of the kernel (reduction scratch) comes on top of the dynamic part.
+  if (need + 512 > static_cast<size_t>(max_optin))
+    return make_error(ErrorCode::kUnsupported, "cuda attention: a context of " + std::to_string(capacity) +
+                                                   " positions needs more shared memory than the GPU has");
+  CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(need)));
+  g_reserved_smem.store(static_cast<int64_t>(need));
+  return ok_status();
+}
+
+Status qk_norm_rope_store(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
+                          float eps, const float* inv_freq, RowMap rows, KvLayer kv, float* q_out, cudaStream_t s) {
+  CHORUS_TRY(check_shape(h));
+  if (rows.rows <= 0) return ok_status();
+  const size_t smem = static_cast<size_t>(kNormWarps * h.head_dim) * sizeof(float);
+  qk_norm_rope_store_kernel<<<static_cast<unsigned>(rows.rows), kNormWarps * 32, smem, s>>>(
+      qkv, ld_qkv, static_cast<int>(h.q_heads), static_cast<int>(h.kv_heads), static_cast<int>(h.head_dim), q_norm,
+      k_norm, eps, inv_freq, rows.seq, rows.pos, kv, q_out);
+  CHORUS_CUDA_LAUNCHED("qk_norm_rope_store_kernel");
+  return ok_status();
+}
+
+Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer kv, float* out, cudaStream_t s) {
+  CHORUS_TRY(check_shape(h));
+  if (rows.rows <= 0) return ok_status();
+  const size_t smem = attention_smem(kv.capacity, h.head_dim);
+  if (smem > static_cast<size_t>(g_reserved_smem.load()))
+    return make_error(ErrorCode::kInternal, "cuda attention: call attention_reserve for this capacity first");
+  const dim3 grid(static_cast<unsigned>(h.q_heads), static_cast<unsigned>(rows.rows));
+  attention_kernel<<<grid, kAttnThreads, smem, s>>>(q, static_cast<int>(h.q_heads), static_cast<int>(h.kv_heads),
+                                                    static_cast<int>(h.head_dim), scale, rows.seq, rows.pos, kv, out);
+  CHORUS_CUDA_LAUNCHED("attention_kernel");
+  return ok_status();
+}
+
+}  // namespace chorus::cuda

@@ -1,0 +1,70 @@
+// Device-side helpers shared by the kernels: warp and block reductions, bf16 unpacking.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace chorus::cuda::dev {
+
+__device__ __forceinline__ float bf16_bits_to_f32(uint32_t h) { return __uint_as_float(h << 16); }
+
+// The two bf16 values packed in one 32-bit word (low half first in memory).
+__device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide sum; every thread gets the result. `scratch` holds 32 T. All threads must call it.
+template <class T>
+__device__ __forceinline__ T block_sum(T v, T* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // scratch may still be read by an earlier call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  T r = lane < warps ? scratch[lane] : T(0);
+  if (warp == 0) {
+    r = warp_sum(r);
+    if (lane == 0) scratch[0] = r;
+  }
+  __syncthreads();
+  return scratch[0];
+}
+
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = lane < warps ? scratch[lane] : -__int_as_float(0x7f800000);
+  if (warp == 0) {
+    r = warp_max(r);
+    if (lane == 0) scratch[0] = r;
+  }
+  __syncthreads();
+  return scratch[0];
+}
+
+// 1 / sqrt(mean(x²) + eps) as cpu::rms_norm computes it (sum of squares in f64), for one row,
+// block-wide. `scratch` holds 32 doubles.
+__device__ __forceinline__ float block_inv_rms(const float* x, int64_t dim, float eps, double* scratch) {
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += static_cast<double>(x[i]) * x[i];
+  ss = block_sum(ss, scratch);
+  return static_cast<float>(1.0 / sqrt(ss / static_cast<double>(dim) + static_cast<double>(eps)));
+}
+
+__device__ __forceinline__ float sigmoid_f32(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+}  // namespace chorus::cuda::dev

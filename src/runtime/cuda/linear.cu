@@ -1,0 +1,344 @@
+// linear: matrix-vector kernels for few rows (the per-frame decode steps), cuBLAS on bf16 tensor
+// cores for many rows (prefill, large batches).
+//
+// GEMV: one warp per output feature; each lane reads 16 bytes (8 bf16) of the weight row per
+// iteration and multiplies them with up to MT input rows, so the weights are read once per
+// MT rows. A feature's sum is always reduced the same way (lane l sums k = 8l + 256i + j in order,
+// then a butterfly over lanes), whatever M and the tile are: a row's result does not depend on
+// which other rows share the call. RMS-norm of the input, the bias, the residual add and SwiGLU are
+// fused in, so a Qwen3 layer needs four matrix launches.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "runtime/cuda/device_util.cuh"
+#include "runtime/cuda/ops.h"
+
+namespace chorus::cuda {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+
+struct Seg {
+  const uint16_t* w;
+  const float* bias;
+  float* y;
+  int64_t ldy;
+  int64_t n;
+};
+
+struct GemvParams {
+  const float* x;
+  int64_t ldx;
+  int64_t M;
+  int64_t K;
+  const float* norm_w;
+  float eps;
+  Seg seg[3];
+  int nseg;
+  int64_t rows_total;  // features computed (for SwiGLU: the gate's rows)
+};
+
+template <int MT>
+__device__ __forceinline__ void load_x8(const float* xr, int64_t k, const float* g, float inv, float (&v)[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(xr + k);
+  const float4 b = *reinterpret_cast<const float4*>(xr + k + 4);
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  if (g) {
+    const float4 ga = *reinterpret_cast<const float4*>(g + k);
+    const float4 gb = *reinterpret_cast<const float4*>(g + k + 4);
+    const float gv[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(__fmul_rn(v[j], inv), gv[j]);
+  }
+}
+
+__device__ __forceinline__ void unpack8(uint4 w, float (&f)[8]) {
+  f[0] = dev::bf16_lo(w.x); f[1] = dev::bf16_hi(w.x); f[2] = dev::bf16_lo(w.y); f[3] = dev::bf16_hi(w.y);
+  f[4] = dev::bf16_lo(w.z); f[5] = dev::bf16_hi(w.z); f[6] = dev::bf16_lo(w.w); f[7] = dev::bf16_hi(w.w);
+}
+
+__device__ __forceinline__ uint4 load_weights(const uint16_t* p) {
+  // Weights are streamed once: keep them out of L1.
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+// NW weight rows (1, or 2 for SwiGLU's gate and up) against MT input rows.
+template <int MT, int NW, bool VEC>
+__device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* const (&w)[NW], int64_t m0,
+                                         const float* inv, float (&acc)[NW][MT]) {
+  const int lane = threadIdx.x & 31;
+  const int64_t K = p.K;
+  const float* xr[MT];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) xr[m] = p.x + min(m0 + m, p.M - 1) * p.ldx;
+#pragma unroll
+  for (int r = 0; r < NW; ++r)
+#pragma unroll
+    for (int m = 0; m < MT; ++m) acc[r][m] = 0.0f;
+  if constexpr (VEC) {
+#pragma unroll 4
+    for (int64_t k = lane * 8; k < K; k += 256) {
+      float wf[NW][8];
+#pragma unroll
+      for (int r = 0; r < NW; ++r) unpack8(load_weights(w[r] + k), wf[r]);
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        float xv[8];
+        load_x8<MT>(xr[m], k, p.norm_w, p.norm_w ? inv[m] : 1.0f, xv);
+#pragma unroll
+        for (int r = 0; r < NW; ++r)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[r][m] = fmaf(wf[r][j], xv[j], acc[r][m]);
+      }
+    }
+  } else {
+    for (int64_t k = lane; k < K; k += 32) {
+      float wf[NW];
+#pragma unroll
+      for (int r = 0; r < NW; ++r) wf[r] = dev::bf16_bits_to_f32(w[r][k]);
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        float xv = xr[m][k];
+        if (p.norm_w) xv = __fmul_rn(__fmul_rn(xv, inv[m]), p.norm_w[k]);
+#pragma unroll
+        for (int r = 0; r < NW; ++r) acc[r][m] = fmaf(wf[r], xv, acc[r][m]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < NW; ++r)
+#pragma unroll
+    for (int m = 0; m < MT; ++m) acc[r][m] = dev::warp_sum(acc[r][m]);
+}
+
+template <int MT, int EPI, bool VEC>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p) {
+  __shared__ float inv_s[MT];
+  __shared__ double scratch[32];
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * MT;
+  if (p.norm_w) {
+    for (int m = 0; m < MT; ++m) {
+      const int64_t row = min(m0 + m, p.M - 1);
+      const float inv = dev::block_inv_rms(p.x + row * p.ldx, p.K, p.eps, scratch);
+      if (threadIdx.x == 0) inv_s[m] = inv;
+    }
+    __syncthreads();
+  }
+  float inv[MT];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) inv[m] = p.norm_w ? inv_s[m] : 1.0f;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t feature = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  if (feature >= p.rows_total) return;
+
+  if constexpr (EPI == 2) {  // SwiGLU: gate row and up row together
+    const uint16_t* const w[2] = {p.seg[0].w + feature * p.K, p.seg[1].w + feature * p.K};
+    float acc[2][MT];
+    dot_rows<MT, 2, VEC>(p, w, m0, inv, acc);
+    if (lane == 0) {
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m0 + m >= p.M) break;
+        const float g = acc[0][m] + (p.seg[0].bias ? p.seg[0].bias[feature] : 0.0f);
+        const float u = acc[1][m] + (p.seg[1].bias ? p.seg[1].bias[feature] : 0.0f);
+        p.seg[0].y[(m0 + m) * p.seg[0].ldy + feature] = __fmul_rn(__fmul_rn(g, dev::sigmoid_f32(g)), u);
+      }
+    }
+  } else {
+    int si = 0;
+    int64_t n = feature;
+    while (si + 1 < p.nseg && n >= p.seg[si].n) {
+      n -= p.seg[si].n;
+      ++si;
+    }
+    const Seg& sg = p.seg[si];
+    const uint16_t* const w[1] = {sg.w + n * p.K};
+    float acc[1][MT];
+    dot_rows<MT, 1, VEC>(p, w, m0, inv, acc);
+    if (lane == 0) {
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m0 + m >= p.M) break;
+        const float v = sg.bias ? acc[0][m] + sg.bias[n] : acc[0][m];
+        float* y = sg.y + (m0 + m) * sg.ldy + n;
+        *y = EPI == 1 ? *y + v : v;
+      }
+    }
+  }
+}
+
+template <int MT, int EPI>
+void launch_gemv_t(const GemvParams& p, bool vec, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((p.rows_total + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                  static_cast<unsigned>((p.M + MT - 1) / MT));
+  if (vec) gemv_kernel<MT, EPI, true><<<grid, kWarpsPerBlock * 32, 0, s>>>(p);
+  else gemv_kernel<MT, EPI, false><<<grid, kWarpsPerBlock * 32, 0, s>>>(p);
+}
+
+template <int EPI>
+void launch_gemv(const GemvParams& p, bool vec, cudaStream_t s) {
+  if (p.M == 1) launch_gemv_t<1, EPI>(p, vec, s);
+  else if (p.M == 2) launch_gemv_t<2, EPI>(p, vec, s);
+  else if (p.M <= 4) launch_gemv_t<4, EPI>(p, vec, s);
+  else launch_gemv_t<8, EPI>(p, vec, s);
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// ---- tensor-core path ----
+
+// xs[m] = bf16(x̂), xs[M + m] = bf16(x̂ − bf16(x̂)) with x̂ = the (optionally RMS-normed) row m.
+__global__ void split_rows_kernel(const float* x, int64_t ldx, int64_t M, int64_t K, const float* norm_w, float eps,
+                                  __nv_bfloat16* xs) {
+  __shared__ double scratch[32];
+  const int64_t m = blockIdx.x;
+  const float* xr = x + m * ldx;
+  const float inv = norm_w ? dev::block_inv_rms(xr, K, eps, scratch) : 1.0f;
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+    const float v = norm_w ? __fmul_rn(__fmul_rn(xr[k], inv), norm_w[k]) : xr[k];
+    const __nv_bfloat16 hi = __float2bfloat16_rn(v);
+    xs[m * K + k] = hi;
+    xs[(M + m) * K + k] = __float2bfloat16_rn(v - __bfloat162float(hi));
+  }
+}
+
+struct CombineParams {
+  const float* ys[3];  // [2M, n] each
+  Seg seg[3];
+  int nseg;
+  int64_t M;
+  int epi;
+};
+
+__global__ void combine_kernel(CombineParams p) {
+  const int64_t m = blockIdx.y;
+  const int64_t n_total = p.epi == 2 ? p.seg[0].n : p.seg[0].n + p.seg[1].n + p.seg[2].n;
+  for (int64_t f = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; f < n_total;
+       f += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (p.epi == 2) {
+      const int64_t n = p.seg[0].n;
+      const float g = p.ys[0][m * n + f] + p.ys[0][(p.M + m) * n + f] + (p.seg[0].bias ? p.seg[0].bias[f] : 0.0f);
+      const float u = p.ys[1][m * n + f] + p.ys[1][(p.M + m) * n + f] + (p.seg[1].bias ? p.seg[1].bias[f] : 0.0f);
+      p.seg[0].y[m * p.seg[0].ldy + f] = __fmul_rn(__fmul_rn(g, dev::sigmoid_f32(g)), u);
+      continue;
+    }
+    int si = 0;
+    int64_t n = f;
+    while (si + 1 < p.nseg && n >= p.seg[si].n) {
+      n -= p.seg[si].n;
+      ++si;
+    }
+    const Seg& sg = p.seg[si];
+    float v = p.ys[si][m * sg.n + n] + p.ys[si][(p.M + m) * sg.n + n];
+    if (sg.bias) v += sg.bias[n];
+    float* y = sg.y + m * sg.ldy + n;
+    *y = p.epi == 1 ? *y + v : v;
+  }
+}
+
+Status cublas_ok(cublasStatus_t st, const char* what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return ok_status();
+  return make_error(ErrorCode::kInternal,
+                    std::string("cuBLAS: ") + what + " failed (status " + std::to_string(static_cast<int>(st)) + ")");
+}
+
+}  // namespace
+
+Result<LinearWorkspace> LinearWorkspace::create(int64_t max_rows, int64_t max_k, int64_t max_n_total) {
+  LinearWorkspace w;
+  w.max_rows_ = max_rows;
+  w.max_k_ = max_k;
+  w.max_n_ = max_n_total;
+  CHORUS_ASSIGN(w.cublas_, Cublas::create());
+  if (max_rows > kGemvMaxRows) {
+    CHORUS_ASSIGN(w.x_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_rows * max_k) * sizeof(uint16_t)));
+    CHORUS_ASSIGN(w.y_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_rows * max_n_total) * sizeof(float)));
+  }
+  CHORUS_ASSIGN(w.cublas_ws_, DeviceBuffer::alloc(size_t{32} << 20));
+  return std::move(w);
+}
+
+Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path) {
+  if (a.M <= 0) return ok_status();
+  if (a.outputs < 1 || a.outputs > 3 || (a.epilogue == Epilogue::kSwiGlu && a.outputs != 2))
+    return make_error(ErrorCode::kInternal, "cuda linear: bad output count");
+  const int64_t K = a.out[0].w.cols;
+  GemvParams p{};
+  p.x = a.x;
+  p.ldx = a.ldx;
+  p.M = a.M;
+  p.K = K;
+  p.norm_w = a.norm_weight;
+  p.eps = a.norm_eps;
+  p.nseg = a.outputs;
+  p.rows_total = 0;
+  bool vec = K % 8 == 0 && a.ldx % 4 == 0 && aligned16(a.x) && (!a.norm_weight || aligned16(a.norm_weight));
+  for (int i = 0; i < a.outputs; ++i) {
+    const LinearOut& o = a.out[i];
+    if (o.w.cols != K || !o.w.data || !o.y)
+      return make_error(ErrorCode::kInternal, "cuda linear: outputs disagree on the input width");
+    p.seg[i] = {o.w.data, o.bias, o.y, o.ldy, o.w.rows};
+    p.rows_total += o.w.rows;
+    vec = vec && aligned16(o.w.data);
+  }
+  const int epi = a.epilogue == Epilogue::kStore ? 0 : a.epilogue == Epilogue::kAdd ? 1 : 2;
+  if (epi == 2) {
+    if (a.out[1].w.rows != a.out[0].w.rows) return make_error(ErrorCode::kInternal, "cuda linear: SwiGLU shapes");
+    p.rows_total = a.out[0].w.rows;
+  }
+  const bool gemv = path == kLinearGemv || (path == kLinearAuto && a.M <= kGemvMaxRows);
+  if (gemv) {
+    if (epi == 0) launch_gemv<0>(p, vec, s);
+    else if (epi == 1) launch_gemv<1>(p, vec, s);
+    else launch_gemv<2>(p, vec, s);
+    CHORUS_CUDA_LAUNCHED("gemv_kernel");
+    return ok_status();
+  }
+
+  if (!ws || a.M > ws->max_rows_ || K > ws->max_k_ || !ws->x_split_.data())
+    return make_error(ErrorCode::kInternal, "cuda linear: workspace too small for " + std::to_string(a.M) + " rows");
+  int64_t n_sum = 0;
+  for (int i = 0; i < a.outputs; ++i) n_sum += a.out[i].w.rows;
+  if (n_sum > ws->max_n_) return make_error(ErrorCode::kInternal, "cuda linear: workspace too small for the outputs");
+  auto* xs = ws->x_split_.as<__nv_bfloat16>();
+  split_rows_kernel<<<static_cast<unsigned>(a.M), 256, 0, s>>>(a.x, a.ldx, a.M, K, a.norm_weight, a.norm_eps, xs);
+  CHORUS_CUDA_LAUNCHED("split_rows_kernel");
+  cublasHandle_t h = ws->cublas_.get();
+  CHORUS_TRY(cublas_ok(cublasSetStream(h, s), "cublasSetStream"));
+  CHORUS_TRY(cublas_ok(cublasSetWorkspace(h, ws->cublas_ws_.data(), ws->cublas_ws_.bytes()), "cublasSetWorkspace"));
+  CombineParams c{};
+  c.nseg = a.outputs;
+  c.M = a.M;
+  c.epi = epi;
+  float* ys = ws->y_split_.as<float>();
+  const float one = 1.0f, zero = 0.0f;
+  for (int i = 0; i < a.outputs; ++i) {
+    const int64_t n = a.out[i].w.rows;
+    // Column-major view: Y[n, 2M] = Wᵀ[n, K] · X[K, 2M].
+    CHORUS_TRY(cublas_ok(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(2 * a.M),
+                                      static_cast<int>(K), &one, a.out[i].w.data, CUDA_R_16BF, static_cast<int>(K), xs,
+                                      CUDA_R_16BF, static_cast<int>(K), &zero, ys, CUDA_R_32F, static_cast<int>(n),
+                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                         "cublasGemmEx"));
+    c.ys[i] = ys;
+    c.seg[i] = p.seg[i];
+    ys += 2 * a.M * n;
+  }
+  if (epi != 2)
+    for (int i = a.outputs; i < 3; ++i) c.seg[i].n = 0;
+  const int64_t n_out = epi == 2 ? a.out[0].w.rows : n_sum;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((n_out + 255) / 256, 64)), static_cast<unsigned>(a.M));
+  combine_kernel<<<grid, 256, 0, s>>>(c);
+  CHORUS_CUDA_LAUNCHED("combine_kernel");
+  return ok_status();
+}
+
+}  // namespace chorus::cuda

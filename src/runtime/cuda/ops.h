@@ -1,0 +1,168 @@
+// CUDA kernels of the inference backend: the device counterparts of runtime/cpu/kernels.h that the
+// Qwen3 stacks need, plus the sampler. Activations are f32 and row-major on the device; matrices
+// are bf16 on the device (converted once at load). Every launch is asynchronous on the given
+// stream and returns a Status for launch errors; nothing synchronises with the host, so all of
+// these can be captured into a CUDA graph.
+//
+// Numerics follow the CPU kernels (same formulas, f32 arithmetic, f64 where the CPU uses f64:
+// RMS-norm sums, softmax denominators, sampler weights); only summation orders differ.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "runtime/cuda/cuda_handles.h"
+
+namespace chorus::cuda {
+
+// A [rows, cols] bf16 matrix on the device (bit patterns), row-major: rows = output features.
+struct DeviceMatrix {
+  const uint16_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// ---- linear: y = norm?(x) · Wᵀ + b -------------------------------------------------------------
+
+enum class Epilogue : uint8_t {
+  kStore,   // y = x·Wᵀ + b
+  kAdd,     // y += x·Wᵀ + b (residual connection)
+  kSwiGlu,  // out[0] is the gate, out[1] the up projection (same shape): out[0].y = silu(g)·u
+};
+
+struct LinearOut {
+  DeviceMatrix w;
+  const float* bias = nullptr;  // [w.rows] or null
+  float* y = nullptr;           // row m of the result at y + m·ldy
+  int64_t ldy = 0;
+};
+
+// Up to three matrices that read the same input (q, k and v; gate and up) in one launch.
+struct LinearArgs {
+  const float* x = nullptr;  // row m at x + m·ldx, K = out[0].w.cols floats
+  int64_t ldx = 0;
+  int64_t M = 0;
+  const float* norm_weight = nullptr;  // when set, each x row is RMS-normed first (as cpu::rms_norm)
+  float norm_eps = 1e-6f;
+  LinearOut out[3];
+  int outputs = 1;
+  Epilogue epilogue = Epilogue::kStore;
+};
+
+// Scratch for the tensor-core path (cuBLAS): the inputs split into bf16 high and low parts
+// (x ≈ hi + lo to about 2⁻¹⁷ relative, so the product keeps f32-level accuracy) and the two partial
+// results. Sized once; a call that needs more fails instead of allocating (graph capture).
+class LinearWorkspace {
+ public:
+  static Result<LinearWorkspace> create(int64_t max_rows, int64_t max_k, int64_t max_n_total);
+  int64_t max_rows() const { return max_rows_; }
+  size_t bytes() const { return x_split_.bytes() + y_split_.bytes() + cublas_ws_.bytes(); }
+
+ private:
+  friend Status linear(const LinearArgs&, LinearWorkspace*, cudaStream_t, int);
+  Cublas cublas_;
+  DeviceBuffer x_split_, y_split_, cublas_ws_;
+  int64_t max_rows_ = 0, max_k_ = 0, max_n_ = 0;
+};
+
+// Path choice: matrix-vector kernels read the weights at full bandwidth and keep f32 inputs, and are
+// used up to kGemvMaxRows rows; more rows go to cuBLAS (bf16 tensor cores, split inputs).
+inline constexpr int64_t kGemvMaxRows = 16;
+inline constexpr int kLinearAuto = 0, kLinearGemv = 1, kLinearTensor = 2;
+Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path = kLinearAuto);
+
+// ---- row-wise and element-wise -----------------------------------------------------------------
+
+Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps, cudaStream_t s);
+Status silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s);
+// out[i, :] = table[ids[i], :] (f32); ids outside the table give a zero row. ids are on the device.
+Status embedding(const DeviceMatrix& table, const int32_t* ids, int64_t n, float* out, cudaStream_t s);
+
+// ---- attention over a device KV cache ----------------------------------------------------------
+
+// Key/value rows of every sequence of one layer: sequence s, position p, kv head g at
+// k + s·seq_stride + p·(kv_heads·head_dim) + g·head_dim (likewise v). Positions < capacity.
+struct KvLayer {
+  float* k = nullptr;
+  float* v = nullptr;
+  int64_t seq_stride = 0;
+  int64_t capacity = 0;
+};
+
+// Which sequence and absolute position each of `rows` new rows belongs to (device arrays).
+struct RowMap {
+  const int32_t* seq = nullptr;
+  const int32_t* pos = nullptr;
+  int64_t rows = 0;
+};
+
+struct HeadShape {
+  int64_t q_heads = 0, kv_heads = 0, head_dim = 0;
+};
+
+// For each new row: q = rope(rms_norm(q, q_norm)) → q_out [rows, q_heads·head_dim]; k likewise with
+// k_norm, stored with v into the cache at (seq, pos). qkv rows are [q | k | v] with stride ld_qkv.
+// Norm weights may be null (no QK-norm).
+Status qk_norm_rope_store(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
+                          float eps, const float* inv_freq, RowMap rows, KvLayer kv, float* q_out, cudaStream_t s);
+
+// Causal attention of each row's query heads against keys 0..pos of its sequence (every key must be
+// in the cache already): out [rows, q_heads·head_dim]. Softmax in f32 with an f64 denominator.
+Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer kv, float* out, cudaStream_t s);
+// Call once (outside graph capture) before attention over caches of up to `capacity` positions.
+Status attention_reserve(int64_t capacity, int64_t head_dim);
+
+// ---- sampling ----------------------------------------------------------------------------------
+
+// One stream's sampler settings and random-number key (as sampling::SamplerParams / DrawAddress).
+struct DeviceSampler {
+  int32_t greedy = 0;
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float repetition_penalty = 1.0f;
+  uint32_t seed_lo = 0, seed_hi = 0;
+  uint32_t rng_stream = 0;
+};
+
+// Error codes written to SampleArgs::error.
+inline constexpr int32_t kSampleNonFinite = 1, kSampleAllMasked = 2;
+
+// Samples one id per row exactly as sampling::sample (apply_rules then choose), with the draw at
+// address (seed, rng_stream, frame[r] + frame_offset, codebook, 0). `logits` are used as scratch.
+struct SampleArgs {
+  float* logits = nullptr;  // [rows, ld]
+  int64_t ld = 0;
+  int32_t vocab = 0;
+  int32_t rows = 0;
+  const DeviceSampler* params = nullptr;  // [rows]
+  const int32_t* frame = nullptr;         // [rows]
+  int32_t frame_offset = 0;
+  uint32_t codebook = 0;
+  // Rules (talker): repetition penalty over flagged ids, masking of ids >= allowed_below except
+  // also_allowed, and blocked_id masked while frame < block_until_frame[r] (always when null).
+  const uint8_t* penalized = nullptr;  // [rows, vocab] flags, or null
+  int64_t allowed_below = -1;
+  int32_t also_allowed = -1;
+  int32_t blocked_id = -1;
+  const int32_t* block_until_frame = nullptr;
+  int32_t* out = nullptr;  // id of row r at out[r·out_stride]
+  int64_t out_stride = 1;
+  uint8_t* mark_chosen = nullptr;  // [rows, vocab]: the chosen id's flag is set (penalty history)
+  int32_t* error = nullptr;        // [rows]: kSample* on failure, untouched otherwise
+  double* scratch_w = nullptr;     // [rows, vocab]
+  int32_t* scratch_ids = nullptr;  // [rows, 2·vocab]
+};
+Status sample(const SampleArgs& a, cudaStream_t s);
+
+// Philox4x32-10 and uniform53 on the device, exposed for tests: out[i] = uniform53 of address
+// (seed, stream, frame, codebook + i, 0).
+Status uniform53_batch(uint64_t seed, uint32_t stream, uint32_t frame, uint32_t codebook0, int n, double* out,
+                       cudaStream_t s);
+
+// f32 → bf16 (round to nearest even) on the device, for uploading weights.
+Status f32_to_bf16(const float* src, uint16_t* dst, int64_t n, cudaStream_t s);
+
+}  // namespace chorus::cuda

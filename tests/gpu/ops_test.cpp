@@ -1,0 +1,358 @@
+// Every CUDA kernel against the CPU backend (runtime/cpu, sampling/) on fresh random inputs. Outputs
+// are poisoned with NaN first, so an unwritten element fails. Tolerances: f32 kernels agree with the
+// CPU to summation-order rounding (relative 2e-5 of the largest output); the tensor-core linear
+// path splits inputs into two bf16 parts (2⁻¹⁷ relative), so 2e-4; the sampler must pick the same
+// id as the CPU for every row.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "gpu_test_util.h"
+#include "sampling/rng.h"
+#include "sampling/sampler.h"
+
+namespace chorus::gpu_test {
+namespace {
+
+std::vector<float> cpu_rms_norm(const std::vector<float>& x, const std::vector<float>& g, int64_t rows, int64_t dim) {
+  std::vector<float> y(x.size());
+  cpu::rms_norm(x.data(), g.data(), y.data(), rows, dim, 1e-6f);
+  return y;
+}
+
+TEST(GpuLinear, EveryEpiloguePathAndShapeMatchesTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(11);
+  auto ws = cuda::LinearWorkspace::create(64, 1024, 512);
+  ASSERT_TRUE(ws.ok()) << ws.error().to_string();
+  int checked = 0;
+  for (int path : {cuda::kLinearGemv, cuda::kLinearTensor, cuda::kLinearAuto})
+    for (int64_t M : {1, 2, 3, 5, 8, 13, 16, 17, 40})
+      for (int64_t K : {1024, 40, 36}) {
+        SCOPED_TRACE(testing::Message() << "path " << path << " M " << M << " K " << K);
+        const int64_t N[3] = {96, 32, 40};
+        const auto x = random_vec(rng, static_cast<size_t>(M * K));
+        const auto g = random_vec(rng, static_cast<size_t>(K), 0.5f, 1.5f);
+        const auto dx = to_device(x), dg = to_device(g);
+        const double tol = path == cuda::kLinearTensor || (path == cuda::kLinearAuto && M > cuda::kGemvMaxRows) ? 2e-4 : 2e-5;
+        Bf16Matrix w[3];
+        std::vector<float> bias[3];
+        cuda::DeviceBuffer dbias[3];
+        for (int i = 0; i < 3; ++i) {
+          w[i] = random_bf16(rng, N[i], K, 1.0f / std::sqrt(static_cast<float>(K)));
+          bias[i] = random_vec(rng, static_cast<size_t>(N[i]));
+          dbias[i] = to_device(bias[i]);
+        }
+        const auto xn = cpu_rms_norm(x, g, M, K);
+        // kStore, three outputs, RMS-norm prologue and bias.
+        {
+          cuda::DeviceBuffer dy[3];
+          cuda::LinearArgs a;
+          a.x = dx.as<float>();
+          a.ldx = K;
+          a.M = M;
+          a.norm_weight = dg.as<float>();
+          a.outputs = 3;
+          for (int i = 0; i < 3; ++i) {
+            dy[i] = poisoned(static_cast<size_t>(M * N[i]));
+            a.out[i] = {w[i].gpu(), dbias[i].as<float>(), dy[i].as<float>(), N[i]};
+          }
+          ASSERT_TRUE(cuda::linear(a, &*ws, nullptr, path).ok());
+          for (int i = 0; i < 3; ++i) {
+            std::vector<float> want(static_cast<size_t>(M * N[i]));
+            cpu::linear(xn.data(), M, w[i].cpu(), bias[i].data(), want.data());
+            EXPECT_LT(rel_err(to_host<float>(dy[i], want.size()), want), tol) << "output " << i;
+          }
+        }
+        // kAdd (residual), no norm.
+        {
+          const auto y0 = random_vec(rng, static_cast<size_t>(M * N[0]));
+          auto dy = to_device(y0);
+          cuda::LinearArgs a;
+          a.x = dx.as<float>();
+          a.ldx = K;
+          a.M = M;
+          a.out[0] = {w[0].gpu(), nullptr, dy.as<float>(), N[0]};
+          a.epilogue = cuda::Epilogue::kAdd;
+          ASSERT_TRUE(cuda::linear(a, &*ws, nullptr, path).ok());
+          std::vector<float> want(y0.size());
+          cpu::linear(x.data(), M, w[0].cpu(), nullptr, want.data());
+          for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
+          EXPECT_LT(rel_err(to_host<float>(dy, want.size()), want), tol) << "residual add";
+        }
+        // kSwiGlu with norm: outputs 1 and 2 have equal shapes? use 1 and a fresh one of N[1] rows.
+        {
+          Bf16Matrix up = random_bf16(rng, N[1], K, 1.0f / std::sqrt(static_cast<float>(K)));
+          auto dy = poisoned(static_cast<size_t>(M * N[1]));
+          cuda::LinearArgs a;
+          a.x = dx.as<float>();
+          a.ldx = K;
+          a.M = M;
+          a.norm_weight = dg.as<float>();
+          a.out[0] = {w[1].gpu(), nullptr, dy.as<float>(), N[1]};
+          a.out[1] = {up.gpu(), nullptr, dy.as<float>(), N[1]};
+          a.outputs = 2;
+          a.epilogue = cuda::Epilogue::kSwiGlu;
+          ASSERT_TRUE(cuda::linear(a, &*ws, nullptr, path).ok());
+          std::vector<float> gate(static_cast<size_t>(M * N[1])), upv(gate.size()), want(gate.size());
+          cpu::linear(xn.data(), M, w[1].cpu(), nullptr, gate.data());
+          cpu::linear(xn.data(), M, up.cpu(), nullptr, upv.data());
+          cpu::silu_mul(gate.data(), upv.data(), want.data(), static_cast<int64_t>(want.size()));
+          EXPECT_LT(rel_err(to_host<float>(dy, want.size()), want), tol) << "swiglu";
+        }
+        ++checked;
+      }
+  EXPECT_EQ(checked, 3 * 9 * 3);
+}
+
+// A row's result must not depend on the other rows of the call (matrix-vector path).
+TEST(GpuLinear, GemvRowsAreIndependentOfTheBatch) {
+  REQUIRE_GPU();
+  std::mt19937 rng(12);
+  const int64_t K = 1024, N = 256, M = 13;
+  const auto x = random_vec(rng, static_cast<size_t>(M * K));
+  const Bf16Matrix w = random_bf16(rng, N, K, 0.03f);
+  const auto dx = to_device(x);
+  auto all = poisoned(static_cast<size_t>(M * N));
+  cuda::LinearArgs a;
+  a.x = dx.as<float>();
+  a.ldx = K;
+  a.M = M;
+  a.out[0] = {w.gpu(), nullptr, all.as<float>(), N};
+  ASSERT_TRUE(cuda::linear(a, nullptr, nullptr, cuda::kLinearGemv).ok());
+  const auto y_all = to_host<float>(all, static_cast<size_t>(M * N));
+  for (int64_t m : {0, 6, 12}) {
+    auto one = poisoned(static_cast<size_t>(N));
+    a.x = dx.as<float>() + m * K;
+    a.M = 1;
+    a.out[0].y = one.as<float>();
+    ASSERT_TRUE(cuda::linear(a, nullptr, nullptr, cuda::kLinearGemv).ok());
+    const auto y1 = to_host<float>(one, static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y1[n], y_all[m * N + n]) << "row " << m << " feature " << n;
+  }
+}
+
+TEST(GpuPointwise, RmsNormSiluMulEmbeddingMatchTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(13);
+  const int64_t rows = 7, dim = 1000;
+  const auto x = random_vec(rng, rows * dim, -3.0f, 3.0f), g = random_vec(rng, dim, 0.5f, 1.5f);
+  const auto dx = to_device(x), dg = to_device(g);
+  auto dy = poisoned(rows * dim);
+  ASSERT_TRUE(cuda::rms_norm(dx.as<float>(), dg.as<float>(), dy.as<float>(), rows, dim, 1e-6f, nullptr).ok());
+  EXPECT_LT(rel_err(to_host<float>(dy, rows * dim), cpu_rms_norm(x, g, rows, dim)), 1e-6);
+
+  const auto u = random_vec(rng, rows * dim, -3.0f, 3.0f);
+  const auto du = to_device(u);
+  auto dz = poisoned(rows * dim);
+  ASSERT_TRUE(cuda::silu_mul(dx.as<float>(), du.as<float>(), dz.as<float>(), rows * dim, nullptr).ok());
+  std::vector<float> want(rows * dim);
+  cpu::silu_mul(x.data(), u.data(), want.data(), rows * dim);
+  EXPECT_LT(rel_err(to_host<float>(dz, rows * dim), want), 1e-6);
+
+  const Bf16Matrix table = random_bf16(rng, 50, 64, 1.0f);
+  const std::vector<int32_t> ids = {3, 49, 0, 17, 17, -1, 50};  // the last two are out of range: zero rows
+  const auto dids = to_device(ids);
+  auto de = poisoned(ids.size() * 64);
+  ASSERT_TRUE(cuda::embedding(table.gpu(), dids.as<int32_t>(), static_cast<int64_t>(ids.size()), de.as<float>(), nullptr).ok());
+  std::vector<float> we(ids.size() * 64);
+  cpu::embedding(table.cpu(), ids.data(), static_cast<int64_t>(ids.size()), we.data());
+  const auto ge = to_host<float>(de, we.size());
+  EXPECT_EQ(ge, we);
+  EXPECT_NE(we[0], 0.0f);
+}
+
+// QK-norm + rope + cache store, then attention, for a two-row-per-sequence prefill followed by a
+// decode row, against cpu::rms_norm / rope / attention over the same cache contents.
+void check_attention(int64_t Hq, int64_t Hkv, int64_t D, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << "Hq " << Hq << " Hkv " << Hkv << " D " << D);
+  std::mt19937 rng(seed);
+  const int64_t S = 3, cap = 300, qw = Hq * D, kvw = Hkv * D, ld = qw + 2 * kvw;
+  const auto qn = random_vec(rng, D, 0.5f, 1.5f), kn = random_vec(rng, D, 0.5f, 1.5f);
+  std::vector<float> inv(D / 2);
+  cpu::rope_inv_freq(1e6f, D, inv.data());
+  const auto dqn = to_device(qn), dkn = to_device(kn), dinv = to_device(inv);
+  auto dk = to_device(std::vector<float>(S * cap * kvw, 0.0f)), dv = to_device(std::vector<float>(S * cap * kvw, 0.0f));
+  ASSERT_TRUE(cuda::attention_reserve(cap, D).ok());
+  const cuda::KvLayer kv{dk.as<float>(), dv.as<float>(), cap * kvw, cap};
+  std::vector<std::vector<float>> ck(S, std::vector<float>(cap * kvw)), cvv(S, std::vector<float>(cap * kvw));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  // Call 1: sequence s gets rows at positions 0..len[s]−1 (s = 2 gets a long prefill); call 2: one
+  // row per sequence at the next position.
+  const int64_t len[S] = {2, 5, 260};
+  for (int call = 0; call < 2; ++call) {
+    std::vector<int32_t> seq, pos;
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t t = 0; t < (call == 0 ? len[s] : 1); ++t) {
+        seq.push_back(static_cast<int32_t>(s));
+        pos.push_back(static_cast<int32_t>(call == 0 ? t : len[s]));
+      }
+    const int64_t R = static_cast<int64_t>(seq.size());
+    const auto qkv = random_vec(rng, R * ld, -2.0f, 2.0f);
+    const auto dqkv = to_device(qkv), dseq = to_device(seq), dpos = to_device(pos);
+    auto dq = poisoned(R * qw), dout = poisoned(R * qw);
+    const cuda::RowMap map{dseq.as<int32_t>(), dpos.as<int32_t>(), R};
+    const cuda::HeadShape shape{Hq, Hkv, D};
+    ASSERT_TRUE(cuda::qk_norm_rope_store(dqkv.as<float>(), ld, shape, dqn.as<float>(), dkn.as<float>(), 1e-6f,
+                                         dinv.as<float>(), map, kv, dq.as<float>(), nullptr).ok());
+    ASSERT_TRUE(cuda::attention(dq.as<float>(), shape, scale, map, kv, dout.as<float>(), nullptr).ok());
+    // CPU reference.
+    std::vector<float> q(R * qw), out(R * qw);
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t p = pos[r];
+      std::vector<float> qr(qkv.begin() + r * ld, qkv.begin() + r * ld + qw);
+      std::vector<float> kr(qkv.begin() + r * ld + qw, qkv.begin() + r * ld + qw + kvw);
+      cpu::rms_norm(qr.data(), qn.data(), qr.data(), Hq, D, 1e-6f);
+      cpu::rms_norm(kr.data(), kn.data(), kr.data(), Hkv, D, 1e-6f);
+      cpu::rope(qr.data(), 1, Hq, D, &p, inv.data());
+      cpu::rope(kr.data(), 1, Hkv, D, &p, inv.data());
+      std::copy(qr.begin(), qr.end(), q.begin() + r * qw);
+      std::copy(kr.begin(), kr.end(), ck[seq[r]].begin() + p * kvw);
+      std::copy(qkv.begin() + r * ld + qw + kvw, qkv.begin() + (r + 1) * ld, cvv[seq[r]].begin() + p * kvw);
+    }
+    for (int64_t r0 = 0; r0 < R;) {
+      int64_t r1 = r0;
+      while (r1 < R && seq[r1] == seq[r0]) ++r1;
+      cpu::attention(q.data() + r0 * qw, r1 - r0, Hq, ck[seq[r0]].data(), cvv[seq[r0]].data(), pos[r1 - 1] + 1, Hkv, D,
+                     pos[r0], 0, scale, out.data() + r0 * qw);
+      r0 = r1;
+    }
+    EXPECT_LT(rel_err(to_host<float>(dq, R * qw), q), 2e-6) << "call " << call << " q";
+    EXPECT_LT(rel_err(to_host<float>(dout, R * qw), out), 2e-5) << "call " << call << " attention";
+    const auto gk = to_host<float>(dk, S * cap * kvw), gv = to_host<float>(dv, S * cap * kvw);
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t n = (len[s] + call) * kvw;
+      EXPECT_LT(rel_err({gk.begin() + s * cap * kvw, gk.begin() + s * cap * kvw + n}, {ck[s].begin(), ck[s].begin() + n}), 2e-6);
+      EXPECT_EQ(std::vector<float>(gv.begin() + s * cap * kvw, gv.begin() + s * cap * kvw + n),
+                std::vector<float>(cvv[s].begin(), cvv[s].begin() + n));
+    }
+  }
+}
+
+TEST(GpuAttention, NormRopeStoreAndAttentionMatchTheCpu) {
+  REQUIRE_GPU();
+  check_attention(4, 2, 16, 21);    // the tiny goldens' shape
+  check_attention(16, 8, 128, 22);  // Qwen3-TTS real size
+}
+
+TEST(GpuSampler, Uniform53IsBitExact) {
+  REQUIRE_GPU();
+  const int n = 1000;
+  auto d = to_device(std::vector<double>(n, -1.0));
+  ASSERT_TRUE(cuda::uniform53_batch(0x123456789abcdefull, 7, 42, 0, n, d.as<double>(), nullptr).ok());
+  const auto g = to_host<double>(d, n);
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(g[i], sampling::uniform53({0x123456789abcdefull, 7, 42, static_cast<uint32_t>(i), 0})) << i;
+}
+
+// Rows with every combination of sampler settings and rules, against sampling::sample.
+TEST(GpuSampler, EveryRowPicksTheCpuId) {
+  REQUIRE_GPU();
+  std::mt19937 rng(31);
+  const int V = 3072, R = 96;
+  const int32_t eos = 2150;
+  std::vector<float> logits(static_cast<size_t>(R) * V);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (auto& l : logits) l = nd(rng);
+  for (int i = 0; i < 200; ++i) logits[rng() % logits.size()] = 1.5f;  // ties
+  std::vector<cuda::DeviceSampler> params(R);
+  std::vector<int32_t> frame(R), until(R);
+  std::vector<uint8_t> pen(static_cast<size_t>(R) * V, 0);
+  for (int r = 0; r < R; ++r) {
+    cuda::DeviceSampler& p = params[r];
+    switch (r % 6) {
+      case 0: p.greedy = 1; break;
+      case 1: p.temperature = 0.9f; p.top_k = 50; break;
+      case 2: p.temperature = 1.3f; p.top_p = 0.8f; break;
+      case 3: p.temperature = 0.7f; p.top_k = 5; p.top_p = 0.9f; break;
+      case 4: p.temperature = 0.0f; break;
+      default: p.temperature = 2.0f; p.top_k = 3000; break;
+    }
+    p.repetition_penalty = 1.05f;
+    const uint64_t seed = rng();
+    p.seed_lo = static_cast<uint32_t>(seed);
+    p.seed_hi = static_cast<uint32_t>(seed >> 32);
+    p.rng_stream = r % 3;
+    frame[r] = static_cast<int32_t>(rng() % 100);
+    until[r] = r % 2 ? frame[r] + 1 : 0;
+    for (int i = 0; i < 30; ++i) pen[static_cast<size_t>(r) * V + rng() % V] = 1;
+  }
+  const auto dl = to_device(logits);
+  const auto dp = to_device(params), df = to_device(frame), du = to_device(until), dpen = to_device(pen);
+  auto dout = to_device(std::vector<int32_t>(R, -7)), derr = to_device(std::vector<int32_t>(R, 0));
+  auto dw = to_device(std::vector<double>(static_cast<size_t>(R) * V)), dids = to_device(std::vector<int32_t>(2 * R * V));
+  cuda::SampleArgs a;
+  a.logits = dl.as<float>();
+  a.ld = V;
+  a.vocab = V;
+  a.rows = R;
+  a.params = dp.as<cuda::DeviceSampler>();
+  a.frame = df.as<int32_t>();
+  a.codebook = 0;
+  a.penalized = dpen.as<uint8_t>();
+  a.allowed_below = 2048;
+  a.also_allowed = eos;
+  a.blocked_id = eos;
+  a.block_until_frame = du.as<int32_t>();
+  a.out = dout.as<int32_t>();
+  a.error = derr.as<int32_t>();
+  a.scratch_w = dw.as<double>();
+  a.scratch_ids = dids.as<int32_t>();
+  ASSERT_TRUE(cuda::sample(a, nullptr).ok());
+  const auto got = to_host<int32_t>(dout, R), err = to_host<int32_t>(derr, R);
+  std::set<int32_t> distinct;
+  for (int r = 0; r < R; ++r) {
+    const cuda::DeviceSampler& p = params[r];
+    std::vector<int32_t> penalized;
+    for (int i = 0; i < V; ++i)
+      if (pen[static_cast<size_t>(r) * V + i]) penalized.push_back(i);
+    sampling::LogitRules rules;
+    rules.penalized = penalized;
+    rules.allowed_below = 2048;
+    rules.also_allowed = {&eos, 1};
+    if (frame[r] < until[r]) rules.blocked = {&eos, 1};
+    sampling::SamplerParams sp;
+    sp.greedy = p.greedy != 0;
+    sp.temperature = p.temperature;
+    sp.top_k = p.top_k;
+    sp.top_p = p.top_p;
+    sp.repetition_penalty = p.repetition_penalty;
+    std::vector<float> l(logits.begin() + static_cast<int64_t>(r) * V, logits.begin() + static_cast<int64_t>(r + 1) * V);
+    const uint64_t seed = (static_cast<uint64_t>(p.seed_hi) << 32) | p.seed_lo;
+    auto want = sampling::sample(l, rules, sp, {seed, p.rng_stream, static_cast<uint32_t>(frame[r]), 0, 0});
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(err[r], 0) << "row " << r;
+    EXPECT_EQ(got[r], *want) << "row " << r << " (kind " << r % 6 << ")";
+    distinct.insert(*want);
+  }
+  EXPECT_GT(distinct.size(), 40u);  // the rows are not trivially alike
+}
+
+TEST(GpuSampler, NonFiniteAndFullyMaskedRowsReportErrors) {
+  REQUIRE_GPU();
+  const int V = 64;
+  for (int which = 0; which < 2; ++which) {
+    std::vector<float> logits(V, 0.5f);
+    if (which == 0) logits[10] = std::nanf("");
+    const auto dl = to_device(logits);
+    const auto dp = to_device(std::vector<cuda::DeviceSampler>(1));
+    auto dout = to_device(std::vector<int32_t>(1, -7)), derr = to_device(std::vector<int32_t>(1, 0));
+    auto dw = to_device(std::vector<double>(V)), dids = to_device(std::vector<int32_t>(2 * V));
+    cuda::SampleArgs a;
+    a.logits = dl.as<float>();
+    a.ld = V;
+    a.vocab = V;
+    a.rows = 1;
+    a.params = dp.as<cuda::DeviceSampler>();
+    if (which == 1) a.allowed_below = 0;  // everything masked
+    a.out = dout.as<int32_t>();
+    a.error = derr.as<int32_t>();
+    a.scratch_w = dw.as<double>();
+    a.scratch_ids = dids.as<int32_t>();
+    ASSERT_TRUE(cuda::sample(a, nullptr).ok());
+    EXPECT_EQ(to_host<int32_t>(derr, 1)[0], which == 0 ? cuda::kSampleNonFinite : cuda::kSampleAllMasked);
+  }
+}
+
+}  // namespace
+}  // namespace chorus::gpu_test
