@@ -83,6 +83,7 @@ Result<SpeechEncoder> SpeechEncoder::load(const io::Checkpoint& ckpt, const Code
   SpeechEncoder enc;
   enc.model_ = std::move(m);
   enc.pool_ = &ThreadPool::global();
+  CHORUS_TRY(enc.set_block_samples(24000));  // rounded up to whole 25 Hz columns
   return enc;
 }
 

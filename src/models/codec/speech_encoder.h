@@ -65,7 +65,7 @@ class SpeechEncoder {
  private:
   std::shared_ptr<const detail::SpeechEncoderModel> model_;
   ThreadPool* pool_ = nullptr;
-  int64_t block_samples_ = 24000;
+  int64_t block_samples_ = 0;  // a multiple of the SEANet hop
 };
 
 // Loads the encoder of the codec `dir` designates (see codec_folder.h: a codec folder, or a

@@ -196,6 +196,8 @@ Result<std::vector<float>> SpeakerEncoder::embed_mel(const float* mel, int64_t T
   if (!mel || T < m.min_frames)
     return make_error(ErrorCode::kOutOfRange, "speaker encoder: " + std::to_string(T) + " mel frames is too few (need " +
                                                   std::to_string(m.min_frames) + ")");
+  if (T > kMaxSamples / 128)  // far more frames than the longest input's mel has
+    return make_error(ErrorCode::kResourceExhausted, "speaker encoder: " + std::to_string(T) + " mel frames is too many");
   const int64_t C = s.channels[1], C4 = s.channels[4], scale = s.res2net_scale, g = C / scale;
   Buf x(static_cast<size_t>(s.mel_dim * T)), scratch;
   codec::detail::transpose(mel, T, s.mel_dim, x.data());  // [T, mel] -> [mel, T]
