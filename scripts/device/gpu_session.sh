@@ -2,41 +2,71 @@
 # Run on the GPU machine from the repo root, with .devkit, .devcarry/gpu and .devcarry/shared carried
 # (scripts/device/fetch-kit.sh and pack.sh make them here). Uses the prebuilt binaries when they
 # start there, else builds with build.sh; then runs the GPU test suite and `chorus bench --device
-# cuda` on real-size random checkpoints. Everything is logged under $OUT.
-#   STEPS="tests bench06 bench17" (default: all three)   BENCH_ARGS: extra bench options
+# cuda` on real-size random checkpoints, plus comparison runs and an Nsight Compute per-kernel
+# profile. Logs go to $OUT (at most a few files: the device tool returns 8).
+#   STEPS="tests bench06 variants06 ncu06 bench17" (default: all)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
 mkdir -p "$out"
-steps=${STEPS:-tests bench06 bench17}
+steps=${STEPS:-tests bench06 variants06 ncu06 bench17}
+has() { [[ " $steps " == *" $1 "* ]]; }
 export CHORUS_SHARED_DIR=$PWD/.devcarry/shared
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader
 cublas=$(find /usr/local /usr/lib /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$PWD/.devcarry/gpu/lib:$(dirname "${cublas:-/usr/local/cuda/lib64/x}"):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 bin=$PWD/.devcarry/gpu
 test_bin=$bin/test_gpu
-if ! "$test_bin" --gtest_list_tests > /dev/null 2> "$out/prebuilt.err"; then
-  echo "prebuilt binaries do not start here ($(head -c 300 "$out/prebuilt.err")); building"
+if ! "$test_bin" --gtest_list_tests > /dev/null 2> /tmp/prebuilt.err; then
+  echo "prebuilt binaries do not start here ($(head -c 300 /tmp/prebuilt.err)); building"
   t0=$(date +%s)
-  CHORUS_TARGETS="chorus test_gpu" bash scripts/device/build.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+  CHORUS_TARGETS="chorus test_gpu" bash scripts/device/build.sh > /tmp/build.log 2>&1 || { tail -40 /tmp/build.log; exit 1; }
   echo "built in $(( $(date +%s) - t0 )) s"
   # shellcheck disable=SC1091
   source /tmp/sysroot/env.sh
   bin=$PWD/build-gpu
   test_bin=$bin/tests/test_gpu
 fi
-if [[ " $steps " == *" tests "* ]]; then
-  timeout 240 "$test_bin" > "$out/test_gpu.txt" 2>&1
+if has tests; then
+  timeout 180 "$test_bin" > "$out/test_gpu.txt" 2>&1
   echo "test_gpu exit $?"
-  grep -E "^\[  (FAILED|PASSED) |^\[gpu|Failure|error|Expected|Which is|actual|  gen_|frame .* codebook" "$out/test_gpu.txt" | head -80
+  grep -E "^\[  (FAILED|PASSED) |^\[gpu|Failure|Expected|Which is|actual|  gen_|frame .* codebook" "$out/test_gpu.txt" | head -60
 fi
-for size in 0.6b 1.7b; do
-  tag=${size/./}
-  [[ " $steps " == *" bench${tag:0:2} "* ]] || continue
-  /usr/bin/time -f "make-tiny %e s" "$bin/chorus" make-tiny --variant custom_voice --dims "real-$size" --seed 1 \
-    --out "/tmp/q$tag" > "$out/make_$tag.txt" 2>&1 || { cat "$out/make_$tag.txt"; continue; }
-  tail -1 "$out/make_$tag.txt"
-  echo "== bench $size"
-  timeout 200 "$bin/chorus" bench --device cuda --model "/tmp/q$tag" --frames 250 --batches 1,16,64,256 \
-    --batch-frames 40 ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_$tag.txt"
-  rm -rf "/tmp/q$tag"
-done
+make_model() {  # make_model <size> <dir>
+  /usr/bin/time -f "make-tiny $1: %e s" "$bin/chorus" make-tiny --variant custom_voice --dims "real-$1" --seed 1 \
+    --out "$2" > /tmp/make.txt 2>&1 || cat /tmp/make.txt
+}
+bench() {  # bench <model dir> <log> <args...>
+  local m=$1 log=$2
+  shift 2
+  timeout 150 "$bin/chorus" bench --device cuda --model "$m" "$@" 2>&1 | tee -a "$log"
+}
+if has bench06 || has variants06 || has ncu06; then
+  make_model 0.6b /tmp/q06
+  if has bench06; then
+    echo "== bench 0.6b" | tee -a "$out/bench_06.txt"
+    bench /tmp/q06 "$out/bench_06.txt" --frames 250 --batches 1,16,64,256 --batch-frames 40
+  fi
+  if has variants06; then
+    echo "== 0.6b, PDL off (CHORUS_CUDA_PDL=0)" | tee -a "$out/bench_06.txt"
+    CHORUS_CUDA_PDL=0 bench /tmp/q06 "$out/bench_06.txt" --frames 100 --warmup 2
+    echo "== 0.6b, B=16 with the matrix-vector path (CHORUS_GEMV_MAX_ROWS=16)" | tee -a "$out/bench_06.txt"
+    CHORUS_GEMV_MAX_ROWS=16 bench /tmp/q06 "$out/bench_06.txt" --frames 20 --warmup 2 --batches 16 --batch-frames 40
+  fi
+  if has ncu06 && (( SECONDS < ${DEADLINE_S:-400} )); then
+    ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    echo "== ncu ($ncu_bin)"
+    timeout 150 "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv --launch-count 1300 \
+      --log-file "$out/ncu_06.csv" "$bin/chorus" bench --device cuda --model /tmp/q06 --frames 3 --warmup 0 \
+      > /tmp/ncu_stdout.txt 2>&1
+    echo "ncu exit $?; $(wc -l < "$out/ncu_06.csv") lines"; tail -3 /tmp/ncu_stdout.txt
+  fi
+  rm -rf /tmp/q06
+fi
+if has bench17; then
+  if (( SECONDS > ${DEADLINE_S:-460} )); then echo "skipping bench 1.7b: ${SECONDS} s used"; exit 0; fi
+  make_model 1.7b /tmp/q17
+  echo "== bench 1.7b" | tee -a "$out/bench_17.txt"
+  bench /tmp/q17 "$out/bench_17.txt" --frames 250 --batches 1,16,64,256 --batch-frames 40
+  rm -rf /tmp/q17
+fi
+echo "session ${SECONDS} s"

@@ -1,6 +1,7 @@
 #include "models/qwen3_tts/frame_kernels_cuda.h"
 
 #include "runtime/cuda/cuda_handles.h"
+#include "runtime/cuda/launch.cuh"
 
 namespace chorus::qwen3_tts::gpu {
 
@@ -10,6 +11,7 @@ __device__ __forceinline__ float bf16f(uint16_t h) { return __uint_as_float(stat
 
 __global__ void cp_first_kernel(const float* z, const uint16_t* emb, int64_t H, const int32_t* codes, int G,
                                 float* xt) {
+  cuda::dev::pdl_wait();
   const int b = blockIdx.x;
   const int32_t c0 = codes[static_cast<int64_t>(b) * G];
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
@@ -19,6 +21,7 @@ __global__ void cp_first_kernel(const float* z, const uint16_t* emb, int64_t H, 
 }
 
 __global__ void cp_step_kernel(const uint16_t* table, int64_t H, const int32_t* codes, int G, int k, float* xt) {
+  cuda::dev::pdl_wait();
   const int b = blockIdx.x;
   const int32_t c = codes[static_cast<int64_t>(b) * G + k];
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) xt[b * H + i] = bf16f(table[static_cast<int64_t>(c) * H + i]);
@@ -26,6 +29,7 @@ __global__ void cp_step_kernel(const uint16_t* table, int64_t H, const int32_t* 
 
 __global__ void talker_inputs_kernel(const uint16_t* const* tables, int64_t H, const int32_t* codes, int G,
                                      TextRows text, const int32_t* frames, float* x) {
+  cuda::dev::pdl_wait();
   const int b = blockIdx.x;
   const int32_t* c = codes + static_cast<int64_t>(b) * G;
   const int k = frames[b] - 1;
@@ -39,6 +43,7 @@ __global__ void talker_inputs_kernel(const uint16_t* const* tables, int64_t H, c
 }
 
 __global__ void advance_kernel(int32_t* frames, const int32_t* prompt_rows, int32_t cap, int32_t* pos, int B) {
+  cuda::dev::pdl_wait();
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
   const int32_t f = frames[b] + 1;
@@ -47,6 +52,7 @@ __global__ void advance_kernel(int32_t* frames, const int32_t* prompt_rows, int3
 }
 
 __global__ void gather_kernel(const float* src, const int32_t* index, int64_t width, float* dst) {
+  cuda::dev::pdl_wait();
   const int i = blockIdx.x;
   const float* s = src + static_cast<int64_t>(index[i]) * width;
   for (int64_t d = threadIdx.x; d < width; d += blockDim.x) dst[i * width + d] = s[d];
@@ -57,39 +63,34 @@ __global__ void gather_kernel(const float* src, const int32_t* index, int64_t wi
 Status cp_first_inputs(const float* z, const uint16_t* codec_embedding, int64_t hidden, const int32_t* codes, int G,
                        int B, float* xt, cudaStream_t s) {
   if (B <= 0) return ok_status();
-  cp_first_kernel<<<B, 256, 0, s>>>(z, codec_embedding, hidden, codes, G, xt);
-  CHORUS_CUDA_LAUNCHED("cp_first_kernel");
+  CHORUS_CUDA_TRY(cuda::launch(cp_first_kernel, dim3(B), dim3(256), 0, s, z, codec_embedding, hidden, codes, G, xt));
   return ok_status();
 }
 
 Status cp_step_inputs(const uint16_t* table, int64_t hidden, const int32_t* codes, int G, int k, int B, float* xt,
                       cudaStream_t s) {
   if (B <= 0) return ok_status();
-  cp_step_kernel<<<B, 256, 0, s>>>(table, hidden, codes, G, k, xt);
-  CHORUS_CUDA_LAUNCHED("cp_step_kernel");
+  CHORUS_CUDA_TRY(cuda::launch(cp_step_kernel, dim3(B), dim3(256), 0, s, table, hidden, codes, G, k, xt));
   return ok_status();
 }
 
 Status talker_inputs(const uint16_t* const* tables, int64_t hidden, const int32_t* codes, int G, int B, TextRows text,
                      const int32_t* frames, float* x, cudaStream_t s) {
   if (B <= 0) return ok_status();
-  talker_inputs_kernel<<<B, 256, 0, s>>>(tables, hidden, codes, G, text, frames, x);
-  CHORUS_CUDA_LAUNCHED("talker_inputs_kernel");
+  CHORUS_CUDA_TRY(cuda::launch(talker_inputs_kernel, dim3(B), dim3(256), 0, s, tables, hidden, codes, G, text, frames, x));
   return ok_status();
 }
 
 Status advance_frames(int32_t* frames, const int32_t* prompt_rows, int32_t capacity, int32_t* pos, int B,
                       cudaStream_t s) {
   if (B <= 0) return ok_status();
-  advance_kernel<<<(B + 255) / 256, 256, 0, s>>>(frames, prompt_rows, capacity, pos, B);
-  CHORUS_CUDA_LAUNCHED("advance_kernel");
+  CHORUS_CUDA_TRY(cuda::launch(advance_kernel, dim3((B + 255) / 256), dim3(256), 0, s, frames, prompt_rows, capacity, pos, B));
   return ok_status();
 }
 
 Status gather_rows(const float* src, const int32_t* index, int64_t width, int n, float* dst, cudaStream_t s) {
   if (n <= 0) return ok_status();
-  gather_kernel<<<n, 256, 0, s>>>(src, index, width, dst);
-  CHORUS_CUDA_LAUNCHED("gather_kernel");
+  CHORUS_CUDA_TRY(cuda::launch(gather_kernel, dim3(n), dim3(256), 0, s, src, index, width, dst));
   return ok_status();
 }
 

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "runtime/cuda/device_util.cuh"
+#include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::cuda {
@@ -42,6 +43,7 @@ __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, 
                                           const float* kn, float eps, const float* inv_freq, const int32_t* seqs,
                                           const int32_t* poss, KvLayer kv, float* q_out) {
   extern __shared__ float smem[];
+  dev::pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* buf = smem + warp * D;
   const int64_t r = blockIdx.x;
@@ -68,13 +70,17 @@ __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, 
   }
 }
 
-// grid (q heads, rows). Shared: q [D], scores [n], partial outputs [blockDim].
+constexpr int kAttnWarps = kAttnThreads / 32;
+constexpr int kMaxDimChunks = 8;  // head_dim <= 256
+
+// grid (q heads, rows). Shared: q [D], scores [n], per-warp partial outputs [warps, D].
 __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q, int Hq, int Hkv, int D, float scale,
                                                                  const int32_t* seqs, const int32_t* poss, KvLayer kv,
                                                                  float* out) {
   extern __shared__ float smem[];
   __shared__ double dscratch[32];
   __shared__ float fscratch[32];
+  dev::pdl_wait();
   const int h = blockIdx.x;
   const int64_t r = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
@@ -127,35 +133,37 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
   for (int j = threadIdx.x; j < n; j += blockDim.x) sc[j] *= inv;
   __syncthreads();
 
-  // Weighted sum of values: thread t covers dim t % D for the keys j ≡ t / D (mod groups).
-  const int groups = blockDim.x / D;
-  const int d = threadIdx.x % D, grp = threadIdx.x / D;
-  float acc = 0.0f;
-  if (grp < groups) {
-    int j = grp;
-    for (; j + 3 * groups < n; j += 4 * groups) {
-      const float v0 = vb[j * kstride + d], v1 = vb[(j + groups) * kstride + d];
-      const float v2 = vb[(j + 2 * groups) * kstride + d], v3 = vb[(j + 3 * groups) * kstride + d];
-      acc = fmaf(sc[j], v0, acc);
-      acc = fmaf(sc[j + groups], v1, acc);
-      acc = fmaf(sc[j + 2 * groups], v2, acc);
-      acc = fmaf(sc[j + 3 * groups], v3, acc);
+  // Weighted sum of values: warp w takes the keys j ≡ w (mod warps), lane l the dims l + 32i.
+  float acc[kMaxDimChunks];
+#pragma unroll
+  for (int i = 0; i < kMaxDimChunks; ++i) acc[i] = 0.0f;
+#pragma unroll 4
+  for (int j = warp; j < n; j += warps) {
+    const float pj = sc[j];
+    const float* vr = vb + j * kstride;
+#pragma unroll
+    for (int i = 0; i < kMaxDimChunks; ++i) {
+      const int d = lane + 32 * i;
+      if (d < D) acc[i] = fmaf(pj, vr[d], acc[i]);
     }
-    for (; j < n; j += groups) acc = fmaf(sc[j], vb[j * kstride + d], acc);
   }
-  part[threadIdx.x] = acc;
+#pragma unroll
+  for (int i = 0; i < kMaxDimChunks; ++i) {
+    const int d = lane + 32 * i;
+    if (d < D) part[warp * D + d] = acc[i];
+  }
   __syncthreads();
-  if (threadIdx.x < D) {
-    float s = 0.0f;
-    for (int k = 0; k < groups; ++k) s += part[k * D + threadIdx.x];
-    o[threadIdx.x] = s;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float sum = 0.0f;
+    for (int w = 0; w < warps; ++w) sum += part[w * D + d];
+    o[d] = sum;
   }
 }
 
 std::atomic<int64_t> g_reserved_smem{48 * 1024};
 
 size_t attention_smem(int64_t capacity, int64_t head_dim) {
-  return static_cast<size_t>(head_dim + capacity + kAttnThreads) * sizeof(float);
+  return static_cast<size_t>(head_dim + capacity + kAttnWarps * head_dim) * sizeof(float);
 }
 
 Status check_shape(const HeadShape& h) {
@@ -189,10 +197,9 @@ Status qk_norm_rope_store(const float* qkv, int64_t ld_qkv, HeadShape h, const f
   CHORUS_TRY(check_shape(h));
   if (rows.rows <= 0) return ok_status();
   const size_t smem = static_cast<size_t>(kNormWarps * h.head_dim) * sizeof(float);
-  qk_norm_rope_store_kernel<<<static_cast<unsigned>(rows.rows), kNormWarps * 32, smem, s>>>(
-      qkv, ld_qkv, static_cast<int>(h.q_heads), static_cast<int>(h.kv_heads), static_cast<int>(h.head_dim), q_norm,
-      k_norm, eps, inv_freq, rows.seq, rows.pos, kv, q_out);
-  CHORUS_CUDA_LAUNCHED("qk_norm_rope_store_kernel");
+  CHORUS_CUDA_TRY(launch(qk_norm_rope_store_kernel, dim3(static_cast<unsigned>(rows.rows)), dim3(kNormWarps * 32), smem,
+                         s, qkv, ld_qkv, static_cast<int>(h.q_heads), static_cast<int>(h.kv_heads),
+                         static_cast<int>(h.head_dim), q_norm, k_norm, eps, inv_freq, rows.seq, rows.pos, kv, q_out));
   return ok_status();
 }
 
@@ -203,9 +210,8 @@ Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer 
   if (smem > static_cast<size_t>(g_reserved_smem.load()))
     return make_error(ErrorCode::kInternal, "cuda attention: call attention_reserve for this capacity first");
   const dim3 grid(static_cast<unsigned>(h.q_heads), static_cast<unsigned>(rows.rows));
-  attention_kernel<<<grid, kAttnThreads, smem, s>>>(q, static_cast<int>(h.q_heads), static_cast<int>(h.kv_heads),
-                                                    static_cast<int>(h.head_dim), scale, rows.seq, rows.pos, kv, out);
-  CHORUS_CUDA_LAUNCHED("attention_kernel");
+  CHORUS_CUDA_TRY(launch(attention_kernel, grid, dim3(kAttnThreads), smem, s, q, static_cast<int>(h.q_heads),
+                         static_cast<int>(h.kv_heads), static_cast<int>(h.head_dim), scale, rows.seq, rows.pos, kv, out));
   return ok_status();
 }
 

@@ -11,8 +11,10 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "runtime/cuda/device_util.cuh"
+#include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::cuda {
@@ -69,10 +71,14 @@ __device__ __forceinline__ uint4 load_weights(const uint16_t* p) {
   return r;
 }
 
-// NW weight rows (1, or 2 for SwiGLU's gate and up) against MT input rows.
+constexpr int kPrefetch = 4;  // 16-byte weight loads per lane and row issued before the PDL wait
+
+// NW weight rows (1, or 2 for SwiGLU's gate and up) against MT input rows. `pre` holds the first
+// kPrefetch 16-byte chunks of each row (VEC path), loaded before the kernel waited for its inputs.
 template <int MT, int NW, bool VEC>
-__device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* const (&w)[NW], int64_t m0,
-                                         const float* inv, float (&acc)[NW][MT]) {
+__device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* const (&w)[NW],
+                                         const uint4 (&pre)[NW][kPrefetch], int64_t m0, const float* inv,
+                                         float (&acc)[NW][MT]) {
   const int lane = threadIdx.x & 31;
   const int64_t K = p.K;
   const float* xr[MT];
@@ -83,11 +89,10 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
 #pragma unroll
     for (int m = 0; m < MT; ++m) acc[r][m] = 0.0f;
   if constexpr (VEC) {
-#pragma unroll 4
-    for (int64_t k = lane * 8; k < K; k += 256) {
+    auto step = [&](int64_t k, const uint4 (&wv)[NW]) {
       float wf[NW][8];
 #pragma unroll
-      for (int r = 0; r < NW; ++r) unpack8(load_weights(w[r] + k), wf[r]);
+      for (int r = 0; r < NW; ++r) unpack8(wv[r], wf[r]);
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         float xv[8];
@@ -97,6 +102,23 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
 #pragma unroll
           for (int j = 0; j < 8; ++j) acc[r][m] = fmaf(wf[r][j], xv[j], acc[r][m]);
       }
+    };
+#pragma unroll
+    for (int i = 0; i < kPrefetch; ++i) {
+      const int64_t k = lane * 8 + 256 * i;
+      if (k < K) {
+        uint4 wv[NW];
+#pragma unroll
+        for (int r = 0; r < NW; ++r) wv[r] = pre[r][i];
+        step(k, wv);
+      }
+    }
+#pragma unroll 4
+    for (int64_t k = lane * 8 + 256 * kPrefetch; k < K; k += 256) {
+      uint4 wv[NW];
+#pragma unroll
+      for (int r = 0; r < NW; ++r) wv[r] = load_weights(w[r] + k);
+      step(k, wv);
     }
   } else {
     for (int64_t k = lane; k < K; k += 32) {
@@ -120,75 +142,101 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
 
 template <int MT, int EPI, bool VEC>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p) {
+  constexpr int NW = EPI == 2 ? 2 : 1;
   __shared__ float inv_s[MT];
-  __shared__ double scratch[32];
+  __shared__ double red[kWarpsPerBlock][MT];
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * MT;
-  if (p.norm_w) {
-    for (int m = 0; m < MT; ++m) {
-      const int64_t row = min(m0 + m, p.M - 1);
-      const float inv = dev::block_inv_rms(p.x + row * p.ldx, p.K, p.eps, scratch);
-      if (threadIdx.x == 0) inv_s[m] = inv;
-    }
-    __syncthreads();
-  }
-  float inv[MT];
-#pragma unroll
-  for (int m = 0; m < MT; ++m) inv[m] = p.norm_w ? inv_s[m] : 1.0f;
-
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t feature = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
-  if (feature >= p.rows_total) return;
+  const bool valid = feature < p.rows_total;
 
-  if constexpr (EPI == 2) {  // SwiGLU: gate row and up row together
-    const uint16_t* const w[2] = {p.seg[0].w + feature * p.K, p.seg[1].w + feature * p.K};
-    float acc[2][MT];
-    dot_rows<MT, 2, VEC>(p, w, m0, inv, acc);
-    if (lane == 0) {
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m0 + m >= p.M) break;
-        const float g = acc[0][m] + (p.seg[0].bias ? p.seg[0].bias[feature] : 0.0f);
-        const float u = acc[1][m] + (p.seg[1].bias ? p.seg[1].bias[feature] : 0.0f);
-        p.seg[0].y[(m0 + m) * p.seg[0].ldy + feature] = __fmul_rn(__fmul_rn(g, dev::sigmoid_f32(g)), u);
-      }
-    }
-  } else {
-    int si = 0;
-    int64_t n = feature;
+  // Which weight row(s) this warp reads; then their first chunks, before waiting for the inputs.
+  int si = 0;
+  int64_t n = valid ? feature : 0;
+  if (EPI != 2)
     while (si + 1 < p.nseg && n >= p.seg[si].n) {
       n -= p.seg[si].n;
       ++si;
     }
-    const Seg& sg = p.seg[si];
-    const uint16_t* const w[1] = {sg.w + n * p.K};
-    float acc[1][MT];
-    dot_rows<MT, 1, VEC>(p, w, m0, inv, acc);
-    if (lane == 0) {
+  const uint16_t* w[NW];
+  if constexpr (NW == 2) {
+    w[0] = p.seg[0].w + n * p.K;
+    w[1] = p.seg[1].w + n * p.K;
+  } else {
+    w[0] = p.seg[si].w + n * p.K;
+  }
+  uint4 pre[NW][kPrefetch];
 #pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m0 + m >= p.M) break;
-        const float v = sg.bias ? acc[0][m] + sg.bias[n] : acc[0][m];
-        float* y = sg.y + (m0 + m) * sg.ldy + n;
-        *y = EPI == 1 ? *y + v : v;
-      }
+  for (int r = 0; r < NW; ++r)
+#pragma unroll
+    for (int i = 0; i < kPrefetch; ++i) {
+      const int64_t k = lane * 8 + 256 * i;
+      pre[r][i] = VEC && valid && k < p.K ? load_weights(w[r] + k) : make_uint4(0, 0, 0, 0);
+    }
+  dev::pdl_wait();
+
+  if (p.norm_w) {  // 1 / RMS of each input row (f64 sums, as cpu::rms_norm), all rows in one pass
+    double ss[MT];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      ss[m] = 0.0;
+      const float* xr = p.x + min(m0 + m, p.M - 1) * p.ldx;
+      for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) ss[m] += static_cast<double>(xr[k]) * xr[k];
+      ss[m] = dev::warp_sum(ss[m]);
+    }
+    if (lane == 0)
+#pragma unroll
+      for (int m = 0; m < MT; ++m) red[warp][m] = ss[m];
+    __syncthreads();
+    if (threadIdx.x < MT) {
+      double t = 0.0;
+      for (int w = 0; w < kWarpsPerBlock; ++w) t += red[w][threadIdx.x];
+      inv_s[threadIdx.x] = static_cast<float>(1.0 / sqrt(t / static_cast<double>(p.K) + static_cast<double>(p.eps)));
+    }
+    __syncthreads();
+  }
+  if (!valid) return;
+  float inv[MT];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) inv[m] = p.norm_w ? inv_s[m] : 1.0f;
+
+  float acc[NW][MT];
+  dot_rows<MT, NW, VEC>(p, w, pre, m0, inv, acc);
+  if (lane != 0) return;
+  if constexpr (EPI == 2) {  // SwiGLU
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m0 + m >= p.M) break;
+      const float g = acc[0][m] + (p.seg[0].bias ? p.seg[0].bias[n] : 0.0f);
+      const float u = acc[1][m] + (p.seg[1].bias ? p.seg[1].bias[n] : 0.0f);
+      p.seg[0].y[(m0 + m) * p.seg[0].ldy + n] = __fmul_rn(__fmul_rn(g, dev::sigmoid_f32(g)), u);
+    }
+  } else {
+    const Seg& sg = p.seg[si];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m0 + m >= p.M) break;
+      const float v = sg.bias ? acc[0][m] + sg.bias[n] : acc[0][m];
+      float* y = sg.y + (m0 + m) * sg.ldy + n;
+      *y = EPI == 1 ? *y + v : v;
     }
   }
 }
 
 template <int MT, int EPI>
-void launch_gemv_t(const GemvParams& p, bool vec, cudaStream_t s) {
+cudaError_t launch_gemv_t(const GemvParams& p, bool vec, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>((p.rows_total + kWarpsPerBlock - 1) / kWarpsPerBlock),
                   static_cast<unsigned>((p.M + MT - 1) / MT));
-  if (vec) gemv_kernel<MT, EPI, true><<<grid, kWarpsPerBlock * 32, 0, s>>>(p);
-  else gemv_kernel<MT, EPI, false><<<grid, kWarpsPerBlock * 32, 0, s>>>(p);
+  if (vec) return launch(gemv_kernel<MT, EPI, true>, grid, dim3(kWarpsPerBlock * 32), 0, s, p);
+  return launch(gemv_kernel<MT, EPI, false>, grid, dim3(kWarpsPerBlock * 32), 0, s, p);
 }
 
 template <int EPI>
-void launch_gemv(const GemvParams& p, bool vec, cudaStream_t s) {
-  if (p.M == 1) launch_gemv_t<1, EPI>(p, vec, s);
-  else if (p.M == 2) launch_gemv_t<2, EPI>(p, vec, s);
-  else if (p.M <= 4) launch_gemv_t<4, EPI>(p, vec, s);
-  else launch_gemv_t<8, EPI>(p, vec, s);
+cudaError_t launch_gemv(const GemvParams& p, bool vec, cudaStream_t s) {
+  if (p.M == 1) return launch_gemv_t<1, EPI>(p, vec, s);
+  if (p.M == 2) return launch_gemv_t<2, EPI>(p, vec, s);
+  if (p.M <= 4) return launch_gemv_t<4, EPI>(p, vec, s);
+  return launch_gemv_t<8, EPI>(p, vec, s);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -199,6 +247,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 __global__ void split_rows_kernel(const float* x, int64_t ldx, int64_t M, int64_t K, const float* norm_w, float eps,
                                   __nv_bfloat16* xs) {
   __shared__ double scratch[32];
+  dev::pdl_wait();
   const int64_t m = blockIdx.x;
   const float* xr = x + m * ldx;
   const float inv = norm_w ? dev::block_inv_rms(xr, K, eps, scratch) : 1.0f;
@@ -219,6 +268,7 @@ struct CombineParams {
 };
 
 __global__ void combine_kernel(CombineParams p) {
+  dev::pdl_wait();
   const int64_t m = blockIdx.y;
   const int64_t n_total = p.epi == 2 ? p.seg[0].n : p.seg[0].n + p.seg[1].n + p.seg[2].n;
   for (int64_t f = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; f < n_total;
@@ -252,13 +302,21 @@ Status cublas_ok(cublasStatus_t st, const char* what) {
 
 }  // namespace
 
+int64_t gemv_max_rows() {
+  static const int64_t n = [] {
+    const char* e = std::getenv("CHORUS_GEMV_MAX_ROWS");
+    return e ? std::max<int64_t>(0, std::atoll(e)) : kGemvMaxRows;
+  }();
+  return n;
+}
+
 Result<LinearWorkspace> LinearWorkspace::create(int64_t max_rows, int64_t max_k, int64_t max_n_total) {
   LinearWorkspace w;
   w.max_rows_ = max_rows;
   w.max_k_ = max_k;
   w.max_n_ = max_n_total;
   CHORUS_ASSIGN(w.cublas_, Cublas::create());
-  if (max_rows > kGemvMaxRows) {
+  if (max_rows > gemv_max_rows()) {
     CHORUS_ASSIGN(w.x_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_rows * max_k) * sizeof(uint16_t)));
     CHORUS_ASSIGN(w.y_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_rows * max_n_total) * sizeof(float)));
   }
@@ -294,12 +352,11 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
     if (a.out[1].w.rows != a.out[0].w.rows) return make_error(ErrorCode::kInternal, "cuda linear: SwiGLU shapes");
     p.rows_total = a.out[0].w.rows;
   }
-  const bool gemv = path == kLinearGemv || (path == kLinearAuto && a.M <= kGemvMaxRows);
+  const bool gemv = path == kLinearGemv || (path == kLinearAuto && a.M <= gemv_max_rows());
   if (gemv) {
-    if (epi == 0) launch_gemv<0>(p, vec, s);
-    else if (epi == 1) launch_gemv<1>(p, vec, s);
-    else launch_gemv<2>(p, vec, s);
-    CHORUS_CUDA_LAUNCHED("gemv_kernel");
+    const cudaError_t e = epi == 0 ? launch_gemv<0>(p, vec, s) : epi == 1 ? launch_gemv<1>(p, vec, s)
+                                                                          : launch_gemv<2>(p, vec, s);
+    CHORUS_CUDA_TRY(e);
     return ok_status();
   }
 
@@ -309,7 +366,8 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   for (int i = 0; i < a.outputs; ++i) n_sum += a.out[i].w.rows;
   if (n_sum > ws->max_n_) return make_error(ErrorCode::kInternal, "cuda linear: workspace too small for the outputs");
   auto* xs = ws->x_split_.as<__nv_bfloat16>();
-  split_rows_kernel<<<static_cast<unsigned>(a.M), 256, 0, s>>>(a.x, a.ldx, a.M, K, a.norm_weight, a.norm_eps, xs);
+  CHORUS_CUDA_TRY(launch(split_rows_kernel, dim3(static_cast<unsigned>(a.M)), dim3(256), 0, s, a.x, a.ldx, a.M, K,
+                         a.norm_weight, a.norm_eps, xs));
   CHORUS_CUDA_LAUNCHED("split_rows_kernel");
   cublasHandle_t h = ws->cublas_.get();
   CHORUS_TRY(cublas_ok(cublasSetStream(h, s), "cublasSetStream"));
@@ -336,7 +394,7 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
     for (int i = a.outputs; i < 3; ++i) c.seg[i].n = 0;
   const int64_t n_out = epi == 2 ? a.out[0].w.rows : n_sum;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((n_out + 255) / 256, 64)), static_cast<unsigned>(a.M));
-  combine_kernel<<<grid, 256, 0, s>>>(c);
+  CHORUS_CUDA_TRY(launch(combine_kernel, grid, dim3(256), 0, s, c));
   CHORUS_CUDA_LAUNCHED("combine_kernel");
   return ok_status();
 }

@@ -69,7 +69,9 @@ class LinearWorkspace {
 
 // Path choice: matrix-vector kernels read the weights at full bandwidth and keep f32 inputs, and are
 // used up to kGemvMaxRows rows; more rows go to cuBLAS (bf16 tensor cores, split inputs).
-inline constexpr int64_t kGemvMaxRows = 16;
+// (CHORUS_GEMV_MAX_ROWS in the environment overrides the default of kGemvMaxRows, for measurements.)
+inline constexpr int64_t kGemvMaxRows = 8;
+int64_t gemv_max_rows();
 inline constexpr int kLinearAuto = 0, kLinearGemv = 1, kLinearTensor = 2;
 Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path = kLinearAuto);
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "runtime/cuda/device_util.cuh"
+#include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::cuda {
@@ -12,6 +13,7 @@ namespace {
 
 __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t dim, float eps) {
   __shared__ double scratch[32];
+  dev::pdl_wait();
   const int64_t r = blockIdx.x;
   const float* xr = x + r * dim;
   const float inv = dev::block_inv_rms(xr, dim, eps, scratch);
@@ -19,12 +21,14 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
 }
 
 __global__ void silu_mul_kernel(const float* g, const float* u, float* out, int64_t n) {
+  dev::pdl_wait();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     out[i] = __fmul_rn(__fmul_rn(g[i], dev::sigmoid_f32(g[i])), u[i]);
 }
 
 __global__ void embedding_kernel(const uint16_t* table, int64_t rows, int64_t dim, const int32_t* ids, float* out) {
+  dev::pdl_wait();
   const int64_t i = blockIdx.x;
   const int32_t id = ids[i];
   const bool ok = id >= 0 && id < rows;
@@ -33,6 +37,7 @@ __global__ void embedding_kernel(const uint16_t* table, int64_t rows, int64_t di
 }
 
 __global__ void f32_to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
+  dev::pdl_wait();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const __nv_bfloat16 b = __float2bfloat16_rn(src[i]);
@@ -48,29 +53,26 @@ unsigned grid_for(int64_t n, int threads) {
 
 Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
   if (rows <= 0 || dim <= 0) return ok_status();
-  rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, weight, y, dim, eps);
-  CHORUS_CUDA_LAUNCHED("rms_norm_kernel");
+  CHORUS_CUDA_TRY(launch(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, s, x, weight, y, dim, eps));
   return ok_status();
 }
 
 Status silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s) {
   if (n <= 0) return ok_status();
-  silu_mul_kernel<<<grid_for(n, 256), 256, 0, s>>>(gate, up, out, n);
-  CHORUS_CUDA_LAUNCHED("silu_mul_kernel");
+  CHORUS_CUDA_TRY(launch(silu_mul_kernel, dim3(grid_for(n, 256)), dim3(256), 0, s, gate, up, out, n));
   return ok_status();
 }
 
 Status embedding(const DeviceMatrix& table, const int32_t* ids, int64_t n, float* out, cudaStream_t s) {
   if (n <= 0 || table.cols <= 0) return ok_status();
-  embedding_kernel<<<static_cast<unsigned>(n), 128, 0, s>>>(table.data, table.rows, table.cols, ids, out);
-  CHORUS_CUDA_LAUNCHED("embedding_kernel");
+  CHORUS_CUDA_TRY(launch(embedding_kernel, dim3(static_cast<unsigned>(n)), dim3(128), 0, s, table.data, table.rows,
+                         table.cols, ids, out));
   return ok_status();
 }
 
 Status f32_to_bf16(const float* src, uint16_t* dst, int64_t n, cudaStream_t s) {
   if (n <= 0) return ok_status();
-  f32_to_bf16_kernel<<<grid_for(n, 256), 256, 0, s>>>(src, dst, n);
-  CHORUS_CUDA_LAUNCHED("f32_to_bf16_kernel");
+  CHORUS_CUDA_TRY(launch(f32_to_bf16_kernel, dim3(grid_for(n, 256)), dim3(256), 0, s, src, dst, n));
   return ok_status();
 }
 

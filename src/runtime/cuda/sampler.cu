@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "runtime/cuda/device_util.cuh"
+#include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::cuda {
@@ -84,6 +85,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   __shared__ unsigned hist[256];
   __shared__ unsigned sh_prefix, sh_remaining;
   __shared__ int sh_choice;
+  dev::pdl_wait();
   const int r = blockIdx.x;
   const int V = a.vocab;
   const int tid = threadIdx.x;
@@ -160,15 +162,24 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
           if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
         }
         __syncthreads();
-        if (tid == 0) {
-          uint32_t cum = 0;
-          int b = 255;
-          for (; b > 0; --b) {
-            if (cum + hist[b] >= remaining) break;
-            cum += hist[b];
+        if (tid < 32) {  // the bin holding the remaining-th largest: lane l scans bins 255−8l down to 248−8l
+          uint32_t local = 0;
+          for (int i = 0; i < 8; ++i) local += hist[255 - 8 * tid - i];
+          uint32_t incl = local;
+          for (int o = 1; o < 32; o <<= 1) {
+            const uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
+            if (tid >= o) incl += y;
           }
-          sh_remaining = remaining - cum;
-          sh_prefix = prefix | (static_cast<uint32_t>(b) << shift);
+          uint32_t cum = incl - local;
+          if (cum < remaining && remaining <= incl) {
+            int b = 255 - 8 * tid;
+            for (int i = 0; i < 7; ++i, --b) {
+              if (cum + hist[b] >= remaining) break;
+              cum += hist[b];
+            }
+            sh_remaining = remaining - cum;
+            sh_prefix = prefix | (static_cast<uint32_t>(b) << shift);
+          }
         }
         __syncthreads();
         prefix = sh_prefix;
@@ -260,8 +271,7 @@ Status sample(const SampleArgs& a, cudaStream_t s) {
   if (!a.logits || !a.params || !a.out || a.vocab <= 0 || a.ld < a.vocab)
     return make_error(ErrorCode::kInternal, "cuda sample: incomplete arguments");
   if (!a.scratch_w || !a.scratch_ids) return make_error(ErrorCode::kInternal, "cuda sample: no scratch");
-  sample_kernel<<<static_cast<unsigned>(a.rows), kThreads, 0, s>>>(a);
-  CHORUS_CUDA_LAUNCHED("sample_kernel");
+  CHORUS_CUDA_TRY(launch(sample_kernel, dim3(static_cast<unsigned>(a.rows)), dim3(kThreads), 0, s, a));
   return ok_status();
 }
 

@@ -1,0 +1,49 @@
+// Kernel launches with programmatic dependent launch (PDL, sm_90): a kernel may start while the
+// previous kernel on the stream is still running, so its launch latency and its reads of constant
+// data (weights) overlap the predecessor. Every kernel launched this way must call dev::pdl_wait()
+// before it touches memory that an earlier kernel writes or reads (activations, caches, codes);
+// weights may be read before it. CHORUS_CUDA_PDL=0 in the environment turns it off (for
+// measurements); the waits are then no-ops.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace chorus::cuda {
+
+namespace dev {
+// Waits until every kernel this one depends on has completed and its writes are visible, then
+// lets the next kernel on the stream start launching.
+__device__ __forceinline__ void pdl_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+}
+}  // namespace dev
+
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("CHORUS_CUDA_PDL");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+template <class... KArgs, class... Args>
+cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace chorus::cuda
