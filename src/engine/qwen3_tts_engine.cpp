@@ -144,6 +144,9 @@ q3::GenerationSettings Qwen3TtsEngine::settings(const SynthesisRequest& r) const
 
 Result<std::unique_ptr<TtsStream>> Qwen3TtsEngine::create_stream(const SynthesisRequest& r) const {
   if (r.max_frames < 0) return bad("max frames must be >= 0 (0: the checkpoint's limit)");
+  if (r.cfg_scale || r.dual_cfg)
+    return make_error(ErrorCode::kUnsupported, "classifier-free guidance (--cfg-scale, --dual-cfg) is a Breeze TTS 2 "
+                                               "feature; Qwen3-TTS has no unconditional branch");
   if (!(r.length_cap.frames_per_token >= 0) || r.length_cap.slack_frames < 0)
     return bad("the length cap needs frames per token >= 0 and slack >= 0");
   CHORUS_ASSIGN(q3::PromptInputs in, prompt_inputs(r));

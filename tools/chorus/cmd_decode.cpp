@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "audio/writer.h"
+#include "audio_output.h"
 #include "command.h"
 #include "core/thread_pool.h"
 #include "models/codec/codec_folder.h"
@@ -18,7 +19,8 @@
 namespace {
 
 struct Options {
-  std::string model, codes, out, mode = "full", sample_format = "pcm16";
+  std::string model, codes, out, mode = "full";
+  chorus::cli::AudioOutputOptions audio_out;
   int64_t chunk_frames = 0, random_frames = 0, block_frames = 4;
   uint32_t seed = 0;
   int threads = 0;
@@ -81,10 +83,6 @@ int run(const Options& o) {
   if (o.chunk_frames < 0) return cli::fail("decode: --chunk-frames must be >= 1 (0: all frames in one call)");
   auto mode = codec::decode_mode_from_name(o.mode);
   if (!mode.ok()) return cli::fail(mode.error());
-  audio::SampleFormat format;
-  if (o.sample_format == "pcm16") format = audio::SampleFormat::kPcm16;
-  else if (o.sample_format == "float") format = audio::SampleFormat::kFloat32;
-  else return cli::fail("decode: --sample-format must be pcm16 or float");
 
   const auto t_load = Clock::now();
   auto model = codec::load_codec(o.model);
@@ -102,10 +100,9 @@ int run(const Options& o) {
 
   std::unique_ptr<audio::AudioWriter> writer;
   if (!o.out.empty()) {
-    audio::WriterOptions wo;
-    wo.input_rate = static_cast<int>(dec.sample_rate());
-    wo.sample_format = format;
-    auto w = audio::AudioWriter::open(o.out, wo);
+    auto wo = o.audio_out.writer_options(static_cast<int>(dec.sample_rate()));
+    if (!wo.ok()) return cli::fail(wo.error());
+    auto w = audio::AudioWriter::open(o.out, *wo);
     if (!w.ok()) return cli::fail(w.error());
     writer = std::move(w).value();
   }
@@ -183,7 +180,7 @@ chorus::cli::Runner setup(CLI::App& sub) {
                  "full: the exact decode of the whole sequence (streamed); official-chunked: what the "
                  "official decoder returns (300-frame chunks with 25 frames of left context)")
       ->capture_default_str();
-  sub.add_option("--sample-format", o->sample_format, "pcm16 or float (WAV only)")->capture_default_str();
+  o->audio_out.add_to(sub);
   sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   sub.add_option("--block-frames", o->block_frames, "Frames per internal decoder step (memory vs speed)")
       ->capture_default_str();

@@ -3,10 +3,12 @@
 // from a speaker embedding alone or with reference codes and text).
 #include <chrono>
 #include <cstdio>
+#include <unistd.h>
 #include <memory>
 #include <optional>
 
 #include "audio/writer.h"
+#include "audio_output.h"
 #include "command.h"
 #include "engine/tts_model.h"
 #include "io/json_util.h"
@@ -33,6 +35,8 @@ struct Options {
   double frames_per_token = engine::LengthCap{}.frames_per_token;
   int64_t cap_slack = engine::LengthCap{}.slack_frames;
   int threads = 0;
+  bool verbose = false, quiet = false;
+  cli::AudioOutputOptions audio_out;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -160,9 +164,9 @@ int run(const Options& o) {
   if (!o.out.empty()) {
     auto mode = codec::decode_mode_from_name(o.decode_mode);
     if (!mode.ok()) return cli::fail(mode.error());
-    audio::WriterOptions wo;
-    wo.input_rate = static_cast<int>(codec_model->decoder.sample_rate());
-    auto w = audio::AudioWriter::open(o.out, wo);
+    auto wo = o.audio_out.writer_options(static_cast<int>(codec_model->decoder.sample_rate()));
+    if (!wo.ok()) return cli::fail(wo.error());
+    auto w = audio::AudioWriter::open(o.out, *wo);
     if (!w.ok()) return cli::fail(w.error());
     writer = std::move(*w);
     dec_state = codec_model->decoder.new_state(*mode);
@@ -179,7 +183,10 @@ int run(const Options& o) {
   std::vector<engine::StepResult> out(1);
   engine::StageTimes times;
   const auto t0 = Clock::now();
-  double first_frame_s = 0;
+  double first_frame_s = 0, first_audio_s = 0;
+  // A progress line, redrawn in place, only when stderr is a terminal (logs stay clean).
+  const bool progress = !o.quiet && isatty(fileno(stderr));
+  auto t_progress = t0;
   while (!s->finished()) {
     if (auto st = (*model)->step({&s, 1}, out, &times); !st.ok()) return cli::fail(st.error());
     if (!out[0].has_frame) continue;
@@ -189,8 +196,18 @@ int run(const Options& o) {
       samples.clear();
       if (auto st = codec_model->decoder.decode(*dec_state, out[0].codes.data(), 1, samples); !st.ok()) return cli::fail(st.error());
       if (auto st = writer->write(samples.data(), samples.size()); !st.ok()) return cli::fail(st.error());
+      if (first_audio_s == 0 && !samples.empty()) first_audio_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    if (progress && std::chrono::duration<double>(Clock::now() - t_progress).count() > 0.1) {
+      t_progress = Clock::now();
+      const double el = std::chrono::duration<double>(t_progress - t0).count();
+      const double secs = static_cast<double>(s->frames()) / info.frame_rate;
+      std::fprintf(stderr, "\rsay: frame %lld (at most %lld), %.1f s of audio, %.2fx real time ",
+                   static_cast<long long>(s->frames()), static_cast<long long>(s->max_frames()), secs,
+                   el > 0 ? secs / el : 0.0);
     }
   }
+  if (progress) std::fprintf(stderr, "\r\033[K");
   const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
   const int64_t frames = s->frames();
   if (writer) {
@@ -204,13 +221,17 @@ int run(const Options& o) {
     if (auto st = codec::write_codes_json(o.codes_out, codes.data(), frames, info.codebooks); !st.ok()) return cli::fail(st.error());
 
   const double audio_s = static_cast<double>(frames) / info.frame_rate;
-  std::fprintf(stderr,
-               "say: %lld frames (%.2f s of audio), stopped by %s (limit %lld frames for %lld text tokens); "
-               "load %.2f s, first frame %.3f s, generation %.2f s (talker %.2f s, code predictor %.2f s), RTF %.2f\n",
-               static_cast<long long>(frames), audio_s, engine::stop_reason_name(s->stop_reason()),
-               static_cast<long long>(s->max_frames()), static_cast<long long>(s->text_tokens()), load_s, first_frame_s,
-               gen_s, times.prefill_s + times.backbone_s + times.sampling_s, times.depth_s,
-               audio_s > 0 ? gen_s / audio_s : 0.0);
+  if (!o.quiet)
+    std::fprintf(stderr, "say: %.2f s of audio (%lld frames, stopped by %s)%s%s\n", audio_s,
+                 static_cast<long long>(frames), engine::stop_reason_name(s->stop_reason()),
+                 o.out.empty() || o.out == "-" ? "" : " -> ", o.out == "-" ? "" : o.out.c_str());
+  if (o.verbose)
+    std::fprintf(stderr,
+                 "say: limit %lld frames for %lld text tokens; load %.2f s; time to first frame %.3f s, to first "
+                 "audio %.3f s; generation %.2f s (talker %.2f s, code predictor %.2f s); RTF %.3f\n",
+                 static_cast<long long>(s->max_frames()), static_cast<long long>(s->text_tokens()), load_s,
+                 first_frame_s, first_audio_s, gen_s, times.prefill_s + times.backbone_s + times.sampling_s,
+                 times.depth_s, audio_s > 0 ? gen_s / audio_s : 0.0);
   if (o.out.empty() && o.codes_out.empty()) std::fprintf(stderr, "say: no output requested (-o OUT.wav or --codes-out FILE.json)\n");
   return 0;
 }
@@ -257,6 +278,9 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("-o,--out", o->out, "Write audio (.wav, .flac, .raw, - for stdout)");
   sub.add_option("--decode", o->decode_mode, "full (exact) or official-chunked")->capture_default_str();
   sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
+  o->audio_out.add_to(sub);
+  sub.add_flag("-v,--verbose", o->verbose, "Print the frame limit, time to first frame and first audio, stage times, RTF");
+  sub.add_flag("-q,--quiet", o->quiet, "No progress line and no summary");
   sub.footer("Examples:\n"
              "  chorus say --model Qwen3-TTS-12Hz-0.6B-CustomVoice --text 'Hello there.' --speaker ryan "
              "--language english -o hello.wav\n"
