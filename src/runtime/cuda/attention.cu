@@ -32,41 +32,42 @@ __device__ void norm_rope_head(float* buf, int D, const float* nw, float eps, co
   const float fpos = static_cast<float>(pos);
   for (int i = lane; i < half; i += 32) {
     const float angle = __fmul_rn(fpos, inv_freq[i]);
-    const float c = cosf(angle), s = sinf(angle);
+    float s, c;
+    sincosf(angle, &s, &c);
     const float a = buf[i], b = buf[i + half];
     dst[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
     dst[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
   }
 }
 
+// grid (ceil((Hq + Hkv) / kNormWarps), rows): one warp per head (query heads, then kv heads).
 __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, int Hkv, int D, const float* qn,
                                           const float* kn, float eps, const float* inv_freq, const int32_t* seqs,
                                           const int32_t* poss, KvLayer kv, float* q_out) {
   extern __shared__ float smem[];
   dev::pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int job = blockIdx.x * kNormWarps + warp;
+  if (job >= Hq + Hkv) return;
   float* buf = smem + warp * D;
-  const int64_t r = blockIdx.x;
+  const int64_t r = blockIdx.y;
   const int pos = poss[r];
   const int64_t seq = seqs[r];
-  const bool store = pos >= 0 && pos < kv.capacity;
   const float* row = qkv + r * ld;
   const int64_t kvw = static_cast<int64_t>(Hkv) * D;
-  for (int job = warp; job < Hq + Hkv; job += kNormWarps) {
-    const bool is_q = job < Hq;
-    const int g = job - Hq;
-    const float* src = is_q ? row + static_cast<int64_t>(job) * D : row + static_cast<int64_t>(Hq) * D + static_cast<int64_t>(g) * D;
-    for (int d = lane; d < D; d += 32) buf[d] = src[d];
-    __syncwarp();
-    if (is_q) {
-      norm_rope_head(buf, D, qn, eps, inv_freq, pos, q_out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(job) * D);
-    } else if (store) {
-      const int64_t off = seq * kv.seq_stride + static_cast<int64_t>(pos) * kvw + static_cast<int64_t>(g) * D;
-      norm_rope_head(buf, D, kn, eps, inv_freq, pos, kv.k + off);
-      const float* vsrc = row + static_cast<int64_t>(Hq + Hkv) * D + static_cast<int64_t>(g) * D;
-      for (int d = lane; d < D; d += 32) kv.v[off + d] = vsrc[d];
-    }
-    __syncwarp();
+  const bool is_q = job < Hq;
+  const int g = job - Hq;
+  if (!is_q && !(pos >= 0 && pos < kv.capacity)) return;
+  const float* src = is_q ? row + static_cast<int64_t>(job) * D : row + static_cast<int64_t>(Hq) * D + static_cast<int64_t>(g) * D;
+  for (int d = lane; d < D; d += 32) buf[d] = src[d];
+  __syncwarp();
+  if (is_q) {
+    norm_rope_head(buf, D, qn, eps, inv_freq, pos, q_out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(job) * D);
+  } else {
+    const int64_t off = seq * kv.seq_stride + static_cast<int64_t>(pos) * kvw + static_cast<int64_t>(g) * D;
+    norm_rope_head(buf, D, kn, eps, inv_freq, pos, kv.k + off);
+    const float* vsrc = row + static_cast<int64_t>(Hq + Hkv) * D + static_cast<int64_t>(g) * D;
+    for (int d = lane; d < D; d += 32) kv.v[off + d] = vsrc[d];
   }
 }
 
@@ -78,8 +79,6 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
                                                                  const int32_t* seqs, const int32_t* poss, KvLayer kv,
                                                                  float* out) {
   extern __shared__ float smem[];
-  __shared__ double dscratch[32];
-  __shared__ float fscratch[32];
   dev::pdl_wait();
   const int h = blockIdx.x;
   const int64_t r = blockIdx.y;
@@ -119,19 +118,15 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
     }
   }
   __syncthreads();
+  // Every warp derives the softmax max and f64 denominator over all scores itself (no more block
+  // barriers); probabilities are formed on the fly below.
   float mx = -__int_as_float(0x7f800000);
-  for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, sc[j]);
-  mx = dev::block_max(mx, fscratch);
+  for (int j = lane; j < n; j += 32) mx = fmaxf(mx, sc[j]);
+  mx = dev::warp_max(mx);
   double sum = 0.0;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    const float e = expf(sc[j] - mx);
-    sc[j] = e;
-    sum += e;
-  }
-  sum = dev::block_sum(sum, dscratch);
+  for (int j = lane; j < n; j += 32) sum += expf(sc[j] - mx);
+  sum = dev::warp_sum(sum);
   const float inv = static_cast<float>(1.0 / sum);
-  for (int j = threadIdx.x; j < n; j += blockDim.x) sc[j] *= inv;
-  __syncthreads();
 
   // Weighted sum of values: warp w takes the keys j ≡ w (mod warps), lane l the dims l + 32i.
   float acc[kMaxDimChunks];
@@ -139,7 +134,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
   for (int i = 0; i < kMaxDimChunks; ++i) acc[i] = 0.0f;
 #pragma unroll 4
   for (int j = warp; j < n; j += warps) {
-    const float pj = sc[j];
+    const float pj = expf(sc[j] - mx) * inv;
     const float* vr = vb + j * kstride;
 #pragma unroll
     for (int i = 0; i < kMaxDimChunks; ++i) {
@@ -197,7 +192,8 @@ Status qk_norm_rope_store(const float* qkv, int64_t ld_qkv, HeadShape h, const f
   CHORUS_TRY(check_shape(h));
   if (rows.rows <= 0) return ok_status();
   const size_t smem = static_cast<size_t>(kNormWarps * h.head_dim) * sizeof(float);
-  CHORUS_CUDA_TRY(launch(qk_norm_rope_store_kernel, dim3(static_cast<unsigned>(rows.rows)), dim3(kNormWarps * 32), smem,
+  const unsigned blocks = static_cast<unsigned>((h.q_heads + h.kv_heads + kNormWarps - 1) / kNormWarps);
+  CHORUS_CUDA_TRY(launch(qk_norm_rope_store_kernel, dim3(blocks, static_cast<unsigned>(rows.rows)), dim3(kNormWarps * 32), smem,
                          s, qkv, ld_qkv, static_cast<int>(h.q_heads), static_cast<int>(h.kv_heads),
                          static_cast<int>(h.head_dim), q_norm, k_norm, eps, inv_freq, rows.seq, rows.pos, kv, q_out));
   return ok_status();

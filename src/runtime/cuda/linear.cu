@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #include "runtime/cuda/device_util.cuh"
 #include "runtime/cuda/launch.cuh"
@@ -223,6 +224,131 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
   }
 }
 
+// The single-row case (one stream's decode step), where every launch is on the critical path: no
+// block barriers at all. Each warp computes ROWS features; it prefetches their first weight chunks,
+// waits for its inputs, derives the RMS of x by itself (x is L1-resident), then reduces.
+constexpr int kG1Warps = 8;
+
+template <int NW, int EPI, int ROWS>
+__global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kG1Warps + warp) * ROWS;
+  const int64_t K = p.K;
+  const uint16_t* w[ROWS][NW];
+  int seg[ROWS];
+  int64_t nrow[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    const int64_t f = min(first + r, p.rows_total - 1);
+    int si = 0;
+    int64_t n = f;
+    if (EPI != 2)
+      while (si + 1 < p.nseg && n >= p.seg[si].n) {
+        n -= p.seg[si].n;
+        ++si;
+      }
+    seg[r] = si;
+    nrow[r] = n;
+#pragma unroll
+    for (int m = 0; m < NW; ++m) w[r][m] = p.seg[NW == 2 ? m : si].w + n * K;
+  }
+  uint4 pre[ROWS][NW][kPrefetch];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+    for (int m = 0; m < NW; ++m)
+#pragma unroll
+      for (int i = 0; i < kPrefetch; ++i) {
+        const int64_t k = lane * 8 + 256 * i;
+        pre[r][m][i] = k < K ? load_weights(w[r][m] + k) : make_uint4(0, 0, 0, 0);
+      }
+  dev::pdl_wait();
+  if (first >= p.rows_total) return;
+
+  float inv = 1.0f;
+  if (p.norm_w) {
+    double ss = 0.0;
+    for (int64_t k = lane * 4; k < K; k += 128) {
+      const float4 v = *reinterpret_cast<const float4*>(p.x + k);
+      ss += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
+            static_cast<double>(v.w) * v.w;
+    }
+    ss = dev::warp_sum(ss);
+    inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(K) + static_cast<double>(p.eps)));
+  }
+  float acc[ROWS][NW];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+    for (int m = 0; m < NW; ++m) acc[r][m] = 0.0f;
+  auto step = [&](int64_t k, const uint4 (&wv)[ROWS][NW]) {
+    float xv[8];
+    load_x8<1>(p.x, k, p.norm_w, inv, xv);
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+      for (int m = 0; m < NW; ++m) {
+        float wf[8];
+        unpack8(wv[r][m], wf);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[r][m] = fmaf(wf[j], xv[j], acc[r][m]);
+      }
+  };
+#pragma unroll
+  for (int i = 0; i < kPrefetch; ++i) {
+    const int64_t k = lane * 8 + 256 * i;
+    if (k < K) {
+      uint4 wv[ROWS][NW];
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+        for (int m = 0; m < NW; ++m) wv[r][m] = pre[r][m][i];
+      step(k, wv);
+    }
+  }
+#pragma unroll 2
+  for (int64_t k = lane * 8 + 256 * kPrefetch; k < K; k += 256) {
+    uint4 wv[ROWS][NW];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+      for (int m = 0; m < NW; ++m) wv[r][m] = load_weights(w[r][m] + k);
+    step(k, wv);
+  }
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+    for (int m = 0; m < NW; ++m) acc[r][m] = dev::warp_sum(acc[r][m]);
+  if (lane != 0) return;
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    if (first + r >= p.rows_total) break;
+    const int64_t n = nrow[r];
+    if constexpr (EPI == 2) {
+      const float g = acc[r][0] + (p.seg[0].bias ? p.seg[0].bias[n] : 0.0f);
+      const float u = acc[r][NW - 1] + (p.seg[1].bias ? p.seg[1].bias[n] : 0.0f);
+      p.seg[0].y[n] = __fmul_rn(__fmul_rn(g, dev::sigmoid_f32(g)), u);
+    } else {
+      const Seg& sg = p.seg[seg[r]];
+      const float v = sg.bias ? acc[r][0] + sg.bias[n] : acc[r][0];
+      float* y = sg.y + n;
+      *y = EPI == 1 ? *y + v : v;
+    }
+  }
+}
+
+template <int EPI>
+cudaError_t launch_gemv1(const GemvParams& p, cudaStream_t s) {
+  constexpr int NW = EPI == 2 ? 2 : 1;
+  // Two features per warp for the large matrices keeps one wave of warps on the GPU.
+  if (NW == 1 && p.rows_total > 2048) {
+    const unsigned blocks = static_cast<unsigned>((p.rows_total + 2 * kG1Warps - 1) / (2 * kG1Warps));
+    return launch(gemv1_kernel<NW, EPI, 2>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
+  }
+  const unsigned blocks = static_cast<unsigned>((p.rows_total + kG1Warps - 1) / kG1Warps);
+  return launch(gemv1_kernel<NW, EPI, 1>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
+}
+
 template <int MT, int EPI>
 cudaError_t launch_gemv_t(const GemvParams& p, bool vec, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>((p.rows_total + kWarpsPerBlock - 1) / kWarpsPerBlock),
@@ -302,6 +428,15 @@ Status cublas_ok(cublasStatus_t st, const char* what) {
 
 }  // namespace
 
+// CHORUS_GEMV1=0: single rows through the general kernel too (for measurements and tests).
+bool single_row_generic() {
+  static const bool generic = [] {
+    const char* e = std::getenv("CHORUS_GEMV1");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  return generic;
+}
+
 int64_t gemv_max_rows() {
   static const int64_t n = [] {
     const char* e = std::getenv("CHORUS_GEMV_MAX_ROWS");
@@ -354,8 +489,11 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   }
   const bool gemv = path == kLinearGemv || (path == kLinearAuto && a.M <= gemv_max_rows());
   if (gemv) {
-    const cudaError_t e = epi == 0 ? launch_gemv<0>(p, vec, s) : epi == 1 ? launch_gemv<1>(p, vec, s)
-                                                                          : launch_gemv<2>(p, vec, s);
+    cudaError_t e;
+    if (a.M == 1 && vec && !single_row_generic())
+      e = epi == 0 ? launch_gemv1<0>(p, s) : epi == 1 ? launch_gemv1<1>(p, s) : launch_gemv1<2>(p, s);
+    else
+      e = epi == 0 ? launch_gemv<0>(p, vec, s) : epi == 1 ? launch_gemv<1>(p, vec, s) : launch_gemv<2>(p, vec, s);
     CHORUS_CUDA_TRY(e);
     return ok_status();
   }

@@ -79,42 +79,52 @@ __device__ int block_exclusive_scan(int v, int* warp_sums, int* total) {
   return x - v + (warp > 0 ? warp_sums[warp - 1] : 0);
 }
 
+constexpr int kPer = 4;          // ids per thread (contiguous): vocabularies up to kThreads·kPer
+constexpr int kSmemKept = 1024;  // kept ids listed in shared memory; more go to the global scratch
+
+// Block-wide argmax-free helpers keep every value in registers: thread t owns ids [kPer·t, kPer·t + kPer).
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   __shared__ float fscratch[32];
   __shared__ int iscratch[32];
   __shared__ unsigned hist[256];
   __shared__ unsigned sh_prefix, sh_remaining;
   __shared__ int sh_choice;
+  __shared__ double s_w[kSmemKept];
+  __shared__ int s_id[kSmemKept], s_sorted[kSmemKept];
   dev::pdl_wait();
   const int r = blockIdx.x;
   const int V = a.vocab;
   const int tid = threadIdx.x;
-  float* l = a.logits + static_cast<int64_t>(r) * a.ld;
+  const int i0 = tid * kPer;
+  const float* l = a.logits + static_cast<int64_t>(r) * a.ld;
   const DeviceSampler p = a.params[r];
   const int frame = a.frame ? a.frame[r] + a.frame_offset : a.frame_offset;
+  float v[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) v[j] = i0 + j < V ? l[i0 + j] : kNegInf;
 
   // 1. Rules (sampling::apply_rules).
-  const bool rules = a.penalized || a.allowed_below >= 0 || a.blocked_id >= 0;
-  if (rules) {
+  if (a.penalized || a.allowed_below >= 0 || a.blocked_id >= 0) {
     const bool block_now = a.blocked_id >= 0 && (!a.block_until_frame || frame < a.block_until_frame[r]);
-    for (int i = tid; i < V; i += kThreads) {
-      float v = l[i];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int i = i0 + j;
+      if (i >= V) continue;
+      float x = v[j];
       if (a.penalized && p.repetition_penalty != 1.0f && a.penalized[static_cast<int64_t>(r) * V + i])
-        v = v > 0.0f ? v / p.repetition_penalty : v * p.repetition_penalty;
-      if (block_now && i == a.blocked_id) v = kNegInf;
-      if (a.allowed_below >= 0 && i >= a.allowed_below && i != a.also_allowed) v = kNegInf;
-      l[i] = v;
+        x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;
+      if (block_now && i == a.blocked_id) x = kNegInf;
+      if (a.allowed_below >= 0 && i >= a.allowed_below && i != a.also_allowed) x = kNegInf;
+      v[j] = x;
     }
   }
-  // 2. Validity: no NaN / +inf, at least one finite logit.
-  int bad = 0, finite = 0;
-  for (int i = tid; i < V; i += kThreads) {
-    const float v = l[i];
-    if (isnan(v) || v == -kNegInf) bad = 1;
-    finite += v != kNegInf;
-  }
-  bad = dev::block_sum(bad, iscratch);
-  finite = dev::block_sum(finite, iscratch);
+  // 2. Validity: no NaN / +inf, at least one finite logit (both counts in one reduction).
+  int packed = 0;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j)
+    if (i0 + j < V) packed += (isnan(v[j]) || v[j] == -kNegInf ? 65536 : 0) + (v[j] != kNegInf ? 1 : 0);
+  packed = dev::block_sum(packed, iscratch);
+  const int finite = packed & 65535, bad = packed >> 16;
   if (bad || finite == 0) {
     if (tid == 0) {
       if (a.error) a.error[r] = bad ? kSampleNonFinite : kSampleAllMasked;
@@ -126,17 +136,15 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   if (p.greedy || p.temperature == 0.0f) {  // first id of the largest logit
     float best = kNegInf;
     int best_i = V;
-    for (int i = tid; i < V; i += kThreads) {
-      const float v = l[i];
-      if (v > best || (v == best && best_i == V)) {
-        best = v;
-        best_i = i;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (i0 + j < V && (v[j] > best || best_i == V)) {
+        best = v[j];
+        best_i = i0 + j;
       }
-    }
     const float mx = dev::block_max(best, fscratch);
     int cand = best == mx ? best_i : V;
     for (int o = 16; o > 0; o >>= 1) cand = min(cand, __shfl_xor_sync(0xffffffffu, cand, o));
-    __syncthreads();
     if ((tid & 31) == 0) iscratch[tid >> 5] = cand;
     __syncthreads();
     if (tid < 32) {
@@ -147,18 +155,18 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
     __syncthreads();
   } else {
     // 3. Temperature.
-    for (int i = tid; i < V; i += kThreads) l[i] = l[i] / p.temperature;
-    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) v[j] = v[j] / p.temperature;
     // 4. Top-k: the k-th largest finite value by radix select over order keys, 8 bits at a time.
     if (p.top_k > 0 && p.top_k < finite) {
       uint32_t prefix = 0, mask = 0, remaining = static_cast<uint32_t>(p.top_k);
       for (int shift = 24; shift >= 0; shift -= 8) {
         for (int i = tid; i < 256; i += kThreads) hist[i] = 0;
         __syncthreads();
-        for (int i = tid; i < V; i += kThreads) {
-          const float v = l[i];
-          if (v == kNegInf) continue;
-          const uint32_t key = order_key(v);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+          if (v[j] == kNegInf) continue;
+          const uint32_t key = order_key(v[j]);
           if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
         }
         __syncthreads();
@@ -185,69 +193,72 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
         prefix = sh_prefix;
         remaining = sh_remaining;
         mask |= 255u << shift;
-        __syncthreads();
       }
-      for (int i = tid; i < V; i += kThreads)
-        if (l[i] != kNegInf && order_key(l[i]) < prefix) l[i] = kNegInf;
-      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < kPer; ++j)
+        if (v[j] != kNegInf && order_key(v[j]) < prefix) v[j] = kNegInf;
     }
     // 5. Weights w = exp(f64(s) − f64(max s)).
     float mx = kNegInf;
-    for (int i = tid; i < V; i += kThreads) mx = fmaxf(mx, l[i]);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) mx = fmaxf(mx, v[j]);
     mx = dev::block_max(mx, fscratch);
-    double* w = a.scratch_w + static_cast<int64_t>(r) * V;
-    for (int i = tid; i < V; i += kThreads)
-      w[i] = l[i] != kNegInf ? exp(static_cast<double>(l[i]) - static_cast<double>(mx)) : 0.0;
-    __syncthreads();
-    // 6. Compact the ids with w > 0 in ascending order (each thread owns a contiguous chunk).
-    int32_t* ids = a.scratch_ids + static_cast<int64_t>(r) * 2 * V;
-    const int chunk = (V + kThreads - 1) / kThreads;
-    const int lo = min(V, tid * chunk), hi = min(V, lo + chunk);
+    double w[kPer];
     int mine = 0;
-    for (int i = lo; i < hi; ++i) mine += w[i] > 0.0;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      w[j] = v[j] != kNegInf ? exp(static_cast<double>(v[j]) - static_cast<double>(mx)) : 0.0;
+      mine += w[j] > 0.0;
+    }
+    // 6. The ids with w > 0 in ascending order (threads own contiguous ids), in shared memory when
+    // they fit.
     int kept = 0;
     int off = block_exclusive_scan(mine, iscratch, &kept);
-    for (int i = lo; i < hi; ++i)
-      if (w[i] > 0.0) ids[off++] = i;
+    const bool in_smem = kept <= kSmemKept;
+    double* cw = in_smem ? s_w : a.scratch_w + static_cast<int64_t>(r) * V;
+    int32_t* cid = in_smem ? s_id : a.scratch_ids + static_cast<int64_t>(r) * 2 * V;
+    int32_t* sorted = in_smem ? s_sorted : cid + V;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (w[j] > 0.0) {
+        cw[off] = w[j];
+        cid[off] = i0 + j;
+        ++off;
+      }
     __syncthreads();
     // 7. Top-p: rank the kept ids by (w descending, id ascending), keep the fewest reaching top_p·Σw.
     if (p.top_p < 1.0f) {
-      int32_t* sorted = ids + V;
       for (int e = tid; e < kept; e += kThreads) {
-        const double we = w[ids[e]];
-        const int ie = ids[e];
+        const double we = cw[e];
         int rank = 0;
-        for (int f = 0; f < kept; ++f) {
-          const double wf = w[ids[f]];
-          rank += wf > we || (wf == we && ids[f] < ie);
-        }
-        sorted[rank] = ie;
+        for (int f = 0; f < kept; ++f) rank += cw[f] > we || (cw[f] == we && f < e);
+        sorted[rank] = e;
       }
       __syncthreads();
       if (tid == 0) {
         double total = 0.0;
-        for (int e = 0; e < kept; ++e) total += w[ids[e]];
+        for (int e = 0; e < kept; ++e) total += cw[e];
         const double need = static_cast<double>(p.top_p) * total;
         double cum = 0.0;
         int keep = 0;
-        while (keep < kept && (keep == 0 || cum < need)) cum += w[sorted[keep++]];
-        for (int j = keep; j < kept; ++j) w[sorted[j]] = 0.0;
+        while (keep < kept && (keep == 0 || cum < need)) cum += cw[sorted[keep++]];
+        for (int j = keep; j < kept; ++j) cw[sorted[j]] = 0.0;
       }
       __syncthreads();
     }
-    // 8. Inverse CDF in ascending id order.
+    // 8. Inverse CDF in ascending id order (sequential f64 sums, as the CPU).
     if (tid == 0) {
       double total = 0.0;
-      for (int e = 0; e < kept; ++e) total += w[ids[e]];
+      for (int e = 0; e < kept; ++e) total += cw[e];
       const double target =
           uniform53(p.seed_lo, p.seed_hi, p.rng_stream, static_cast<uint32_t>(frame), a.codebook) * total;
       double cum = 0.0;
       int last = -1, choice = -1;
       for (int e = 0; e < kept; ++e) {
-        const double we = w[ids[e]];
+        const double we = cw[e];
         if (we <= 0.0) continue;
         cum += we;
-        last = ids[e];
+        last = cid[e];
         if (cum > target) {
           choice = last;
           break;
@@ -271,6 +282,7 @@ Status sample(const SampleArgs& a, cudaStream_t s) {
   if (!a.logits || !a.params || !a.out || a.vocab <= 0 || a.ld < a.vocab)
     return make_error(ErrorCode::kInternal, "cuda sample: incomplete arguments");
   if (!a.scratch_w || !a.scratch_ids) return make_error(ErrorCode::kInternal, "cuda sample: no scratch");
+  if (a.vocab > kThreads * kPer) return make_error(ErrorCode::kUnsupported, "cuda sample: vocabulary above 4096");
   CHORUS_CUDA_TRY(launch(sample_kernel, dim3(static_cast<unsigned>(a.rows)), dim3(kThreads), 0, s, a));
   return ok_status();
 }
