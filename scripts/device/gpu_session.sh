@@ -8,7 +8,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
 mkdir -p "$out"
-steps=${STEPS:-tests bench06 variants06 ncu06 bench17}
+steps=${STEPS:-tests bench06 variants06 bench17}
 has() { [[ " $steps " == *" $1 "* ]]; }
 export CHORUS_SHARED_DIR=$PWD/.devcarry/shared
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader
@@ -48,9 +48,9 @@ if has bench06 || has variants06 || has ncu06; then
   fi
   if has variants06; then
     echo "== 0.6b, PDL off (CHORUS_CUDA_PDL=0)" | tee -a "$out/bench_06.txt"
-    CHORUS_CUDA_PDL=0 bench /tmp/q06 "$out/bench_06.txt" --frames 100 --warmup 2
+    CHORUS_CUDA_PDL=0 bench /tmp/q06 "$out/bench_06.txt" --frames 250
     echo "== 0.6b, single rows through the general matrix-vector kernel (CHORUS_GEMV1=0)" | tee -a "$out/bench_06.txt"
-    CHORUS_GEMV1=0 bench /tmp/q06 "$out/bench_06.txt" --frames 100 --warmup 2
+    CHORUS_GEMV1=0 bench /tmp/q06 "$out/bench_06.txt" --frames 250
   fi
   if has ncu06 && (( SECONDS < ${DEADLINE_S:-400} )); then
     ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

@@ -152,7 +152,7 @@ TEST(GpuGolden, TalkerPrefillMatchesTheOfficialLogits) {
     auto dh = to_device(x), dseq = to_device(seq), dpos = to_device(pos);
     auto dout = poisoned(P * H), dlog = poisoned(P * V);
     const q3::gpu::KvCacheRef ref{kv.as<float>(), 1, P, d.kv_heads * d.head_dim};
-    ASSERT_TRUE(dm->talker().forward(dh.as<float>(), dout.as<float>(), {dseq.as<int32_t>(), dpos.as<int32_t>(), P}, ref,
+    ASSERT_TRUE(dm->talker().forward(dh.as<float>(), dout.as<float>(), {dseq.as<int32_t>(), dpos.as<int32_t>(), P, false}, ref,
                                      *scratch, *ws, nullptr).ok());
     cuda::LinearArgs head;
     head.x = dout.as<float>();

@@ -191,8 +191,17 @@ void check_attention(int64_t Hq, int64_t Hkv, int64_t D, uint32_t seed) {
     const auto qkv = random_vec(rng, R * ld, -2.0f, 2.0f);
     const auto dqkv = to_device(qkv), dseq = to_device(seq), dpos = to_device(pos);
     auto dq = poisoned(R * qw), dout = poisoned(R * qw);
-    const cuda::RowMap map{dseq.as<int32_t>(), dpos.as<int32_t>(), R};
+    const cuda::RowMap map{dseq.as<int32_t>(), dpos.as<int32_t>(), R, false};
     const cuda::HeadShape shape{Hq, Hkv, D};
+    // The decode call also goes through the fused kernel, on a copy of the caches.
+    auto dk2 = to_device(to_host<float>(dk, S * cap * kvw)), dv2 = to_device(to_host<float>(dv, S * cap * kvw));
+    auto dout2 = poisoned(R * qw);
+    if (call == 1) {
+      const cuda::KvLayer kv2{dk2.as<float>(), dv2.as<float>(), cap * kvw, cap};
+      ASSERT_TRUE(cuda::attention_decode(dqkv.as<float>(), ld, shape, dqn.as<float>(), dkn.as<float>(), 1e-6f,
+                                         dinv.as<float>(), scale, {dseq.as<int32_t>(), dpos.as<int32_t>(), R, true}, kv2,
+                                         dout2.as<float>(), nullptr).ok());
+    }
     ASSERT_TRUE(cuda::qk_norm_rope_store(dqkv.as<float>(), ld, shape, dqn.as<float>(), dkn.as<float>(), 1e-6f,
                                          dinv.as<float>(), map, kv, dq.as<float>(), nullptr).ok());
     ASSERT_TRUE(cuda::attention(dq.as<float>(), shape, scale, map, kv, dout.as<float>(), nullptr).ok());
@@ -219,12 +228,21 @@ void check_attention(int64_t Hq, int64_t Hkv, int64_t D, uint32_t seed) {
     }
     EXPECT_LT(rel_err(to_host<float>(dq, R * qw), q), 2e-6) << "call " << call << " q";
     EXPECT_LT(rel_err(to_host<float>(dout, R * qw), out), 2e-5) << "call " << call << " attention";
+    if (call == 1) {
+      EXPECT_LT(rel_err(to_host<float>(dout2, R * qw), out), 2e-5) << "fused decode attention";
+    }
     const auto gk = to_host<float>(dk, S * cap * kvw), gv = to_host<float>(dv, S * cap * kvw);
     for (int64_t s = 0; s < S; ++s) {
       const int64_t n = (len[s] + call) * kvw;
       EXPECT_LT(rel_err({gk.begin() + s * cap * kvw, gk.begin() + s * cap * kvw + n}, {ck[s].begin(), ck[s].begin() + n}), 2e-6);
       EXPECT_EQ(std::vector<float>(gv.begin() + s * cap * kvw, gv.begin() + s * cap * kvw + n),
                 std::vector<float>(cvv[s].begin(), cvv[s].begin() + n));
+      if (call == 1) {  // the fused kernel stored the same keys and values
+        const auto fk = to_host<float>(dk2, S * cap * kvw), fv = to_host<float>(dv2, S * cap * kvw);
+        EXPECT_LT(rel_err({fk.begin() + s * cap * kvw, fk.begin() + s * cap * kvw + n}, {ck[s].begin(), ck[s].begin() + n}), 2e-6);
+        EXPECT_EQ(std::vector<float>(fv.begin() + s * cap * kvw, fv.begin() + s * cap * kvw + n),
+                  std::vector<float>(cvv[s].begin(), cvv[s].begin() + n));
+      }
     }
   }
 }

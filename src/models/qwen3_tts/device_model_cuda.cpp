@@ -146,10 +146,14 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     a.outputs = 3;
     CHORUS_TRY(cuda::linear(a, &ws, s));
     const cuda::KvLayer layer = kv.layer(li);
-    CHORUS_TRY(cuda::qk_norm_rope_store(qkv, ld_qkv, shape, L.q_norm.empty() ? nullptr : L.q_norm.f32(),
-                                        L.k_norm.empty() ? nullptr : L.k_norm.f32(), eps, inv_freq_.f32(), rows, layer,
-                                        q, s));
-    CHORUS_TRY(cuda::attention(q, shape, scale, rows, layer, attn, s));
+    const float* qn = L.q_norm.empty() ? nullptr : L.q_norm.f32();
+    const float* kn = L.k_norm.empty() ? nullptr : L.k_norm.f32();
+    if (rows.decode) {
+      CHORUS_TRY(cuda::attention_decode(qkv, ld_qkv, shape, qn, kn, eps, inv_freq_.f32(), scale, rows, layer, attn, s));
+    } else {
+      CHORUS_TRY(cuda::qk_norm_rope_store(qkv, ld_qkv, shape, qn, kn, eps, inv_freq_.f32(), rows, layer, q, s));
+      CHORUS_TRY(cuda::attention(q, shape, scale, rows, layer, attn, s));
+    }
 
     cuda::LinearArgs o;
     o.x = attn;

@@ -225,7 +225,7 @@ Status FrameBatch::prefill(const std::vector<const Prompt*>& prompts) {
     CHORUS_TRY(upload(prefill_seq_, seq));
     CHORUS_TRY(upload(prefill_pos_, pos));
     CHORUS_TRY(upload(last_row_, last));
-    const cuda::RowMap map{prefill_seq_.as<int32_t>(), prefill_pos_.as<int32_t>(), rows};
+    const cuda::RowMap map{prefill_seq_.as<int32_t>(), prefill_pos_.as<int32_t>(), rows, false};
     CHORUS_TRY(m_->talker().forward(talker_h_.as<float>(), talker_out_.as<float>(), map, kv, talker_scratch_, ws_, s));
     CHORUS_TRY(gather_rows(talker_out_.as<float>(), last_row_.as<int32_t>(), H_, b1 - b0, z_.as<float>() + b0 * H_, s));
     b0 = b1;
@@ -259,8 +259,8 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
   for (int k = 0; k + 1 < G_; ++k) {
     // Pass k: rows [z, CE(c0)] at positions 0, 1 (k = 0), else CPE_k(c_k) at position k + 1.
     const int64_t rows = k == 0 ? 2 * B_ : B_;
+    // (Pass k >= 1 finds its input row CPE_k(c_k) already in xt: the sampler of c_k wrote it.)
     if (k == 0) CHORUS_TRY(cp_first_inputs(z_.as<float>(), m.codec_embedding().bf16(), H_, codes, G_, B_, xt, s));
-    else CHORUS_TRY(cp_step_inputs(m.cp_embedding(k).bf16(), H_, codes, G_, k, B_, xt, s));
     if (m.has_projection()) {
       cuda::LinearArgs p;
       p.x = xt;
@@ -269,8 +269,8 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
       p.out[0] = {m.projection().matrix(), m.projection_bias().f32(), h, C_};
       CHORUS_TRY(cuda::linear(p, &ws_, s));
     }
-    const cuda::RowMap map = k == 0 ? cuda::RowMap{cp_first_seq_.as<int32_t>(), cp_first_pos_.as<int32_t>(), rows}
-                                    : cuda::RowMap{iota_.as<int32_t>(), cp_pos_.as<int32_t>() + k * B_, rows};
+    const cuda::RowMap map = k == 0 ? cuda::RowMap{cp_first_seq_.as<int32_t>(), cp_first_pos_.as<int32_t>(), rows, false}
+                                    : cuda::RowMap{iota_.as<int32_t>(), cp_pos_.as<int32_t>() + k * B_, rows, true};
     CHORUS_TRY(m.code_predictor().forward(h, out, map, kv, cp_scratch_, ws_, s));
     cuda::LinearArgs head;  // on each stream's last row
     head.x = k == 0 ? out + C_ : out;
@@ -280,6 +280,10 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
     CHORUS_TRY(cuda::linear(head, &ws_, s));
     sa.codebook = static_cast<uint32_t>(k + 1);
     sa.out = codes + k + 1;
+    const bool next_pass = k + 2 < G_;
+    sa.embed_table = next_pass ? m.cp_embedding(k + 1).bf16() : nullptr;
+    sa.embed_out = next_pass ? xt : nullptr;
+    sa.embed_dim = H_;
     CHORUS_TRY(cuda::sample(sa, s));
   }
   CHORUS_CUDA_TRY(cudaMemcpyAsync(host_codes_.data(), codes, static_cast<size_t>(B_ * G_) * sizeof(int32_t),
@@ -297,7 +301,7 @@ Status FrameBatch::enqueue_talker(cudaStream_t s) {
   const TextRows text{text_rows_.as<float>(), text_off_.as<int32_t>(), text_count_.as<int32_t>(), pad_.as<float>()};
   CHORUS_TRY(talker_inputs(m.embedding_tables(), H_, codes_.as<int32_t>(), G_, B_, text, frames_.as<int32_t>(),
                            talker_h_.as<float>(), s));
-  const cuda::RowMap map{iota_.as<int32_t>(), talker_pos_.as<int32_t>(), B_};
+  const cuda::RowMap map{iota_.as<int32_t>(), talker_pos_.as<int32_t>(), B_, true};
   CHORUS_TRY(m.talker().forward(talker_h_.as<float>(), z_.as<float>(), map, kv, talker_scratch_, ws_, s));
   return sample_talker(s);
 }

@@ -11,7 +11,6 @@ namespace chorus::cuda {
 namespace {
 
 constexpr int kNormWarps = 4;
-constexpr int kAttnThreads = 256;
 constexpr int kKeysPerWarp = 8;  // keys in flight per warp while scoring
 
 // One head vector (D values in `buf`, a warp's shared scratch): RMS-norm with `nw` when set, then
@@ -71,37 +70,89 @@ __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, 
   }
 }
 
-constexpr int kAttnWarps = kAttnThreads / 32;
+constexpr int kAttnMaxThreads = 512;
 constexpr int kMaxDimChunks = 8;  // head_dim <= 256
 
-// grid (q heads, rows). Shared: q [D], scores [n], per-warp partial outputs [warps, D].
-__global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q, int Hq, int Hkv, int D, float scale,
-                                                                 const int32_t* seqs, const int32_t* poss, KvLayer kv,
-                                                                 float* out) {
+// Long contexts get more warps (more keys in flight); the code predictor's 16 positions need few.
+int attention_threads(int64_t capacity) { return capacity > 64 ? kAttnMaxThreads : 128; }
+
+struct AttnParams {
+  const float* q;    // unfused: rows' query heads [rows, Hq·D], already normed and rotated
+  const float* qkv;  // fused: the raw projections [q | k | v] of each row, stride ld
+  int64_t ld;
+  const float* qn;
+  const float* kn;
+  float eps;
+  const float* inv_freq;
+  int Hq, Hkv, D;
+  float scale;
+  const int32_t* seqs;
+  const int32_t* poss;
+  KvLayer kv;
+  float* out;
+};
+
+// grid (q heads, rows). Shared: q, new key, new value [D each], scores [n], per-warp partial
+// outputs [warps, D]. FUSED (decode: one new row per sequence): the block norms and rotates its own
+// query head and its kv head's new key itself, takes the new key and value from shared memory,
+// and the first query head of each kv group stores them into the cache for later steps.
+template <bool FUSED>
+__global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a) {
   extern __shared__ float smem[];
   dev::pdl_wait();
+  const int Hq = a.Hq, Hkv = a.Hkv, D = a.D;
+  const KvLayer& kv = a.kv;
   const int h = blockIdx.x;
   const int64_t r = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  const int pos = poss[r];
-  const int64_t seq = seqs[r];
+  const int pos = a.poss[r];
+  const int64_t seq = a.seqs[r];
   const int n = min(pos + 1, static_cast<int>(kv.capacity));
-  float* o = out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
+  float* o = a.out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
   if (n <= 0) {
     for (int d = threadIdx.x; d < D; d += blockDim.x) o[d] = 0.0f;
     return;
   }
   float* qs = smem;
-  float* sc = smem + D;
+  float* knew = qs + D;
+  float* vnew = knew + D;
+  float* sc = vnew + D;
   float* part = sc + n;
-  const int g = h / (Hq / Hkv);
+  const int group = Hq / Hkv, g = h / group;
   const int64_t kstride = static_cast<int64_t>(Hkv) * D;
   const float* kb = kv.k + seq * kv.seq_stride + static_cast<int64_t>(g) * D;
   const float* vb = kv.v + seq * kv.seq_stride + static_cast<int64_t>(g) * D;
-  for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = q[r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D + d];
+  if constexpr (FUSED) {
+    const float* row = a.qkv + r * a.ld;
+    const bool store = h % group == 0 && pos < kv.capacity;
+    const int64_t off = seq * kv.seq_stride + static_cast<int64_t>(pos) * kstride + static_cast<int64_t>(g) * D;
+    if (warp == 0) {
+      for (int d = lane; d < D; d += 32) qs[d] = row[static_cast<int64_t>(h) * D + d];
+      __syncwarp();
+      norm_rope_head(qs, D, a.qn, a.eps, a.inv_freq, pos, qs);
+    } else if (warp == 1) {
+      for (int d = lane; d < D; d += 32) knew[d] = row[static_cast<int64_t>(Hq + g) * D + d];
+      __syncwarp();
+      norm_rope_head(knew, D, a.kn, a.eps, a.inv_freq, pos, knew);
+      __syncwarp();
+      if (store)
+        for (int d = lane; d < D; d += 32) kv.k[off + d] = knew[d];
+    } else if (warp == 2) {
+      for (int d = lane; d < D; d += 32) {
+        const float v = row[static_cast<int64_t>(Hq + Hkv + g) * D + d];
+        vnew[d] = v;
+        if (store) kv.v[off + d] = v;
+      }
+    }
+  } else {
+    for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = a.q[r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D + d];
+  }
   __syncthreads();
 
   for (int j0 = warp * kKeysPerWarp; j0 < n; j0 += warps * kKeysPerWarp) {
+    const float* kr[kKeysPerWarp];
+#pragma unroll
+    for (int u = 0; u < kKeysPerWarp; ++u) kr[u] = FUSED && j0 + u == pos ? knew : kb + (j0 + u) * kstride;
     float acc[kKeysPerWarp];
 #pragma unroll
     for (int u = 0; u < kKeysPerWarp; ++u) acc[u] = 0.0f;
@@ -109,12 +160,12 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
       const float qd = qs[d];
 #pragma unroll
       for (int u = 0; u < kKeysPerWarp; ++u)
-        if (j0 + u < n) acc[u] = fmaf(qd, kb[(j0 + u) * kstride + d], acc[u]);
+        if (j0 + u < n) acc[u] = fmaf(qd, kr[u][d], acc[u]);
     }
 #pragma unroll
     for (int u = 0; u < kKeysPerWarp; ++u) {
       const float v = dev::warp_sum(acc[u]);
-      if (lane == 0 && j0 + u < n) sc[j0 + u] = v * scale;
+      if (lane == 0 && j0 + u < n) sc[j0 + u] = v * a.scale;
     }
   }
   __syncthreads();
@@ -135,7 +186,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
 #pragma unroll 4
   for (int j = warp; j < n; j += warps) {
     const float pj = expf(sc[j] - mx) * inv;
-    const float* vr = vb + j * kstride;
+    const float* vr = FUSED && j == pos ? vnew : vb + j * kstride;
 #pragma unroll
     for (int i = 0; i < kMaxDimChunks; ++i) {
       const int d = lane + 32 * i;
@@ -149,22 +200,23 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
   }
   __syncthreads();
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float sum = 0.0f;
-    for (int w = 0; w < warps; ++w) sum += part[w * D + d];
-    o[d] = sum;
+    float total = 0.0f;
+    for (int w = 0; w < warps; ++w) total += part[w * D + d];
+    o[d] = total;
   }
 }
 
 std::atomic<int64_t> g_reserved_smem{48 * 1024};
 
 size_t attention_smem(int64_t capacity, int64_t head_dim) {
-  return static_cast<size_t>(head_dim + capacity + kAttnWarps * head_dim) * sizeof(float);
+  const int64_t warps = attention_threads(capacity) / 32;
+  return static_cast<size_t>(3 * head_dim + capacity + warps * head_dim) * sizeof(float);
 }
 
 Status check_shape(const HeadShape& h) {
   if (h.q_heads <= 0 || h.kv_heads <= 0 || h.q_heads % h.kv_heads != 0 || h.head_dim <= 0 || h.head_dim % 2 != 0)
     return make_error(ErrorCode::kInternal, "cuda attention: bad head shape");
-  if (h.head_dim > kAttnThreads)
+  if (h.head_dim > 32 * kMaxDimChunks)
     return make_error(ErrorCode::kUnsupported, "cuda attention: head_dim above 256 is not supported");
   return ok_status();
 }
@@ -181,7 +233,9 @@ Status attention_reserve(int64_t capacity, int64_t head_dim) {
   if (need + 512 > static_cast<size_t>(max_optin))
     return make_error(ErrorCode::kUnsupported, "cuda attention: a context of " + std::to_string(capacity) +
                                                    " positions needs more shared memory than the GPU has");
-  CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(need)));
+  CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(need)));
   g_reserved_smem.store(static_cast<int64_t>(need));
   return ok_status();
@@ -199,16 +253,56 @@ Status qk_norm_rope_store(const float* qkv, int64_t ld_qkv, HeadShape h, const f
   return ok_status();
 }
 
+namespace {
+Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStream_t s) {
+  const size_t smem = attention_smem(p.kv.capacity, p.D);
+  if (smem > static_cast<size_t>(g_reserved_smem.load()))
+    return make_error(ErrorCode::kInternal, "cuda attention: call attention_reserve for this capacity first");
+  const dim3 grid(static_cast<unsigned>(p.Hq), static_cast<unsigned>(rows));
+  const dim3 block(static_cast<unsigned>(attention_threads(p.kv.capacity)));
+  CHORUS_CUDA_TRY(fused ? launch(attention_kernel<true>, grid, block, smem, s, p)
+                        : launch(attention_kernel<false>, grid, block, smem, s, p));
+  return ok_status();
+}
+}  // namespace
+
 Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer kv, float* out, cudaStream_t s) {
   CHORUS_TRY(check_shape(h));
   if (rows.rows <= 0) return ok_status();
-  const size_t smem = attention_smem(kv.capacity, h.head_dim);
-  if (smem > static_cast<size_t>(g_reserved_smem.load()))
-    return make_error(ErrorCode::kInternal, "cuda attention: call attention_reserve for this capacity first");
-  const dim3 grid(static_cast<unsigned>(h.q_heads), static_cast<unsigned>(rows.rows));
-  CHORUS_CUDA_TRY(launch(attention_kernel, grid, dim3(kAttnThreads), smem, s, q, static_cast<int>(h.q_heads),
-                         static_cast<int>(h.kv_heads), static_cast<int>(h.head_dim), scale, rows.seq, rows.pos, kv, out));
-  return ok_status();
+  AttnParams p{};
+  p.q = q;
+  p.Hq = static_cast<int>(h.q_heads);
+  p.Hkv = static_cast<int>(h.kv_heads);
+  p.D = static_cast<int>(h.head_dim);
+  p.scale = scale;
+  p.seqs = rows.seq;
+  p.poss = rows.pos;
+  p.kv = kv;
+  p.out = out;
+  return launch_attention(false, p, rows.rows, s);
+}
+
+Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
+                        float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,
+                        cudaStream_t s) {
+  CHORUS_TRY(check_shape(h));
+  if (rows.rows <= 0) return ok_status();
+  AttnParams p{};
+  p.qkv = qkv;
+  p.ld = ld_qkv;
+  p.qn = q_norm;
+  p.kn = k_norm;
+  p.eps = eps;
+  p.inv_freq = inv_freq;
+  p.Hq = static_cast<int>(h.q_heads);
+  p.Hkv = static_cast<int>(h.kv_heads);
+  p.D = static_cast<int>(h.head_dim);
+  p.scale = scale;
+  p.seqs = rows.seq;
+  p.poss = rows.pos;
+  p.kv = kv;
+  p.out = out;
+  return launch_attention(true, p, rows.rows, s);
 }
 
 }  // namespace chorus::cuda

@@ -98,6 +98,7 @@ struct RowMap {
   const int32_t* seq = nullptr;
   const int32_t* pos = nullptr;
   int64_t rows = 0;
+  bool decode = false;  // every row is the only new row of its sequence (attention_decode applies)
 };
 
 struct HeadShape {
@@ -113,6 +114,12 @@ Status qk_norm_rope_store(const float* qkv, int64_t ld_qkv, HeadShape h, const f
 // Causal attention of each row's query heads against keys 0..pos of its sequence (every key must be
 // in the cache already): out [rows, q_heads·head_dim]. Softmax in f32 with an f64 denominator.
 Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer kv, float* out, cudaStream_t s);
+// Decode form of the two calls above in one kernel, for rows that are each the single new row of
+// their sequence (at its last position): QK-norm, rope, cache store of the new key and value, and
+// attention, from the raw projections qkv.
+Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
+                        float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,
+                        cudaStream_t s);
 // Call once (outside graph capture) before attention over caches of up to `capacity` positions.
 Status attention_reserve(int64_t capacity, int64_t head_dim);
 
@@ -154,6 +161,10 @@ struct SampleArgs {
   int64_t out_stride = 1;
   uint8_t* mark_chosen = nullptr;  // [rows, vocab]: the chosen id's flag is set (penalty history)
   int32_t* error = nullptr;        // [rows]: kSample* on failure, untouched otherwise
+  // When set: embed_out[r·embed_dim …] = embed_table row of the chosen id (f32), the next step's input.
+  const uint16_t* embed_table = nullptr;
+  float* embed_out = nullptr;
+  int64_t embed_dim = 0;
   double* scratch_w = nullptr;     // [rows, vocab]
   int32_t* scratch_ids = nullptr;  // [rows, 2·vocab]
 };

@@ -268,11 +268,14 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
     }
     __syncthreads();
   }
+  const int c = sh_choice;
   if (tid == 0) {
-    const int c = sh_choice;
     a.out[static_cast<int64_t>(r) * a.out_stride] = c;
     if (a.mark_chosen && c >= 0 && c < V) a.mark_chosen[static_cast<int64_t>(r) * V + c] = 1;
   }
+  if (a.embed_table && c >= 0 && c < V)
+    for (int64_t d = tid; d < a.embed_dim; d += kThreads)
+      a.embed_out[r * a.embed_dim + d] = dev::bf16_bits_to_f32(a.embed_table[static_cast<int64_t>(c) * a.embed_dim + d]);
 }
 
 }  // namespace
