@@ -3,6 +3,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 namespace chorus::test {
 
 std::string shared_dir() {
@@ -16,7 +19,14 @@ std::string test_data_path(const std::string& rel) { return std::string(CHORUS_T
 
 std::string scratch_dir(const std::string& name) {
   namespace fs = std::filesystem;
-  fs::path p = fs::path(CHORUS_BINARY_DIR) / "test_scratch" / name;
+  // One folder per test: ctest runs the tests of one binary as parallel processes, and two tests
+  // asking for the same name must not delete each other's files.
+  std::string owner = "process_" + std::to_string(::getpid());  // outside a test (suite set-up)
+  if (const auto* info = ::testing::UnitTest::GetInstance()->current_test_info())
+    owner = std::string(info->test_suite_name()) + "." + info->name();
+  for (auto& c : owner)
+    if (c == '/') c = '_';  // parameterised test names
+  fs::path p = fs::path(CHORUS_BINARY_DIR) / "test_scratch" / owner / name;
   std::error_code ec;
   fs::remove_all(p, ec);
   fs::create_directories(p, ec);

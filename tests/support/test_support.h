@@ -11,7 +11,7 @@ std::string shared_dir();
 std::string reference_path(const std::string& rel);
 // tests/data/...
 std::string test_data_path(const std::string& rel);
-// A fresh empty directory under the build tree for this test's outputs.
+// A fresh empty directory under the build tree for this test's outputs (one per test and name).
 std::string scratch_dir(const std::string& name);
 
 }  // namespace chorus::test
