@@ -235,6 +235,9 @@ Result<Audio> decode_open_file(SNDFILE* sf, const SF_INFO& info, const std::stri
     for (float v : out.samples) {
       if (!std::isfinite(v)) return err(ErrorCode::kInternal, label, "resampler produced a non-finite sample");
     }
+    // A few source samples can round to none at a lower rate.
+    if (out.samples.empty())
+      return err(ErrorCode::kInvalidFormat, label, "is too short: no samples remain at " + std::to_string(target) + " Hz");
   }
   return out;
 }

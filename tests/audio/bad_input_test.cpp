@@ -164,6 +164,18 @@ TEST(AudioBadInput, TooShort) {
                "the minimum is 0.5 s");
 }
 
+TEST(AudioBadInput, AudioThatResamplesToNothingIsAnError) {
+  // Found by fuzz_audio_reader: one stereo frame at 66561 Hz rounds to zero samples at 16 kHz.
+  WavSpec spec;
+  spec.sample_rate = 66561;
+  spec.channels = 2;
+  ReadOptions o = lenient();
+  o.limits.min_seconds = 0;
+  o.target_rate = 16000;
+  expect_error(decode_audio(make_wav(spec, pcm16_payload({0.1f, 0.2f})), "tiny.wav", o), ErrorCode::kInvalidFormat,
+               "tiny.wav", "no samples remain at 16000 Hz");
+}
+
 TEST(AudioBadInput, TooManyBytes) {
   ReadOptions o = lenient();
   o.limits.max_file_bytes = 1000;
