@@ -63,7 +63,8 @@ void PieceCache::insert(std::string_view piece, const std::int32_t* ids, std::si
   slot.piece_size = static_cast<std::uint8_t>(piece.size());
   slot.id_count = static_cast<std::uint8_t>(count);
   std::memcpy(slot.piece, piece.data(), piece.size());
-  std::memcpy(slot.ids, ids, count * sizeof(std::int32_t));
+  // A piece of bytes the vocabulary lacks has no ids, and ids may then be null (memcpy forbids that).
+  if (count > 0) std::memcpy(slot.ids, ids, count * sizeof(std::int32_t));
 }
 
 }  // namespace chorus::text

@@ -197,3 +197,22 @@ TEST(TokenizerFiles, NfcShortcutNeverSkipsNeededNormalisation) {
 
 }  // namespace
 }  // namespace chorus::test
+
+namespace chorus::test {
+namespace {
+
+// A vocabulary may lack byte symbols (fuzzed files do): such pieces have no ids, and caching an
+// empty id list must be well defined (UBSan once caught memcpy from a null pointer here).
+TEST(TokenizerFiles, PiecesWithoutIdsAreCachedSafely) {
+  auto def = parse_vocab_and_merges(R"({"a": 0, "b": 1})", "", kNoConfig);
+  ASSERT_TRUE(def.ok()) << def.error().to_string();
+  auto tok = text::Qwen2Tokenizer::from_definition(*def);
+  ASSERT_TRUE(tok.ok()) << tok.error().to_string();
+  for (int round = 0; round < 2; ++round) {  // the second round reads the cache
+    EXPECT_EQ(tok->encode("zz"), (std::vector<std::int32_t>{})) << "round " << round;
+    EXPECT_EQ(tok->encode("ab zz"), (std::vector<std::int32_t>{0, 1})) << "round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace chorus::test
