@@ -3,11 +3,14 @@
 # nvcc is present), runs every unit/golden test, then the parser tests under AddressSanitizer +
 # UndefinedBehaviorSanitizer, then each libFuzzer target for a bounded time.
 #   CHORUS_FUZZ_SECONDS=N   seconds per fuzz target (default 60; 0 skips fuzzing)
+#   CHORUS_FUZZ_SEED=N      libFuzzer seed (default 1, so a CI finding replays; 0 = random, for
+#                           longer exploratory runs)
 #   CHORUS_SKIP_ASAN=1      skip the sanitizer build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 fuzz_seconds=${CHORUS_FUZZ_SECONDS:-60}
+fuzz_seed=${CHORUS_FUZZ_SEED:-1}
 "$(pwd)/scripts/install-deps.sh"
 
 passed=0; failed=0
@@ -60,11 +63,16 @@ if [ "$fuzz_seconds" -gt 0 ] && [ -d tests/fuzz ]; then
     corpus=build-fuzz/corpus/$name; mkdir -p "$corpus"
     seeds=tests/fuzz/seeds/${name#fuzz_}
     echo "-- $name"
-    if "$f" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=0 \
-         "$corpus" $( [ -d "$seeds" ] && echo "$seeds" ) >"build-fuzz/$name.log" 2>&1; then
+    rm -f "build-fuzz/$name-"crash-* "build-fuzz/$name-"leak-* "build-fuzz/$name-"timeout-* "build-fuzz/$name-"oom-*
+    if "$f" -seed="$fuzz_seed" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=0 \
+         -artifact_prefix="build-fuzz/$name-" "$corpus" $( [ -d "$seeds" ] && echo "$seeds" ) >"build-fuzz/$name.log" 2>&1; then
       passed=$((passed + 1))
     else
       tail -40 "build-fuzz/$name.log"; failed=$((failed + 1))
+      # The failing input, so a finding in a CI log can be replayed without the machine it ran on.
+      for a in "build-fuzz/$name-"*; do
+        [ -f "$a" ] && [ "$(stat -c %s "$a")" -le 65536 ] && { echo "base64 of $a:"; base64 -w 0 "$a"; echo; }
+      done
     fi
   done
 fi
