@@ -24,6 +24,9 @@ class BreezeEngine final : public TtsModel {
   // The family's prompt parts and parameters for a request (exposed for tests).
   Result<breeze_tts::PromptParts> prompt_parts(const SynthesisRequest& r) const;
   Result<breeze_tts::GenerationParams> params(const SynthesisRequest& r, const breeze_tts::PromptParts& parts) const;
+  // The loaded stages and files (the CUDA engine builds its prompts with them).
+  const breeze_tts::BreezeModel& model() const { return *model_; }
+  const breeze_tts::ModelFiles& files() const { return *files_; }
 
  private:
   Result<std::vector<int32_t>> ids_of(const std::string& s, const std::vector<int32_t>& ids, const char* what) const;
