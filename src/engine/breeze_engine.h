@@ -26,7 +26,6 @@ class BreezeEngine final : public TtsModel {
   Result<breeze_tts::GenerationParams> params(const SynthesisRequest& r, const breeze_tts::PromptParts& parts) const;
   // The loaded stages and files (the CUDA engine builds its prompts with them).
   const breeze_tts::BreezeModel& model() const { return *model_; }
-  const breeze_tts::ModelFiles& files() const { return *files_; }
 
  private:
   Result<std::vector<int32_t>> ids_of(const std::string& s, const std::vector<int32_t>& ids, const char* what) const;
