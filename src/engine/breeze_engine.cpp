@@ -6,6 +6,7 @@
 
 #include "models/breeze_tts/checkpoint.h"
 #include "models/breeze_tts/tokenizer.h"
+#include "models/breeze_tts/voice.h"
 
 namespace chorus::engine {
 
@@ -70,6 +71,29 @@ Result<std::unique_ptr<BreezeEngine>> BreezeEngine::load(const std::string& dir,
   return e;
 }
 
+Result<qwen3_tts::Voice> BreezeEngine::encode_voice(const std::string& audio_path, const audio::AudioLimits& limits) const {
+  CHORUS_ASSIGN(const bt::VoiceEncoder enc, bt::VoiceEncoder::from_files(*files_, pool_ ? pool_ : &ThreadPool::global()));
+  return enc.encode_file(audio_path, limits);
+}
+
+Status BreezeEngine::apply_voice(const qwen3_tts::Voice& v, const std::string& label, SynthesisRequest& r) const {
+  CHORUS_TRY(bt::check_voice_for_model(v, files_->config, label));
+  if (!r.ref_codes.empty()) return bad(label + ": the voice gives the reference codes already: drop the request's own");
+  if (v.has_ref_text()) {
+    if (!r.ref_text.empty() || !r.ref_text_ids.empty())
+      return bad(label + " holds its reference text already: drop --ref-text / --ref-text-ids");
+    r.ref_text = v.ref_text;
+    r.ref_text_ids = v.ref_text_ids;
+  }
+  if (r.ref_text.empty() && r.ref_text_ids.empty())
+    return bad(label + ": Breeze TTS 2 clones from the reference codes and their transcript: give --ref-text (or --ref-text-ids)");
+  const auto K = static_cast<size_t>(v.codebooks);
+  for (int64_t t = 0; t < v.frames; ++t)
+    r.ref_codes.emplace_back(v.ref_codes.begin() + static_cast<ptrdiff_t>(t * K),
+                             v.ref_codes.begin() + static_cast<ptrdiff_t>((t + 1) * K));
+  return ok_status();
+}
+
 Result<std::vector<int32_t>> BreezeEngine::ids_of(const std::string& s, const std::vector<int32_t>& ids,
                                                   const char* what) const {
   if (!s.empty() && !ids.empty()) return bad(std::string("give at most one of the ") + what + " and its ids");
@@ -132,6 +156,9 @@ Result<bt::GenerationParams> BreezeEngine::params(const SynthesisRequest& r, con
   g.min_frames = std::max<int64_t>(0, r.min_frames);  // upstream has no minimum
   g.seed = r.seed;
   g.rng_stream = r.rng_stream;
+  // Default bf16: real checkpoints need it (f32 activations drift into mispronunciation, spec §5.6);
+  // f32 reproduces the goldens.
+  g.act = r.activations == ActivationPrecision::kF32 ? bt::Activations::kF32 : bt::Activations::kBF16;
   return g;
 }
 
@@ -143,7 +170,7 @@ Result<std::unique_ptr<TtsStream>> BreezeEngine::create_stream(const SynthesisRe
   return std::unique_ptr<TtsStream>(new BreezeStream(model_.get(), std::move(gen), static_cast<int64_t>(parts.text.size())));
 }
 
-Status BreezeEngine::step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes*) const {
+Status BreezeEngine::step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const {
   if (out.size() != streams.size()) return make_error(ErrorCode::kInternal, "step: one result per stream");
   for (size_t i = 0; i < streams.size(); ++i) {
     auto* b = dynamic_cast<BreezeStream*>(streams[i]);
@@ -151,7 +178,14 @@ Status BreezeEngine::step(std::span<TtsStream* const> streams, std::span<StepRes
     out[i].has_frame = false;
     if (b->finished()) continue;
     out[i].codes.assign(static_cast<size_t>(info_.codebooks), 0);
-    CHORUS_ASSIGN(const bool made, b->gen().step(out[i].codes, pool_));
+    bt::GenerationTimes t;
+    CHORUS_ASSIGN(const bool made, b->gen().step(out[i].codes, pool_, &t));
+    if (times) {
+      times->prefill_s += t.prefill_s;
+      times->backbone_s += t.backbone_s;
+      times->depth_s += t.depth_s;
+      times->sampling_s += t.sampling_s;
+    }
     out[i].has_frame = made;
     if (!made) out[i].codes.clear();
   }

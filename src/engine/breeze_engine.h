@@ -7,8 +7,10 @@
 #include <optional>
 #include <string>
 
+#include "audio/reader.h"
 #include "engine/tts_model.h"
 #include "models/breeze_tts/generation.h"
+#include "models/qwen3_tts/voice_file.h"
 #include "text/sentencepiece_tokenizer.h"
 
 namespace chorus::engine {
@@ -20,6 +22,15 @@ class BreezeEngine final : public TtsModel {
   const ModelInfo& info() const override { return info_; }
   Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& request) const override;
   Status step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const override;
+
+  // Voice cloning from audio: reference audio → a breeze-tts Voice (codes, no transcript) through
+  // the checkpoint's codec encoder (breeze_tts/voice.h).
+  Result<qwen3_tts::Voice> encode_voice(const std::string& audio_path, const audio::AudioLimits& limits) const;
+  // Fills the request's reference codes, and its transcript when the voice holds one (giving one in
+  // the request too is an error), after checking the voice suits this model.
+  Status apply_voice(const qwen3_tts::Voice& v, const std::string& label, SynthesisRequest& r) const;
+
+  const breeze_tts::ModelFiles& files() const { return *files_; }
 
   // The family's prompt parts and parameters for a request (exposed for tests).
   Result<breeze_tts::PromptParts> prompt_parts(const SynthesisRequest& r) const;

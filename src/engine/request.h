@@ -18,6 +18,11 @@ enum class TextLayout {
   kFull,          // the whole text in the prompt
 };
 
+// How a model stores its activations: as its official bf16 run does (rounded to bf16 after every
+// op), or in f32 (the exactness mode the reference goldens use). Breeze TTS 2 honours it (default
+// bf16); Qwen3-TTS computes in f32 either way.
+enum class ActivationPrecision { kModelDefault, kF32, kBF16 };
+
 // Unset fields take the checkpoint's defaults (generation_config.json).
 struct SamplerOverrides {
   std::optional<bool> greedy;
@@ -66,6 +71,7 @@ struct SynthesisRequest {
   LengthCap length_cap;
   uint64_t seed = 0;
   uint32_t rng_stream = 0;  // different takes with one seed
+  ActivationPrecision activations = ActivationPrecision::kModelDefault;
 };
 
 }  // namespace chorus::engine

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "nn/bf16_ops.h"
+
 namespace chorus::nn {
 
 namespace {
@@ -77,8 +79,8 @@ KvCache Qwen3Stack::make_cache() const {
   return KvCache(dims_.layers, dims_.kv_heads, dims_.head_dim, dims_.max_positions);
 }
 
-Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, float* out,
-                           ThreadPool* pool) const {
+Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, float* out, ThreadPool* pool,
+                           Rounding rounding) const {
   const Qwen3Dims& d = dims_;
   int64_t R = 0;
   for (const SequenceRows& s : seqs) {
@@ -101,41 +103,68 @@ Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, f
     for (int64_t t = 0; t < s.rows; ++t) positions[static_cast<size_t>(r++)] = s.pos0 + t;
   std::copy(x, x + R * H, act.h.data());
   float* h = act.h.data();
+  // The f32 path calls exactly the kernels it always did; bf16 swaps in nn/bf16_ops and rounds.
+  const bool b16 = rounding == Rounding::kBF16;
+  const auto round = [b16](float* p, int64_t n) {
+    if (b16) bf16::round(p, n);
+  };
+  const auto norm = [&](const float* in, const Tensor& w, float* o, int64_t rows, int64_t dim) {
+    if (b16) bf16::rms_norm(in, w.f32(), o, rows, dim, eps);
+    else cpu::rms_norm(in, w.f32(), o, rows, dim, eps);
+  };
+  const auto rope = [&](float* p, int64_t heads) {
+    if (b16) bf16::rope(p, R, heads, D, positions.data(), inv_freq_.data());
+    else cpu::rope(p, R, heads, D, positions.data(), inv_freq_.data());
+  };
+  const auto lin = [&](const float* in, const Tensor& w, float* o, int64_t out_width) {
+    cpu::linear(in, R, MatrixRef::of(w), nullptr, o, pool);
+    round(o, R * out_width);
+  };
+  const auto residual = [&](const float* a) {
+    add_in_place(h, a, R * H);
+    round(h, R * H);
+  };
+  round(h, R * H);
 
   for (int64_t li = 0; li < d.layers; ++li) {
     const Qwen3LayerWeights& L = layers_[static_cast<size_t>(li)];
-    cpu::rms_norm(h, L.input_norm.f32(), act.a.data(), R, H, eps);
-    cpu::linear(act.a.data(), R, MatrixRef::of(L.q_proj), nullptr, act.q.data(), pool);
-    cpu::linear(act.a.data(), R, MatrixRef::of(L.k_proj), nullptr, act.k.data(), pool);
-    cpu::linear(act.a.data(), R, MatrixRef::of(L.v_proj), nullptr, act.v.data(), pool);
+    norm(h, L.input_norm, act.a.data(), R, H);
+    lin(act.a.data(), L.q_proj, act.q.data(), qw);
+    lin(act.a.data(), L.k_proj, act.k.data(), kvw);
+    lin(act.a.data(), L.v_proj, act.v.data(), kvw);
     if (!L.q_norm.empty()) {
-      cpu::rms_norm(act.q.data(), L.q_norm.f32(), act.q.data(), R * d.heads, D, eps);
-      cpu::rms_norm(act.k.data(), L.k_norm.f32(), act.k.data(), R * d.kv_heads, D, eps);
+      norm(act.q.data(), L.q_norm, act.q.data(), R * d.heads, D);
+      norm(act.k.data(), L.k_norm, act.k.data(), R * d.kv_heads, D);
     }
-    cpu::rope(act.q.data(), R, d.heads, D, positions.data(), inv_freq_.data());
-    cpu::rope(act.k.data(), R, d.kv_heads, D, positions.data(), inv_freq_.data());
+    rope(act.q.data(), d.heads);
+    rope(act.k.data(), d.kv_heads);
     for (int64_t r0 = 0; const SequenceRows& s : seqs) {
       float* kc = s.cache->keys(li) + s.pos0 * kvw;
       float* vc = s.cache->values(li) + s.pos0 * kvw;
       std::copy(act.k.data() + r0 * kvw, act.k.data() + (r0 + s.rows) * kvw, kc);
       std::copy(act.v.data() + r0 * kvw, act.v.data() + (r0 + s.rows) * kvw, vc);
-      cpu::attention(act.q.data() + r0 * qw, s.rows, d.heads, s.cache->keys(li), s.cache->values(li),
-                     s.pos0 + s.rows, d.kv_heads, D, s.pos0, /*window=*/0, scale, act.attn.data() + r0 * qw,
-                     pool);
+      if (b16)
+        bf16::attention(act.q.data() + r0 * qw, s.rows, d.heads, s.cache->keys(li), s.cache->values(li), d.kv_heads,
+                        D, s.pos0, scale, act.attn.data() + r0 * qw, pool);
+      else
+        cpu::attention(act.q.data() + r0 * qw, s.rows, d.heads, s.cache->keys(li), s.cache->values(li),
+                       s.pos0 + s.rows, d.kv_heads, D, s.pos0, /*window=*/0, scale, act.attn.data() + r0 * qw,
+                       pool);
       r0 += s.rows;
     }
-    cpu::linear(act.attn.data(), R, MatrixRef::of(L.o_proj), nullptr, act.a.data(), pool);
-    add_in_place(h, act.a.data(), R * H);
+    lin(act.attn.data(), L.o_proj, act.a.data(), H);
+    residual(act.a.data());
 
-    cpu::rms_norm(h, L.post_norm.f32(), act.a.data(), R, H, eps);
-    cpu::linear(act.a.data(), R, MatrixRef::of(L.gate_proj), nullptr, act.gate.data(), pool);
-    cpu::linear(act.a.data(), R, MatrixRef::of(L.up_proj), nullptr, act.up.data(), pool);
-    cpu::silu_mul(act.gate.data(), act.up.data(), act.gate.data(), R * d.intermediate);
-    cpu::linear(act.gate.data(), R, MatrixRef::of(L.down_proj), nullptr, act.a.data(), pool);
-    add_in_place(h, act.a.data(), R * H);
+    norm(h, L.post_norm, act.a.data(), R, H);
+    lin(act.a.data(), L.gate_proj, act.gate.data(), d.intermediate);
+    lin(act.a.data(), L.up_proj, act.up.data(), d.intermediate);
+    if (b16) bf16::silu_mul(act.gate.data(), act.up.data(), act.gate.data(), R * d.intermediate);
+    else cpu::silu_mul(act.gate.data(), act.up.data(), act.gate.data(), R * d.intermediate);
+    lin(act.gate.data(), L.down_proj, act.a.data(), H);
+    residual(act.a.data());
   }
   for (const SequenceRows& s : seqs) s.cache->set_length(s.pos0 + s.rows);
-  cpu::rms_norm(h, final_norm_.f32(), out, R, H, eps);
+  norm(h, final_norm_, out, R, H);
   return ok_status();
 }
 

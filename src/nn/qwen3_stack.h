@@ -8,6 +8,9 @@
 // rows share the call (the kernels fix each output's reduction order), so batching changes nothing.
 //
 // Arithmetic is f32; matrices stay in their checkpoint dtype (bf16 is widened inside the kernels).
+// Rounding::kBF16 additionally stores every activation as bf16 where a bf16 PyTorch run does (the
+// input, each linear output, norm, RoPE, attention score / probability / output, SiLU, product and
+// residual add; see nn/bf16_ops.h); kNone is the f32 path, unchanged by the option.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +41,8 @@ struct SequenceRows {
   int64_t rows = 0;
 };
 
+enum class Rounding { kNone, kBF16 };
+
 class Qwen3Stack {
  public:
   // `w` is prefixed to the stack ("talker.model."): layers.<i>.… and norm.weight, as declared by
@@ -54,7 +59,8 @@ class Qwen3Stack {
 
   // x: [Σ rows, hidden], the sequences' new rows in order; out: [Σ rows, hidden] after the final
   // norm (out may equal x). Fails (before computing anything) on an inconsistent cache or position.
-  Status forward(std::span<const SequenceRows> seqs, const float* x, float* out, ThreadPool* pool) const;
+  Status forward(std::span<const SequenceRows> seqs, const float* x, float* out, ThreadPool* pool,
+                 Rounding rounding = Rounding::kNone) const;
 
  private:
   Qwen3Dims dims_;

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "models/breeze_tts/voice.h"
+#include "models/family.h"
 #include "models/qwen3_tts/voice_encoder.h"
 #include "voice_input.h"
 
@@ -23,6 +25,26 @@ struct CreateOptions {
   cli::RefAudioOptions ref;
   int threads = 0;
 };
+
+// Breeze TTS 2: reference codes from the codec encoder plus the transcript (raw ids); no x-vector.
+int run_create_breeze(const CreateOptions& o, qwen3_tts::Voice text, ThreadPool* pool,
+                      std::chrono::steady_clock::time_point t0) {
+  if (o.xvector_only) return cli::fail("voice create: Breeze TTS 2 has no x-vector (drop --xvector-only)");
+  auto files = breeze_tts::open_model_files(o.model);
+  if (!files.ok()) return cli::fail(files.error());
+  auto enc = breeze_tts::VoiceEncoder::from_files(*files, pool);
+  if (!enc.ok()) return cli::fail(enc.error());
+  auto v = enc->encode_file(o.audio, o.ref.limits());
+  if (!v.ok()) return cli::fail(v.error());
+  v->ref_text = text.ref_text;
+  v->ref_text_ids = text.ref_text_ids;
+  if (auto st = qwen3_tts::write_voice_file(o.out, *v); !st.ok()) return cli::fail(st.error());
+  std::fprintf(stderr, "voice create: %s: %.2f s of reference -> %lld reference frames (Breeze TTS 2), %s; %.2f s\n",
+               o.out.c_str(), v->ref_seconds, static_cast<long long>(v->frames),
+               v->has_ref_text() ? "with reference text" : "no reference text (give --ref-text to say)",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return 0;
+}
 
 int run_create(const CreateOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -38,7 +60,11 @@ int run_create(const CreateOptions& o) {
   }
   std::unique_ptr<ThreadPool> own_pool;
   if (o.threads > 0) own_pool = std::make_unique<ThreadPool>(o.threads);
-  auto enc = qwen3_tts::VoiceEncoder::load(o.model, own_pool ? own_pool.get() : &ThreadPool::global());
+  ThreadPool* pool = own_pool ? own_pool.get() : &ThreadPool::global();
+  auto family = detect_family(o.model);
+  if (!family.ok()) return cli::fail(family.error());
+  if (*family == Family::kBreezeTts) return run_create_breeze(o, voice, pool, t0);
+  auto enc = qwen3_tts::VoiceEncoder::load(o.model, pool);
   if (!enc.ok()) return cli::fail(enc.error());
   // Codes are kept whenever the codec can make them: a voice without text can get one later only
   // by re-encoding, and they cost 64 bytes per frame.
@@ -66,6 +92,7 @@ int run_info(const std::string& path) {
                       {"ref_seconds", v->ref_seconds}};
   if (!v->ref_text.empty()) j["ref_text"] = v->ref_text;
   if (!v->ref_text_ids.empty()) j["ref_text_ids"] = v->ref_text_ids;
+  if (!v->codec.empty()) j["codec"] = v->codec;
   std::printf("%s\n", j.dump(1).c_str());
   return 0;
 }
@@ -74,11 +101,11 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.require_subcommand(1);
   auto o = std::make_shared<CreateOptions>();
   CLI::App* create = sub.add_subcommand("create", "Reference audio (+ transcript) -> NAME.voice");
-  create->add_option("--model", o->model, "Qwen3-TTS Base checkpoint folder")->required();
+  create->add_option("--model", o->model, "Qwen3-TTS Base or Breeze TTS 2 checkpoint folder")->required();
   create->add_option("--audio", o->audio, "Reference audio (WAV, FLAC, Ogg, MP3; any rate, any channels)")->required();
   create->add_option("--ref-text", o->ref_text, "Transcript of the reference (enables in-context cloning)");
   create->add_option("--ref-text-ids", o->ref_text_ids,
-                     "Transcript ids, wrapped (<|im_start|>assistant\\n ... <|im_end|>\\n): a JSON array inline or a file");
+                     "Transcript ids, wrapped (<|im_start|>assistant\\n ... <|im_end|>\\n; Breeze: raw ids): a JSON array inline or a file");
   create->add_flag("--xvector-only", o->xvector_only, "Keep only the x-vector (no reference codes or text)");
   create->add_option("-o,--out", o->out, "Voice file to write (NAME.voice)")->required();
   o->ref.add_to(*create);

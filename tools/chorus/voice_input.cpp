@@ -1,5 +1,6 @@
 #include "voice_input.h"
 
+#include "engine/breeze_engine.h"
 #include "engine/qwen3_tts_engine.h"
 #include "io/json_util.h"
 #include "models/qwen3_tts/voice_encoder.h"
@@ -33,14 +34,37 @@ Result<std::vector<int32_t>> read_id_array(const std::string& arg, const char* o
   return ids;
 }
 
+Result<engine::ActivationPrecision> activation_precision_from_name(const std::string& name) {
+  if (name.empty()) return engine::ActivationPrecision::kModelDefault;
+  if (name == "bf16") return engine::ActivationPrecision::kBF16;
+  if (name == "f32") return engine::ActivationPrecision::kF32;
+  return make_error(ErrorCode::kInvalidArgument, "--activations: expected bf16 or f32, not \"" + name.substr(0, 32) + "\"");
+}
+
+namespace {
+
+// Breeze TTS 2: reference codes (no x-vector) from the audio or the voice file, plus the transcript.
+Status apply_breeze_voice(const engine::BreezeEngine& model, const VoiceSource& src, engine::SynthesisRequest& r) {
+  if (r.xvector_only) return make_error(ErrorCode::kInvalidArgument, "Breeze TTS 2 has no x-vector: drop --xvector-only");
+  if (!src.ref_audio.empty()) {
+    CHORUS_ASSIGN(const qwen3_tts::Voice v, model.encode_voice(src.ref_audio, src.audio.limits()));
+    return model.apply_voice(v, src.ref_audio, r);
+  }
+  CHORUS_ASSIGN(const qwen3_tts::Voice v, qwen3_tts::read_voice_file(src.voice_file));
+  return model.apply_voice(v, src.voice_file, r);
+}
+
+}  // namespace
+
 Status apply_voice(const engine::TtsModel& model, const VoiceSource& src, engine::SynthesisRequest& r, std::string* note) {
   if (src.ref_audio.empty() && src.voice_file.empty()) return ok_status();
   auto bad = [](const std::string& m) { return make_error(ErrorCode::kInvalidArgument, m); };
   if (!src.ref_audio.empty() && !src.voice_file.empty()) return bad("give at most one of --ref-audio and --voice");
   if (!r.speaker_embedding.empty() || !r.ref_codes.empty())
     return bad("--ref-audio / --voice already give the speaker embedding and reference codes: drop --speaker-embedding / --ref-codes");
+  if (const auto* b = dynamic_cast<const engine::BreezeEngine*>(&model)) return apply_breeze_voice(*b, src, r);
   const auto* q = dynamic_cast<const engine::Qwen3TtsEngine*>(&model);
-  if (!q) return make_error(ErrorCode::kUnsupported, "voice cloning from audio needs a Qwen3-TTS Base checkpoint");
+  if (!q) return make_error(ErrorCode::kUnsupported, "voice cloning from audio needs a Qwen3-TTS Base or Breeze TTS 2 checkpoint");
   const qwen3_tts::Model& m = q->model();
   const bool cli_text = !r.ref_text.empty() || !r.ref_text_ids.empty();
 

@@ -25,6 +25,9 @@ struct RefAudioOptions {
 // A JSON array of ids, inline ("[1, 2, 3]") or in a file.
 Result<std::vector<int32_t>> read_id_array(const std::string& arg, const char* option);
 
+// --activations: "bf16", "f32", or "" (the model's default).
+Result<engine::ActivationPrecision> activation_precision_from_name(const std::string& name);
+
 struct VoiceSource {
   std::string ref_audio;   // encode this file on the fly, or ...
   std::string voice_file;  // ... use a voice made by `chorus voice create`
@@ -33,7 +36,8 @@ struct VoiceSource {
 
 // Fills the request's speaker embedding, reference codes and (from a voice file) reference text.
 // Without reference text (from the command line or the voice file) the clone uses the x-vector
-// alone, as with --xvector-only; `note` then says so. The model must be a Qwen3-TTS Base model.
+// alone, as with --xvector-only; `note` then says so. The model must be a Qwen3-TTS Base model, or
+// a Breeze TTS 2 model (reference codes and transcript only: the transcript is required).
 Status apply_voice(const engine::TtsModel& model, const VoiceSource& src, engine::SynthesisRequest& r, std::string* note);
 
 }  // namespace chorus::cli

@@ -19,7 +19,7 @@ Result<Backbone> Backbone::load(const Config& c, const io::Checkpoint& ckpt) {
 }
 
 Status Backbone::forward(std::span<const nn::SequenceRows> seqs, const float* x, float* hidden_out, float* logits,
-                         ThreadPool* pool) const {
+                         ThreadPool* pool, Activations act) const {
   int64_t rows = 0;
   for (const auto& s : seqs) rows += s.rows;
   const int64_t H = hidden();
@@ -29,7 +29,7 @@ Status Backbone::forward(std::span<const nn::SequenceRows> seqs, const float* x,
     local.resize(static_cast<size_t>(rows * H));
     h = local.data();
   }
-  CHORUS_TRY(stack_.forward(seqs, x, h, pool));
+  CHORUS_TRY(stack_.forward(seqs, x, h, pool, act == Activations::kBF16 ? nn::Rounding::kBF16 : nn::Rounding::kNone));
   // Only each sequence's last row needs logits.
   std::vector<float> last(seqs.size() * static_cast<size_t>(H));
   int64_t end = 0;

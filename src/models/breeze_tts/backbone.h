@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "models/breeze_tts/config.h"
+#include "models/breeze_tts/text_encoder.h"
 #include "nn/qwen3_stack.h"
 
 namespace chorus::breeze_tts {
@@ -30,8 +31,10 @@ class Backbone {
   // of all rows → hidden_out [Σ rows, hidden] (when given), and for each sequence s the lm_head
   // logits of its last row → logits[s·classes …]. That last hidden state is what the depth decoder
   // starts from.
+  // kBF16: the stack stores bf16 activations (nn::Rounding::kBF16); lm_head runs in f32 on the
+  // bf16 hidden state, as upstream casts its input with .float() (spec §5.6).
   Status forward(std::span<const nn::SequenceRows> seqs, const float* x, float* hidden_out, float* logits,
-                 ThreadPool* pool) const;
+                 ThreadPool* pool, Activations act = Activations::kF32) const;
 
  private:
   nn::Qwen3Stack stack_;

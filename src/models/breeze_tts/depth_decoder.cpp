@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/dtype.h"
+
 #include "models/breeze_tts/rope.h"
 #include "models/breeze_tts/weights.h"
 #include "models/weight_table.h"
@@ -22,6 +24,13 @@ Tensor transposed_slice(const Tensor& t, int64_t index) {
     for (int64_t o = 0; o < out; ++o)
       std::memcpy(dst + static_cast<size_t>(o * in + i) * es, src + static_cast<size_t>(i * out + o) * es, es);
   return r;
+}
+
+nn::Rounding rounding_of(Activations act) { return act == Activations::kBF16 ? nn::Rounding::kBF16 : nn::Rounding::kNone; }
+
+void round_if(Activations act, float* x, int64_t n) {
+  if (act == Activations::kBF16)
+    for (int64_t i = 0; i < n; ++i) x[i] = round_to_bf16(x[i]);
 }
 
 }  // namespace
@@ -50,13 +59,19 @@ nn::KvCache DepthDecoder::make_cache() const {
   return cache;
 }
 
-void DepthDecoder::project_code(int64_t codebook, int32_t code, float* out) const {
+void DepthDecoder::project_hidden(const float* hidden, float* out, Activations act) const {
+  cpu::linear(hidden, 1, cpu::MatrixRef::of(projector_), nullptr, out);
+  round_if(act, out, hidden_);
+}
+
+void DepthDecoder::project_code(int64_t codebook, int32_t code, float* out, Activations act) const {
   std::vector<float> row(static_cast<size_t>(in_width_));
   const size_t row_bytes = static_cast<size_t>(in_width_) * dtype_size(table_.dtype());
   const int64_t r = codebook * vocab_ + code;
   convert_to_f32(table_.dtype(), static_cast<const uint8_t*>(table_.data()) + static_cast<size_t>(r) * row_bytes,
                  row.data(), static_cast<size_t>(in_width_));
   cpu::linear(row.data(), 1, cpu::MatrixRef::of(projector_), nullptr, out);
+  round_if(act, out, hidden_);
 }
 
 void DepthDecoder::apply_head(const float* y, int64_t head, float* logits) const {
@@ -64,7 +79,7 @@ void DepthDecoder::apply_head(const float* y, int64_t head, float* logits) const
 }
 
 Status DepthDecoder::walk(std::span<const DepthBranch> branches, int32_t* codes, const DepthPicker& pick,
-                          ThreadPool* pool, float* logits_out) const {
+                          ThreadPool* pool, float* logits_out, Activations act) const {
   const auto B = static_cast<int64_t>(branches.size());
   if (B == 0) return make_error(ErrorCode::kInvalidArgument, "depth decoder: no branch to walk");
   for (const DepthBranch& br : branches)
@@ -80,19 +95,19 @@ Status DepthDecoder::walk(std::span<const DepthBranch> branches, int32_t* codes,
   for (int64_t k = 1; k < codebooks_; ++k) {
     const int64_t rows = k == 1 ? 2 : 1;
     std::vector<float> code_row(static_cast<size_t>(H));
-    project_code(k - 1, codes[k - 1], code_row.data());
+    project_code(k - 1, codes[k - 1], code_row.data(), act);
     for (int64_t b = 0; b < B; ++b) {
       const DepthBranch& br = branches[static_cast<size_t>(b)];
       float* dst = x.data() + b * rows * H;
       if (k == 1) {
         br.cache->truncate(0);  // a new frame: nothing of the previous one is visible
-        cpu::linear(br.hidden, 1, cpu::MatrixRef::of(projector_), nullptr, dst);
+        project_hidden(br.hidden, dst, act);
         dst += H;
       }
       std::copy(code_row.begin(), code_row.end(), dst);
       seqs[static_cast<size_t>(b)] = {br.cache, k == 1 ? 0 : k, rows};
     }
-    CHORUS_TRY(stack_.forward(seqs, x.data(), y.data(), pool));
+    CHORUS_TRY(stack_.forward(seqs, x.data(), y.data(), pool, rounding_of(act)));
     for (int64_t b = 0; b < B; ++b)
       apply_head(y.data() + ((b + 1) * rows - 1) * H, k - 1, logits.data() + b * vocab_);
     if (logits_out) std::copy(logits.begin(), logits.end(), logits_out + (k - 1) * B * vocab_);
@@ -105,7 +120,7 @@ Status DepthDecoder::walk(std::span<const DepthBranch> branches, int32_t* codes,
 }
 
 Status DepthDecoder::recompute(const float* hidden, std::span<const int32_t> codes, float* logits,
-                               ThreadPool* pool) const {
+                               ThreadPool* pool, Activations act) const {
   const auto n = static_cast<int64_t>(codes.size());
   if (n < 1 || n > codebooks_ - 1)
     return make_error(ErrorCode::kInvalidArgument, "depth decoder: recompute needs 1.." + std::to_string(codebooks_ - 1) + " codes");
@@ -114,11 +129,11 @@ Status DepthDecoder::recompute(const float* hidden, std::span<const int32_t> cod
       return make_error(ErrorCode::kInvalidArgument, "depth decoder: code outside the vocabulary");
   const int64_t H = hidden_;
   std::vector<float> x(static_cast<size_t>((n + 1) * H)), y(x.size());
-  cpu::linear(hidden, 1, cpu::MatrixRef::of(projector_), nullptr, x.data());
-  for (int64_t p = 1; p <= n; ++p) project_code(p - 1, codes[static_cast<size_t>(p - 1)], x.data() + p * H);
+  project_hidden(hidden, x.data(), act);
+  for (int64_t p = 1; p <= n; ++p) project_code(p - 1, codes[static_cast<size_t>(p - 1)], x.data() + p * H, act);
   nn::KvCache cache = make_cache();
   const nn::SequenceRows seq{&cache, 0, n + 1};
-  CHORUS_TRY(stack_.forward({&seq, 1}, x.data(), y.data(), pool));
+  CHORUS_TRY(stack_.forward({&seq, 1}, x.data(), y.data(), pool, rounding_of(act)));
   for (int64_t p = 1; p <= n; ++p) apply_head(y.data() + p * H, p - 1, logits + (p - 1) * vocab_);
   return ok_status();
 }

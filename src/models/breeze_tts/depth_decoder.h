@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "models/breeze_tts/config.h"
+#include "models/breeze_tts/text_encoder.h"
 #include "nn/qwen3_stack.h"
 
 namespace chorus::breeze_tts {
@@ -45,16 +46,21 @@ class DepthDecoder {
 
   // One frame: codes[0] = c0 on entry; codes[1..codebooks−1] are written. When `logits` is given,
   // it receives every step's raw branch logits, [codebooks − 1, branches, vocab].
+  // kBF16: the projected rows and the stack's activations are stored as bf16; the heads run in f32
+  // on the bf16 hidden state (upstream casts y to f32 for codebooks_head, spec §4.4).
   Status walk(std::span<const DepthBranch> branches, int32_t* codes, const DepthPicker& pick, ThreadPool* pool,
-              float* logits = nullptr) const;
+              float* logits = nullptr, Activations act = Activations::kF32) const;
 
   // The reference the cached walk must equal: one pass over [h, c0 .. c_{n−1}] on a fresh cache,
   // logits of codebooks 1..n → logits [n, vocab] (n <= codebooks − 1).
-  Status recompute(const float* hidden, std::span<const int32_t> codes, float* logits, ThreadPool* pool) const;
+  Status recompute(const float* hidden, std::span<const int32_t> codes, float* logits, ThreadPool* pool,
+                   Activations act = Activations::kF32) const;
 
  private:
   // W_in · (table row of codebook `codebook`, code `code`) → out[depth hidden].
-  void project_code(int64_t codebook, int32_t code, float* out) const;
+  void project_code(int64_t codebook, int32_t code, float* out, Activations act) const;
+  // W_in · h → out (the frame's position-0 row).
+  void project_hidden(const float* hidden, float* out, Activations act) const;
   // Head `head` (predicting codebook head + 1) on one final-normed row y[depth hidden].
   void apply_head(const float* y, int64_t head, float* logits) const;
 

@@ -1,6 +1,7 @@
 #include "models/breeze_tts/generation.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include "models/breeze_tts/weights.h"
@@ -43,9 +44,11 @@ Result<std::vector<Layout>> branch_layouts(Layout layout, Guidance guidance) {
 
 Result<BreezeModel> BreezeModel::load(const ModelFiles& files) {
   CHORUS_ASSIGN(TextEncoder enc, TextEncoder::create(files.config, files.main));
+  CHORUS_ASSIGN(TextEncoder enc16, TextEncoder::create(files.config, files.main, Activations::kBF16));
   CHORUS_ASSIGN(Backbone bb, Backbone::load(files.config, files.main));
   CHORUS_ASSIGN(DepthDecoder dd, DepthDecoder::load(files.config, files.main));
-  return BreezeModel{files.config, std::move(enc), std::move(bb), std::move(dd), files.main.tensor(kAudioTable)};
+  return BreezeModel{files.config,  std::move(enc), std::move(enc16), std::move(bb),
+                     std::move(dd), files.main.tensor(kAudioTable)};
 }
 
 Result<BreezeGeneration> BreezeGeneration::start(const BreezeModel& m, const PromptParts& parts,
@@ -56,14 +59,18 @@ Result<BreezeGeneration> BreezeGeneration::start(const BreezeModel& m, const Pro
   BreezeGeneration g;
   g.m_ = &m;
   g.p_ = p;
+  const auto t0 = std::chrono::steady_clock::now();
+  const TextEncoder& encoder = p.act == Activations::kBF16 ? m.encoder_bf16 : m.encoder;
   for (const Layout l : layouts) {
     CHORUS_ASSIGN(const PromptLayout pl, build_layout(m.config, l, parts));
-    CHORUS_ASSIGN(const Tensor rows, breeze_tts::prompt_rows(m.config, pl, parts.ref, m.encoder, m.audio_table));
+    CHORUS_ASSIGN(const Tensor rows,
+                  breeze_tts::prompt_rows(m.config, pl, parts.ref, encoder, m.audio_table, nullptr, p.act));
     g.x_.insert(g.x_.end(), rows.f32(), rows.f32() + rows.numel());
     g.rows_.push_back(rows.dim(0));
     g.caches_.push_back(m.backbone.make_cache());
     g.depth_caches_.push_back(m.depth.make_cache());
   }
+  g.prompt_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   g.prompt_rows_ = g.rows_[0];
   const int64_t longest = *std::max_element(g.rows_.begin(), g.rows_.end());
   const GenerationDefaults& d = m.config.generation;
@@ -92,7 +99,15 @@ void BreezeGeneration::combine(std::span<const float> b, int64_t n, float* out) 
   }
 }
 
-Result<bool> BreezeGeneration::step(std::span<int32_t> frame, ThreadPool* pool) {
+Result<bool> BreezeGeneration::step(std::span<int32_t> frame, ThreadPool* pool, GenerationTimes* times) {
+  using Clock = std::chrono::steady_clock;
+  GenerationTimes local;
+  GenerationTimes& t = times ? *times : local;
+  auto lap = [last = Clock::now()](double& acc) mutable {
+    const auto now = Clock::now();
+    acc += std::chrono::duration<double>(now - last).count();
+    last = now;
+  };
   if (finished_) return false;
   const Config& c = m_->config;
   const int64_t K = c.num_codebooks;
@@ -106,8 +121,11 @@ Result<bool> BreezeGeneration::step(std::span<int32_t> frame, ThreadPool* pool) 
   const int64_t H = m_->backbone.hidden(), C = m_->backbone.classes();
   std::vector<float> hidden(static_cast<size_t>(total * H)), logits(B * static_cast<size_t>(C)),
       guided(static_cast<size_t>(C));
-  CHORUS_TRY(m_->backbone.forward(seqs, x_.data(), hidden.data(), logits.data(), pool));
+  const bool prefill = frames_ == 0;
+  CHORUS_TRY(m_->backbone.forward(seqs, x_.data(), hidden.data(), logits.data(), pool, p_.act));
   combine(logits, C, guided.data());
+  if (prefill) t.prefill_s += prompt_s_;
+  lap(prefill ? t.prefill_s : t.backbone_s);
 
   // Codebook 0: penalty on earlier generated ids, codec codes or EOS only, EOS masked before min_frames.
   const int32_t eos = static_cast<int32_t>(c.backbone_eos());
@@ -120,6 +138,7 @@ Result<bool> BreezeGeneration::step(std::span<int32_t> frame, ThreadPool* pool) 
     return sampling::DrawAddress{p_.seed, p_.rng_stream, static_cast<uint32_t>(frames_), static_cast<uint32_t>(cb), 0};
   };
   CHORUS_ASSIGN(const int32_t c0, sampling::sample(guided, rules, p_.backbone, addr(0)));
+  lap(t.sampling_s);
   if (c0 == eos) {
     finished_ = eos_ = true;
     return false;
@@ -144,7 +163,8 @@ Result<bool> BreezeGeneration::step(std::span<int32_t> frame, ThreadPool* pool) 
     return sampling::sample(dguided, r, depth, addr(codebook));
   };
   frame[0] = c0;
-  CHORUS_TRY(m_->depth.walk(br, frame.data(), pick, pool));
+  CHORUS_TRY(m_->depth.walk(br, frame.data(), pick, pool, nullptr, p_.act));
+  lap(t.depth_s);
 
   ++frames_;
   if (frames_ >= max_frames_) {
@@ -154,7 +174,7 @@ Result<bool> BreezeGeneration::step(std::span<int32_t> frame, ThreadPool* pool) 
   // The frame's row (sum of its codebook rows) is every branch's next input.
   x_.assign(B * static_cast<size_t>(H), 0.0f);
   for (size_t i = 0; i < B; ++i) {
-    frame_row(c, m_->audio_table, frame.data(), x_.data() + i * H);
+    frame_row(c, m_->audio_table, frame.data(), x_.data() + i * H, p_.act);
     rows_[i] = 1;
   }
   return true;

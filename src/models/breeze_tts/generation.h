@@ -41,6 +41,16 @@ struct GenerationParams {
   int64_t min_frames = 0;              // EOS masked before this many frames
   uint64_t seed = 0;
   uint32_t rng_stream = 0;
+  // kF32: the exactness mode (the goldens are an f32 run). kBF16: text encoder, prompt rows, backbone
+  // and depth decoder store bf16 activations as upstream's bf16 run does (real checkpoints).
+  Activations act = Activations::kF32;
+};
+
+// Wall time per stage, accumulated over steps. prefill: the prompt rows (text encoder) and the
+// backbone's prefill pass; backbone: later backbone steps; sampling: codebook 0; depth: the depth
+// walk with its sampling.
+struct GenerationTimes {
+  double prefill_s = 0, backbone_s = 0, depth_s = 0, sampling_s = 0;
 };
 
 // The checkpoint's defaults (upstream CLI/API: penalty 1.1, 1500 frames).
@@ -52,7 +62,8 @@ Result<std::vector<Layout>> branch_layouts(Layout layout, Guidance guidance);
 // The three stages of a loaded checkpoint (immutable; share between streams).
 struct BreezeModel {
   Config config;
-  TextEncoder encoder;
+  TextEncoder encoder;       // f32 activations
+  TextEncoder encoder_bf16;  // bf16 activations (the same weights)
   Backbone backbone;
   DepthDecoder depth;
   Tensor audio_table;
@@ -66,7 +77,7 @@ class BreezeGeneration {
 
   // Runs the prefill on the first call, then one frame. Returns false (and no frame) at EOS or the
   // frame limit; otherwise writes num_codebooks codes to `frame`.
-  Result<bool> step(std::span<int32_t> frame, ThreadPool* pool);
+  Result<bool> step(std::span<int32_t> frame, ThreadPool* pool, GenerationTimes* times = nullptr);
 
   bool finished() const { return finished_; }
   bool ended_by_eos() const { return eos_; }
@@ -86,6 +97,7 @@ class BreezeGeneration {
   std::vector<float> x_;       // pending input rows of every branch, concatenated
   std::vector<int32_t> history_;
   int64_t frames_ = 0, max_frames_ = 0, prompt_rows_ = 0;
+  double prompt_s_ = 0;  // building the prompt rows in start(), reported with the first step's prefill
   bool finished_ = false, eos_ = false;
 };
 

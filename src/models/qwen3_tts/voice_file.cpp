@@ -56,12 +56,21 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text, const std::strin
 }  // namespace
 
 Status check_voice(const Voice& v, const std::string& label, const VoiceLimits& limits) {
-  if (v.model_family != kVoiceFamilyQwen3)
+  const bool breeze = v.model_family == kVoiceFamilyBreeze;
+  if (v.model_family != kVoiceFamilyQwen3 && !breeze)
     return make_error(ErrorCode::kUnsupported, label + ": voice for model family \"" + v.model_family.substr(0, 64) +
-                                                   "\" (this chorus knows \"" + kVoiceFamilyQwen3 + "\")");
+                                                   "\" (this chorus knows \"" + kVoiceFamilyQwen3 + "\" and \"" +
+                                                   kVoiceFamilyBreeze + "\")");
   const int64_t dim = static_cast<int64_t>(v.x_vector.size());
-  if (dim < 1 || dim > limits.max_speaker_dim)
+  if (breeze) {
+    // Breeze TTS 2 clones from codes + transcript only.
+    if (dim != 0) return bad(label, "a breeze-tts voice has no x_vector");
+    if (v.frames < 1) return bad(label, "a breeze-tts voice needs reference codes");
+  } else if (dim < 1 || dim > limits.max_speaker_dim) {
     return bad(label, "x_vector has " + std::to_string(dim) + " values (1 to " + std::to_string(limits.max_speaker_dim) + " allowed)");
+  }
+  if (v.codec.size() > 256 || v.codec.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-./:x") != std::string::npos)
+    return bad(label, "voice metadata 'codec' is not a codec signature");
   for (size_t i = 0; i < v.x_vector.size(); ++i)
     if (!(std::fabs(v.x_vector[i]) <= limits.max_abs_x_vector))
       return bad(label, "x_vector[" + std::to_string(i) + "] is not finite or absurdly large");
@@ -87,6 +96,9 @@ Status check_voice(const Voice& v, const std::string& label, const VoiceLimits& 
 }
 
 Status check_voice_for_model(const Voice& v, const Config& config, const std::string& label) {
+  if (v.model_family != kVoiceFamilyQwen3)
+    return make_error(ErrorCode::kUnsupported, label + ": the voice was made for a " + v.model_family.substr(0, 64) +
+                                                   " model; make one for this model with `chorus voice create --model ...`");
   const int64_t hidden = config.talker.dims.hidden;
   if (static_cast<int64_t>(v.x_vector.size()) != hidden)
     return make_error(ErrorCode::kShapeMismatch, label + ": the voice's x-vector has " + std::to_string(v.x_vector.size()) +
@@ -130,7 +142,10 @@ Result<Voice> parse_voice_file(std::string_view bytes, const std::string& label,
   Voice v;
   if (const std::string* fam = get("model_family")) v.model_family = *fam;
   else return bad(label, "voice metadata lacks 'model_family'");
-  CHORUS_ASSIGN(const int64_t dim, meta_int(meta, "speaker_dim", 1, limits.max_speaker_dim, label));
+  const bool breeze = v.model_family == kVoiceFamilyBreeze;
+  if (!breeze && v.model_family != kVoiceFamilyQwen3) CHORUS_TRY(check_voice(v, label, limits));  // names the unknown family
+  CHORUS_ASSIGN(const int64_t dim, meta_int(meta, "speaker_dim", breeze ? 0 : 1, breeze ? 0 : limits.max_speaker_dim, label));
+  if (const std::string* c = get("codec")) v.codec = *c;
   CHORUS_ASSIGN(v.codebooks, meta_int(meta, "codebooks", 0, limits.max_codebooks, label));
   if (const std::string* t = get("ref_text")) v.ref_text = *t;
   if (const std::string* ids = get("ref_text_ids")) {
@@ -143,7 +158,7 @@ Result<Voice> parse_voice_file(std::string_view bytes, const std::string& label,
   }
 
   for (const io::TensorInfo& info : f.tensors()) {
-    if (info.name == "x_vector") {
+    if (info.name == "x_vector" && !breeze) {
       if (info.dtype != DType::kF32 || info.shape != Shape{dim})
         return bad(label, "x_vector must be F32 [" + std::to_string(dim) + "], not " + shape_to_string(info.shape));
       const Tensor t = f.tensor(info);
@@ -160,7 +175,7 @@ Result<Voice> parse_voice_file(std::string_view bytes, const std::string& label,
       return bad(label, "unknown tensor '" + info.name.substr(0, 64) + "' in a version-1 voice file");
     }
   }
-  if (v.x_vector.empty()) return bad(label, "voice file has no x_vector");
+  if (v.x_vector.empty() && !breeze) return bad(label, "voice file has no x_vector");
   CHORUS_TRY(check_voice(v, label, limits));
   return v;
 }
@@ -181,6 +196,7 @@ Status write_voice_file(const std::string& path, const Voice& v) {
   };
   if (!v.ref_text.empty()) meta["ref_text"] = v.ref_text;
   if (!v.ref_text_ids.empty()) meta["ref_text_ids"] = io::Json(v.ref_text_ids).dump();
+  if (!v.codec.empty()) meta["codec"] = v.codec;
   if (v.ref_seconds > 0) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3f", v.ref_seconds);
@@ -188,9 +204,11 @@ Status write_voice_file(const std::string& path, const Voice& v) {
   }
   std::vector<io::TensorToWrite> tensors;
   const int64_t dim = static_cast<int64_t>(v.x_vector.size());
-  Tensor x = Tensor::zeros(DType::kF32, {dim});
-  std::memcpy(x.f32(), v.x_vector.data(), sizeof(float) * v.x_vector.size());
-  tensors.push_back({"x_vector", x});
+  if (dim > 0) {
+    Tensor x = Tensor::zeros(DType::kF32, {dim});
+    std::memcpy(x.f32(), v.x_vector.data(), sizeof(float) * v.x_vector.size());
+    tensors.push_back({"x_vector", x});
+  }
   if (v.has_codes()) {
     Tensor c = Tensor::zeros(DType::kI32, {v.frames, v.codebooks});
     std::memcpy(c.mut<int32_t>(), v.ref_codes.data(), sizeof(int32_t) * v.ref_codes.size());

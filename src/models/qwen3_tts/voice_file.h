@@ -7,6 +7,10 @@
 //   x_vector      F32 [speaker_dim]
 //   ref_codes     I32 [frames, codebooks]   (optional)
 //
+// Breeze TTS 2 voices (model_family "breeze-tts") have no x-vector (speaker_dim 0, no x_vector
+// tensor) and must hold reference codes; their ref_text_ids are the transcript's raw ids (Breeze
+// adds <bos> and the speaker tag itself), and an optional `codec` key names the codec's shape.
+//
 // Voice files are untrusted input: everything is validated (sizes capped before allocation, values
 // finite and in range, no unknown tensors) and a bad file gives an error, never a crash.
 #pragma once
@@ -24,6 +28,7 @@ namespace chorus::qwen3_tts {
 inline constexpr const char* kVoiceFormat = "chorus-voice";
 inline constexpr const char* kVoiceVersion = "1";
 inline constexpr const char* kVoiceFamilyQwen3 = "qwen3-tts";
+inline constexpr const char* kVoiceFamilyBreeze = "breeze-tts";
 
 struct Voice {
   std::string model_family = kVoiceFamilyQwen3;
@@ -34,6 +39,7 @@ struct Voice {
   std::string ref_text;               // transcript of the reference, or ...
   std::vector<int32_t> ref_text_ids;  // ... its ids, wrapped (<|im_start|>assistant\n ... <|im_end|>\n)
   double ref_seconds = 0;             // length of the reference audio (informational)
+  std::string codec;                  // Breeze voices: the codec that made the codes (codec_signature)
 
   bool has_codes() const { return frames > 0; }
   bool has_ref_text() const { return !ref_text.empty() || !ref_text_ids.empty(); }
@@ -52,7 +58,7 @@ struct VoiceLimits {
 
 // Every field consistent and in range (the checks a file gets on load); `label` names it.
 Status check_voice(const Voice& v, const std::string& label, const VoiceLimits& limits = {});
-// Whether `v` fits a model: family, x-vector size = talker hidden, codebooks = code groups, codes
+// Whether `v` fits a Qwen3-TTS model: family, x-vector size = talker hidden, codebooks = code groups, codes
 // below the codebook size.
 Status check_voice_for_model(const Voice& v, const Config& config, const std::string& label);
 
