@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <limits>
 
+#include "engine/breeze_engine_cuda.h"
 #include "engine/qwen3_tts_engine.h"
+#include "models/family.h"
 #include "models/qwen3_tts/frame_batch_cuda.h"
 #include "runtime/cuda/cuda_handles.h"
 
@@ -183,6 +185,8 @@ class CudaQwen3Engine final : public TtsModel {
 bool cuda_built() { return true; }
 
 Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string& dir, const CudaLoadOptions& options) {
+  CHORUS_ASSIGN(const Family family, detect_family(dir));
+  if (family == Family::kBreezeTts) return load_cuda_breeze_model(dir, options);
   CHORUS_ASSIGN(auto e, CudaQwen3Engine::load(dir, options));
   return std::unique_ptr<TtsModel>(std::move(e));
 }

@@ -11,8 +11,10 @@
 #include <random>
 
 #include "command.h"
+#include "engine/breeze_engine_cuda.h"
 #include "engine/qwen3_tts_engine.h"
 #include "engine/tts_model_cuda.h"
+#include "models/family.h"
 #include "runtime/cpu/kernels.h"
 
 namespace {
@@ -29,6 +31,7 @@ struct Options {
   std::string device = "cpu";
   std::vector<int64_t> batches;  // --device cuda: batch sizes to measure
   int64_t batch_frames = 100;
+  float cfg_scale = 1.0f;  // Breeze on cuda: guidance scale (≠ 1: design prompt with CFG)
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -79,6 +82,13 @@ engine::SynthesisRequest bench_request(const engine::Qwen3TtsEngine& e, const Op
 int run(const Options& o) {
   if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0)
     return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup >= 0");
+  if (auto fam = detect_family(o.model); o.device == "cuda" && fam.ok() && *fam == Family::kBreezeTts) {
+    auto rep = engine::cuda_bench_breeze({{o.model, o.frames, o.warmup, o.batches, o.batch_frames}, o.cfg_scale,
+                                          o.text_tokens, 16, o.greedy});
+    if (!rep.ok()) return cli::fail(rep.error());
+    std::fputs(rep->c_str(), stdout);
+    return 0;
+  }
   std::unique_ptr<ThreadPool> own_pool;
   if (o.threads > 0) own_pool = std::make_unique<ThreadPool>(o.threads);
   ThreadPool* pool = own_pool ? own_pool.get() : &ThreadPool::global();
@@ -175,6 +185,8 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--device", o->device, "cpu or cuda (generation on the GPU)")->capture_default_str();
   sub.add_option("--batches", o->batches, "With --device cuda: batch sizes to time, e.g. 1,16,64,256")->delimiter(',');
   sub.add_option("--batch-frames", o->batch_frames, "With --device cuda: frames per stream in the batch runs")
+      ->capture_default_str();
+  sub.add_option("--cfg-scale", o->cfg_scale, "Breeze with --device cuda: CFG scale (design prompt) when not 1")
       ->capture_default_str();
   sub.footer("Example: chorus make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out /tmp/q06\n"
              "         chorus bench --model /tmp/q06 --frames 100");

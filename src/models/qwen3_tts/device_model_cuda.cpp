@@ -77,7 +77,7 @@ Result<StackScratch> StackScratch::create(const nn::Qwen3Dims& d, int64_t rows) 
   return s;
 }
 
-Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d) {
+Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d, std::span<const float> inv_freq) {
   DeviceStack s;
   s.dims_ = d;
   s.layers_.resize(static_cast<size_t>(d.layers));
@@ -103,7 +103,13 @@ Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d) 
   }
   CHORUS_ASSIGN(s.final_norm_, vector_f32(w, "norm.weight"));
   std::vector<float> inv(static_cast<size_t>(d.head_dim / 2));
-  cpu::rope_inv_freq(static_cast<float>(d.rope_theta), d.head_dim, inv.data());
+  if (inv_freq.empty()) {
+    cpu::rope_inv_freq(static_cast<float>(d.rope_theta), d.head_dim, inv.data());
+  } else if (inv_freq.size() == inv.size()) {
+    inv.assign(inv_freq.begin(), inv_freq.end());
+  } else {
+    return make_error(ErrorCode::kInternal, "device stack: inv_freq needs head_dim / 2 values");
+  }
   CHORUS_ASSIGN(s.inv_freq_, upload_vector_f32(Tensor::view(DType::kF32, {static_cast<int64_t>(inv.size())}, inv.data())));
   s.bytes_ += s.final_norm_.buf.bytes() + s.inv_freq_.buf.bytes();
   return s;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/error.h"
@@ -57,8 +58,10 @@ struct StackScratch {
 
 class DeviceStack {
  public:
-  // `w` is prefixed like nn::Qwen3Stack::load's argument ("talker.model.").
-  static Result<DeviceStack> load(const Weights& w, const nn::Qwen3Dims& d);
+  // `w` is prefixed like nn::Qwen3Stack::load's argument ("talker.model."). Layers without q/k
+  // norm weights skip the QK-norm; `inv_freq` ([head_dim / 2], e.g. llama3-scaled) replaces the
+  // default frequencies of dims.rope_theta when given.
+  static Result<DeviceStack> load(const Weights& w, const nn::Qwen3Dims& d, std::span<const float> inv_freq = {});
 
   const nn::Qwen3Dims& dims() const { return dims_; }
   int64_t kv_width() const { return dims_.kv_heads * dims_.head_dim; }

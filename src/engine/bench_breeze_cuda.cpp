@@ -1,0 +1,166 @@
+// `chorus bench --device cuda` for Breeze TTS 2 checkpoints (breeze_engine_cuda.h).
+#include "engine/breeze_engine_cuda.h"
+
+#ifdef CHORUS_HAVE_CUDA
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <random>
+
+#include "models/breeze_tts/config.h"
+#include "models/codec/codec_folder.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/cuda_handles.h"
+
+namespace chorus::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+void appendf(std::string& s, const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  s += buf;
+}
+
+double gib(size_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
+
+// Random ids below every special id of the checkpoint (tiny checkpoints remap them into a small vocabulary).
+SynthesisRequest bench_request(const breeze_tts::Config& c, const BreezeBenchOptions& o, uint64_t seed, int64_t frames) {
+  int64_t top = std::min({c.text_vocab, c.ids.audio, c.ids.audio_eos, c.ids.ins_bos, c.ids.ins_eos});
+  for (const int64_t s : c.ids.speakers) top = std::min(top, s);
+  if (c.text_encoder.eoi_token_id >= 0) top = std::min(top, c.text_encoder.eoi_token_id);
+  const int32_t lo = static_cast<int32_t>(std::min<int64_t>(3, top - 1));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(lo, static_cast<int32_t>(std::max<int64_t>(lo, top - 1)));
+  SynthesisRequest r;
+  for (int64_t i = 0; i < o.text_tokens; ++i) r.text_ids.push_back(tok(rng));
+  if (o.cfg_scale != 1.0f) {
+    for (int64_t i = 0; i < o.instruct_tokens; ++i) r.instruct_ids.push_back(tok(rng));
+    r.cfg_scale = o.cfg_scale;
+  }
+  if (o.greedy) r.sampler.greedy = r.depth_sampler.greedy = true;
+  r.max_frames = frames;
+  r.min_frames = frames;
+  r.length_cap.frames_per_token = 0;
+  r.seed = seed;
+  return r;
+}
+
+struct RunStats {
+  double first_ms = 0;  // create_stream (CPU prompt) + first step (prefill, frame 0)
+  double step_ms = 0;   // mean wall time of the later steps
+  StageTimes times, first;
+  std::vector<std::vector<int32_t>> codes;  // stream 0's frames
+};
+
+Result<RunStats> run_batch(const TtsModel& m, const breeze_tts::Config& c, const BreezeBenchOptions& o, int64_t B,
+                           int64_t frames, uint64_t seed) {
+  RunStats r;
+  const auto t0 = Clock::now();
+  std::vector<std::unique_ptr<TtsStream>> owned;
+  std::vector<TtsStream*> batch;
+  for (int64_t i = 0; i < B; ++i) {
+    CHORUS_ASSIGN(auto s, m.create_stream(bench_request(c, o, seed + static_cast<uint64_t>(i), frames)));
+    owned.push_back(std::move(s));
+    batch.push_back(owned.back().get());
+  }
+  std::vector<StepResult> out(batch.size());
+  CHORUS_TRY(m.step(batch, out, &r.times));
+  r.first_ms = ms_since(t0);
+  r.first = r.times;
+  if (out[0].has_frame) r.codes.push_back(out[0].codes);
+  const auto t1 = Clock::now();
+  int64_t steps = 0;
+  while (std::any_of(batch.begin(), batch.end(), [](auto* s) { return !s->finished(); })) {
+    CHORUS_TRY(m.step(batch, out, &r.times));
+    if (out[0].has_frame) r.codes.push_back(out[0].codes);
+    ++steps;
+  }
+  r.step_ms = steps > 0 ? ms_since(t1) / static_cast<double>(steps) : 0.0;
+  return r;
+}
+
+}  // namespace
+
+Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
+  const CudaBenchOptions& b = o.base;
+  if (b.frames < 2 || b.batch_frames < 2 || b.warmup < 0)
+    return make_error(ErrorCode::kInvalidArgument, "bench: --frames must be >= 2, --warmup >= 0");
+  std::string rep;
+  CHORUS_ASSIGN(const std::string dev, cuda::device_summary(0));
+  const auto t_load = Clock::now();
+  CHORUS_ASSIGN(auto model, load_cuda_breeze_model(b.model, {}));
+  const double load_ms = ms_since(t_load);
+  const size_t weights = cuda::memory_stats().current;
+  CHORUS_ASSIGN(const breeze_tts::Config c, breeze_tts::load_config(b.model));
+  CHORUS_ASSIGN(auto codec, codec::load_codec(b.model));
+  const double frame_ms = 1000.0 / model->info().frame_rate;
+  const char* guidance = o.cfg_scale != 1.0f ? "CFG (design prompt, 2 branches)" : "no CFG (plain prompt, 1 branch)";
+
+  appendf(rep, "device           %s\n", dev.c_str());
+  appendf(rep, "model            %s (%s; load + upload %.0f ms, %.2f GiB of weights on the GPU)\n", b.model.c_str(),
+          model->info().variant.c_str(), load_ms, gib(weights));
+  appendf(rep, "work             %lld text tokens, %s, cfg scale %.2f, %s\n", (long long)o.text_tokens, guidance,
+          o.cfg_scale, o.greedy ? "greedy" : "checkpoint sampler defaults");
+
+  if (b.warmup > 0) {
+    auto w = run_batch(*model, c, o, 1, std::max<int64_t>(2, b.warmup), 999);
+    if (!w.ok()) return std::move(w).error();
+  }
+  cuda::reset_memory_peak();
+  CHORUS_ASSIGN(const RunStats one, run_batch(*model, c, o, 1, b.frames, 1));
+  const size_t peak = cuda::memory_stats().peak;
+  CHORUS_ASSIGN(const size_t in_use, cuda::device_bytes_in_use());
+
+  // Codec on the CPU, streamed frame by frame as a player would.
+  const int64_t F = static_cast<int64_t>(one.codes.size());
+  double codec_first_ms = 0, codec_total_ms = 0;
+  {
+    codec::DecoderState st = codec.decoder.new_state();
+    std::vector<float> pcm;
+    for (int64_t f = 0; f < F; ++f) {
+      const auto tc = Clock::now();
+      CHORUS_TRY(codec.decoder.decode(st, one.codes[static_cast<size_t>(f)].data(), 1, pcm));
+      const double ms = ms_since(tc);
+      if (f == 0) codec_first_ms = ms;
+      codec_total_ms += ms;
+    }
+  }
+  const double n = static_cast<double>(std::max<int64_t>(1, F - 1));
+  const double bb_ms = (one.times.backbone_s - one.first.backbone_s) * 1e3 / n;
+  const double depth_ms = (one.times.depth_s - one.first.depth_s) * 1e3 / n;
+  const double codec_ms = codec_total_ms / static_cast<double>(std::max<int64_t>(1, F));
+  appendf(rep, "single stream    %lld frames: %.3f ms per frame (wall, host included) = backbone %.3f ms + depth "
+               "decoder %.3f ms (device); codec %.3f ms per frame on the CPU\n",
+          (long long)F, one.step_ms, bb_ms, depth_ms, codec_ms);
+  appendf(rep, "real-time factor %.4f generation only (%.0fx faster than real time); %.4f with the CPU codec in series\n",
+          one.step_ms / frame_ms, frame_ms / one.step_ms, (one.step_ms + codec_ms) / frame_ms);
+  appendf(rep, "first frame      %.2f ms (request to frame 0's codes: CPU text encoder + prompt, prefill %.2f ms on "
+               "the device); first audio %.2f ms (+ CPU codec of frame 0)\n",
+          one.first_ms, one.first.prefill_s * 1e3, one.first_ms + codec_first_ms);
+  appendf(rep, "GPU memory       peak %.3f GiB allocated by chorus in the single-stream run (weights %.3f GiB); %.3f GiB "
+               "in use on the device incl. the CUDA context\n",
+          gib(std::max(peak, weights)), gib(weights), gib(in_use));
+  for (int64_t B : b.batches) {
+    CHORUS_ASSIGN(const RunStats r, run_batch(*model, c, o, B, b.batch_frames, 1000));
+    const double steps = static_cast<double>(b.batch_frames - 1);
+    appendf(rep, "batch %4lld      step %.3f ms (backbone %.3f + depth %.3f device), first step %.1f ms, "
+                 "aggregate %.1f real-time streams\n",
+            (long long)B, r.step_ms, (r.times.backbone_s - r.first.backbone_s) * 1e3 / steps,
+            (r.times.depth_s - r.first.depth_s) * 1e3 / steps, r.first_ms, static_cast<double>(B) * frame_ms / r.step_ms);
+  }
+  appendf(rep, "GPU memory       peak %.3f GiB allocated by chorus over all runs\n", gib(cuda::memory_stats().peak));
+  return rep;
+}
+
+}  // namespace chorus::engine
+
+#endif  // CHORUS_HAVE_CUDA

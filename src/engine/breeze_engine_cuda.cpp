@@ -1,0 +1,227 @@
+// The Breeze TTS 2 engine with generation on the GPU (breeze_engine_cuda.h).
+#include "engine/breeze_engine_cuda.h"
+
+#ifdef CHORUS_HAVE_CUDA
+
+#include <algorithm>
+
+#include "engine/breeze_engine.h"
+#include "models/breeze_tts/checkpoint.h"
+#include "models/breeze_tts/frame_batch_cuda.h"
+#include "runtime/cuda/cuda_handles.h"
+
+namespace chorus::engine {
+
+namespace {
+
+namespace bt = breeze_tts;
+
+struct BatchShare {
+  std::unique_ptr<bt::gpu::FrameBatch> frames;
+  int unfinished = 0;
+};
+
+class CudaBreezeStream final : public TtsStream {
+ public:
+  bool finished() const override { return reason != StopReason::kRunning; }
+  StopReason stop_reason() const override { return reason; }
+  int64_t frames() const override { return made; }
+  int64_t max_frames() const override { return setup.max_frames; }
+  int64_t text_tokens() const override { return text_tokens_; }
+  int64_t prompt_rows() const override { return prompt_rows_; }
+  size_t state_bytes() const override {
+    if (batch) return batch->frames->device_bytes() / static_cast<size_t>(batch->frames->size());
+    size_t n = 0;
+    for (const Tensor& t : rows) n += t.nbytes();
+    return n;
+  }
+
+  void finish(StopReason r) {
+    if (reason != StopReason::kRunning) return;
+    reason = r;
+    if (batch) --batch->unfinished;
+  }
+
+  const void* owner = nullptr;
+  std::vector<Tensor> rows;  // each branch's prefill rows (dropped after the prefill)
+  bt::gpu::StreamSetup setup;
+  int64_t text_tokens_ = 0, prompt_rows_ = 0, made = 0;
+  StopReason reason = StopReason::kRunning;
+  std::shared_ptr<BatchShare> batch;
+  int slot = -1;
+};
+
+bt::gpu::Guide guide_of(const bt::GenerationParams& g) {
+  switch (g.guidance) {
+    case bt::Guidance::kNone: return {0, 0, 0};
+    case bt::Guidance::kCfg: return {1, g.cfg_scale, 0};
+    case bt::Guidance::kDual: return {2, g.ref_scale, g.ins_scale};
+  }
+  return {};
+}
+
+class CudaBreezeEngine final : public TtsModel {
+ public:
+  static Result<std::unique_ptr<CudaBreezeEngine>> load(const std::string& dir, const CudaLoadOptions& o) {
+    CHORUS_CUDA_TRY(cudaSetDevice(o.device));
+    std::unique_ptr<CudaBreezeEngine> e(new CudaBreezeEngine());
+    e->pool_ = o.pool ? o.pool : &ThreadPool::global();
+    CHORUS_ASSIGN(e->cpu_, BreezeEngine::load(dir, e->pool_));
+    {  // the weights are copied to the device; the mapping is needed only while uploading
+      CHORUS_ASSIGN(const bt::ModelFiles files, bt::open_model_files(dir));
+      CHORUS_ASSIGN(e->dev_, bt::gpu::DeviceModel::upload(files.config, files.main));
+    }
+    e->info_ = e->cpu_->info();
+    return e;
+  }
+
+  const ModelInfo& info() const override { return info_; }
+
+  Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& r) const override {
+    // The CPU engine's request handling; the layouts and limits as BreezeGeneration::start.
+    const bt::BreezeModel& m = cpu_->model();
+    const bt::Config& c = m.config;
+    CHORUS_ASSIGN(bt::PromptParts parts, cpu_->prompt_parts(r));
+    CHORUS_ASSIGN(const bt::GenerationParams g, cpu_->params(r, parts));
+    CHORUS_TRY(sampling::validate(g.backbone, "backbone sampler"));
+    CHORUS_TRY(sampling::validate(g.depth, "depth sampler"));
+    CHORUS_ASSIGN(const std::vector<bt::Layout> layouts, bt::branch_layouts(g.layout, g.guidance));
+    auto s = std::make_unique<CudaBreezeStream>();
+    int64_t longest = 0;
+    for (const bt::Layout l : layouts) {
+      CHORUS_ASSIGN(const bt::PromptLayout pl, bt::build_layout(c, l, parts));
+      CHORUS_ASSIGN(Tensor rows, bt::prompt_rows(c, pl, parts.ref, m.encoder, m.audio_table, pool_));
+      longest = std::max(longest, rows.dim(0));
+      s->rows.push_back(std::move(rows));
+    }
+    int64_t limit = g.max_frames > 0 ? g.max_frames : c.generation.max_new_tokens;
+    limit = std::min(limit, std::max<int64_t>(0, c.generation.max_seq_len - longest + 1));
+    if (limit < 1) return make_error(ErrorCode::kOutOfRange, "the prompt is longer than the backbone's context");
+    s->owner = this;
+    s->text_tokens_ = static_cast<int64_t>(parts.text.size());
+    s->prompt_rows_ = s->rows[0].dim(0);
+    bt::gpu::StreamSetup& st = s->setup;
+    for (const Tensor& t : s->rows) st.branches.push_back(&t);
+    st.guide = guide_of(g);
+    st.backbone = g.backbone;
+    st.depth = g.depth;
+    st.max_frames = limit;
+    st.min_frames = g.min_frames;
+    st.seed = g.seed;
+    st.rng_stream = g.rng_stream;
+    return std::unique_ptr<TtsStream>(std::move(s));
+  }
+
+  Status step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const override {
+    if (out.size() != streams.size()) return make_error(ErrorCode::kInternal, "step: one result per stream");
+    std::vector<CudaBreezeStream*> ss;
+    for (TtsStream* t : streams) {
+      auto* c = dynamic_cast<CudaBreezeStream*>(t);
+      if (!c || c->owner != this) return make_error(ErrorCode::kInvalidArgument, "step: a stream of another model");
+      ss.push_back(c);
+    }
+    for (StepResult& o : out) {
+      o.has_frame = false;
+      o.codes.clear();
+    }
+    std::vector<size_t> active;
+    for (size_t i = 0; i < ss.size(); ++i)
+      if (!ss[i]->finished()) active.push_back(i);
+    if (active.empty()) return ok_status();
+    const int32_t eos = static_cast<int32_t>(dev_->config().backbone_eos());
+
+    std::shared_ptr<BatchShare> batch = ss[active[0]]->batch;
+    if (!batch) {
+      for (size_t i : active)
+        if (ss[i]->batch) return make_error(ErrorCode::kUnsupported, "cuda step: new streams mixed with a running batch");
+      std::vector<bt::gpu::StreamSetup> setups;
+      for (size_t i : active) setups.push_back(ss[i]->setup);
+      batch = std::make_shared<BatchShare>();
+      CHORUS_ASSIGN(batch->frames, bt::gpu::FrameBatch::create(dev_, setups));
+      CHORUS_TRY(batch->frames->prefill(setups));
+      batch->unfinished = static_cast<int>(active.size());
+      for (size_t a = 0; a < active.size(); ++a) {
+        CudaBreezeStream& s = *ss[active[a]];
+        s.batch = batch;
+        s.slot = static_cast<int>(a);
+        s.setup.branches.clear();
+        std::vector<Tensor>().swap(s.rows);
+        CHORUS_TRY(check_error(*batch, s.slot));
+        if (batch->frames->next_c0(s.slot) == eos) s.finish(StopReason::kEos);
+      }
+      if (times) times->prefill_s += batch->frames->timing().prefill_ms * 1e-3;
+    } else {
+      for (size_t i : active)
+        if (ss[i]->batch != batch) return make_error(ErrorCode::kUnsupported, "cuda step: streams of different batches");
+      if (static_cast<int>(active.size()) != batch->unfinished)
+        return make_error(ErrorCode::kUnsupported, "cuda step: every unfinished stream of a batch must be stepped together");
+    }
+
+    bool any = false, feed = false;
+    for (size_t i : active) {
+      if (ss[i]->finished()) continue;
+      any = true;
+      feed = feed || ss[i]->made + 1 < ss[i]->setup.max_frames;
+    }
+    if (!any) return ok_status();
+    bt::gpu::FrameBatch& fb = *batch->frames;
+    CHORUS_TRY(fb.run_frame(feed));
+    const int G = fb.model().codebooks();
+    for (size_t i : active) {
+      CudaBreezeStream& s = *ss[i];
+      if (s.finished()) continue;
+      CHORUS_TRY(check_error(*batch, s.slot));
+      const int32_t* c = fb.frame_codes(s.slot);
+      out[i].has_frame = true;
+      out[i].codes.assign(c, c + G);
+      s.made += 1;
+      if (s.made >= s.setup.max_frames) s.finish(StopReason::kMaxFrames);
+      else if (fb.next_c0(s.slot) == eos) s.finish(StopReason::kEos);
+    }
+    if (times) {
+      times->depth_s += fb.timing().depth_ms * 1e-3;
+      times->backbone_s += fb.timing().backbone_ms * 1e-3;
+    }
+    return ok_status();
+  }
+
+  const bt::gpu::DeviceModel& device_model() const { return *dev_; }
+
+ private:
+  static Status check_error(const BatchShare& b, int slot) {
+    const int32_t e = b.frames->error(slot);
+    if (e == cuda::kSampleNonFinite) return make_error(ErrorCode::kInternal, "sampler: the model produced a non-finite logit");
+    if (e == cuda::kSampleAllMasked) return make_error(ErrorCode::kInternal, "sampler: every id is masked");
+    return ok_status();
+  }
+
+  std::unique_ptr<BreezeEngine> cpu_;
+  std::shared_ptr<const bt::gpu::DeviceModel> dev_;
+  ThreadPool* pool_ = nullptr;
+  ModelInfo info_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TtsModel>> load_cuda_breeze_model(const std::string& dir, const CudaLoadOptions& options) {
+  CHORUS_ASSIGN(auto e, CudaBreezeEngine::load(dir, options));
+  return std::unique_ptr<TtsModel>(std::move(e));
+}
+
+}  // namespace chorus::engine
+
+#else  // no CUDA in this build
+
+namespace chorus::engine {
+
+Result<std::unique_ptr<TtsModel>> load_cuda_breeze_model(const std::string&, const CudaLoadOptions&) {
+  return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
+}
+
+Result<std::string> cuda_bench_breeze(const BreezeBenchOptions&) {
+  return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
+}
+
+}  // namespace chorus::engine
+
+#endif

@@ -1,0 +1,32 @@
+// Breeze TTS 2 with generation on the GPU (models/breeze_tts/frame_batch_cuda.h) behind the engine
+// interface; reached through load_cuda_tts_model (tts_model_cuda.h), which dispatches on the family.
+// Prompts (text encoder, prompt rows) are built on the CPU. Batching follows tts_model_cuda.h: the
+// streams of the first step form one device batch; they must share the guidance mode (the number of
+// branches). Without CUDA these return kUnsupported.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/error.h"
+#include "engine/tts_model.h"
+#include "engine/tts_model_cuda.h"
+
+namespace chorus::engine {
+
+Result<std::unique_ptr<TtsModel>> load_cuda_breeze_model(const std::string& dir, const CudaLoadOptions& options);
+
+// `chorus bench --device cuda --model BREEZE_DIR [--cfg-scale S]` (bench_breeze_cuda.cpp): random
+// text ids; without CFG the plain layout (one branch), with CFG a design prompt (a random
+// instruction; cond + uncond branches). EOS is suppressed so every stream makes `frames` frames.
+struct BreezeBenchOptions {
+  CudaBenchOptions base;
+  float cfg_scale = 1.0f;
+  int64_t text_tokens = 30;
+  int64_t instruct_tokens = 16;
+  bool greedy = false;
+};
+Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o);
+
+}  // namespace chorus::engine

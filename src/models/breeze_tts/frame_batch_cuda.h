@@ -1,0 +1,105 @@
+// The device-resident Breeze TTS 2 frame loop for a batch of S streams with NB guidance branches
+// each (every stream of a batch has the same number of branches; sequence q = s·NB + j).
+//
+// A frame runs on the GPU without host synchronisation, as two CUDA graphs captured once:
+//   depth:    15 steps; step 1 feeds [W_in·h, W_in·E_0(c0)] at positions 0, 1 of every branch's
+//             16-slot depth cache, step k >= 2 feeds W_in·E_{k−1}(c_{k−1}) at position k; after each
+//             step head k − 1 on every branch, the guidance combination, and the sampler (reserved
+//             ids masked) → c_k. Codes → pinned host memory; frame counters and positions advance.
+//   backbone: every branch's input row Σ_k E_k(c_k), one backbone step per branch, lm_head, the
+//             guidance combination and the sampler of the next codebook 0 (repetition penalty over
+//             the stream's earlier codebook-0 ids, codec codes or the EOS class, EOS masked before
+//             min_frames) → host.
+// Random draws are addressed (seed, stream, frame, codebook) as on the CPU; the frame counters live
+// on the device, so the graphs replay unchanged. All slots always compute; finished streams' codes
+// are ignored by the caller (their positions are clamped inside their caches). Built only with CUDA.
+#pragma once
+
+#ifdef CHORUS_HAVE_CUDA
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "models/breeze_tts/device_model_cuda.h"
+#include "models/breeze_tts/frame_kernels_cuda.h"
+#include "runtime/cuda/cuda_handles.h"
+#include "runtime/cuda/ops.h"
+#include "sampling/sampler.h"
+
+namespace chorus::breeze_tts::gpu {
+
+struct StreamSetup {
+  // The prefill rows of each branch, in the guidance order (generation.h), each [rows, hidden].
+  std::vector<const Tensor*> branches;
+  Guide guide;                     // mode must match the branch count (1, 2 or 3)
+  sampling::SamplerParams backbone, depth;  // the depth sampler's repetition penalty is ignored
+  int64_t max_frames = 0;          // >= 1, already capped by the backbone context
+  int64_t min_frames = 0;
+  uint64_t seed = 0;
+  uint32_t rng_stream = 0;
+};
+
+struct FrameTiming {
+  float prefill_ms = 0, depth_ms = 0, backbone_ms = 0;  // device time of the last call
+};
+
+class FrameBatch {
+ public:
+  // Allocates every buffer (backbone caches sized for each branch's prompt + max frames) and uploads
+  // the settings; the prompts are read by prefill().
+  static Result<std::unique_ptr<FrameBatch>> create(std::shared_ptr<const DeviceModel> model,
+                                                    std::span<const StreamSetup> streams);
+  ~FrameBatch();
+
+  int size() const { return S_; }
+  int branches() const { return NB_; }
+  const DeviceModel& model() const { return *m_; }
+
+  // Every branch's prompt through the backbone (in chunks of rows) and codebook 0 of frame 0.
+  Status prefill(std::span<const StreamSetup> streams);
+  // The depth walk of the current frame; with feed, also the backbone step and the next codebook 0.
+  // Returns when frame_codes() (and next_c0() with feed) are valid.
+  Status run_frame(bool feed);
+
+  const int32_t* frame_codes(int s) const { return host_codes_.as<int32_t>() + s * G_; }
+  int32_t next_c0(int s) const { return host_next_.as<int32_t>()[s * G_]; }
+  int32_t error(int s) const { return host_err_.as<int32_t>()[s]; }
+  const FrameTiming& timing() const { return timing_; }
+  size_t device_bytes() const { return bytes_; }
+
+  // For tests: the raw (unguided) logits of the last backbone step, [S·NB, classes], and of the last
+  // frame's depth steps, [G − 1, S·NB, vocab].
+  Result<std::vector<float>> backbone_logits() const;
+  Result<std::vector<float>> depth_logits() const;
+
+ private:
+  FrameBatch() = default;
+  Status enqueue_depth(cudaStream_t s);
+  Status enqueue_backbone(cudaStream_t s);
+  Status sample_backbone(cudaStream_t s);
+  Status alloc(cuda::DeviceBuffer& b, size_t bytes);
+
+  std::shared_ptr<const DeviceModel> m_;
+  int S_ = 0, NB_ = 0, Q_ = 0, G_ = 0;
+  int64_t H_ = 0, D_ = 0, C_ = 0, V_ = 0, cap_ = 0, bb_rows_ = 0;
+  cuda::Stream stream_;
+  cuda::Event ev_[3];
+  cuda::LinearWorkspace ws_;
+  qwen3_tts::gpu::StackScratch bb_scratch_, depth_scratch_;
+  cuda::DeviceBuffer bb_kv_, depth_kv_;
+  cuda::DeviceBuffer bb_h_, bb_out_, z_, logits_b_, guided_b_, din_, dx_, dout_, logits_d_, guided_d_;
+  cuda::DeviceBuffer scratch_w_, scratch_ids_;
+  cuda::DeviceBuffer codes_, frames_, prompt_rows_, bb_pos_, min_frames_, errors_, history_, guides_;
+  cuda::DeviceBuffer params_b_, params_d_, iota_, first_seq_, first_pos_, depth_pos_, prefill_seq_, prefill_pos_,
+      last_row_;
+  cuda::PinnedBuffer host_codes_, host_next_, host_err_;
+  cuda::GraphExec depth_graph_, backbone_graph_;
+  FrameTiming timing_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace chorus::breeze_tts::gpu
+
+#endif  // CHORUS_HAVE_CUDA
