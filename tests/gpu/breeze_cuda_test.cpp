@@ -5,6 +5,7 @@
 // Near ties: a greedy decision may differ from the golden only where the golden's recorded margin
 // (backbone_margin / depth_margin) is below kNearTie; such a divergence is reported and the case
 // stops being compared there (later frames follow another history).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -23,9 +24,13 @@ namespace {
 
 namespace bt = breeze_tts;
 
-constexpr float kNearTie = 1e-4f;
-// Same bf16 weights, f32 activations on both sides: only summation orders differ.
-constexpr double kLogitRelTol = 1e-4;
+// As the Qwen3 GPU test: prompts of more than 8 rows go through the tensor-core path (inputs split
+// into two bf16 parts, ~2e-4 relative per product), so decisions closer than this may flip.
+constexpr float kNearTie = 1e-3f;
+// Same bf16 weights, f32 activations on both sides; only summation orders and the split-input
+// tensor-core products differ. Far below bf16 resolution (2^-8); a wrong head, table slot, RoPE or
+// cache position gives errors of order 1.
+constexpr double kLogitRelTol = 1e-3;
 
 struct Fixture {
   bt::ModelFiles files;
@@ -167,7 +172,7 @@ TEST(BreezeGpu, GreedyCodesEqualTheGoldens) {
   }
   EXPECT_EQ(cases, 7);
   EXPECT_EQ(mismatches, 0);
-  EXPECT_GT(compared, 7 * 16 * 20);  // most decisions were compared (near ties stop a case early)
+  EXPECT_GT(compared, 7 * 16 * 10);  // many decisions were compared (near ties stop a case early)
   std::printf("[ breeze gpu ] %d cases: %d codes compared, mismatches %d, near-tie divergences %d\n", cases, compared,
               mismatches, near_ties);
 }
