@@ -11,9 +11,11 @@
 #include "audio_output.h"
 #include "command.h"
 #include "engine/tts_model.h"
+#include "engine/tts_model_cuda.h"
 #include "io/json_util.h"
 #include "models/codec/codec_folder.h"
 #include "models/codec/codes_json.h"
+#include "models/codec/decoder_cuda.h"
 #include "voice_input.h"
 
 namespace {
@@ -35,11 +37,25 @@ struct Options {
   double frames_per_token = engine::LengthCap{}.frames_per_token;
   int64_t cap_slack = engine::LengthCap{}.slack_frames;
   int threads = 0;
+  std::string device = "cpu";
   bool verbose = false, quiet = false;
   cli::AudioOutputOptions audio_out;
 };
 
 using Clock = std::chrono::steady_clock;
+
+// The codec decoder of one stream, on the CPU or the GPU (same streaming semantics).
+struct StreamDecoder {
+  const codec::Decoder* cpu = nullptr;
+  std::optional<codec::DecoderState> cpu_state;
+  const codec::CudaDecoder* gpu = nullptr;
+  codec::CudaDecoderState gpu_state;
+
+  Status decode(const int32_t* codes, int64_t frames, std::vector<float>& out) {
+    return gpu ? gpu->decode(gpu_state, codes, frames, out) : cpu->decode(*cpu_state, codes, frames, out);
+  }
+  Status flush(std::vector<float>& out) { return gpu ? gpu->flush(gpu_state, out) : cpu->flush(*cpu_state, out); }
+};
 
 // A JSON array of ids, inline ("[1, 2, 3]") or in a file.
 Result<std::vector<int32_t>> read_ids(const std::string& arg, const char* option) {
@@ -134,20 +150,38 @@ int run(const Options& o) {
   std::unique_ptr<ThreadPool> own_pool;
   if (o.threads > 0) own_pool = std::make_unique<ThreadPool>(o.threads);
   ThreadPool* pool = own_pool ? own_pool.get() : &ThreadPool::global();
+  const bool on_gpu = o.device == "cuda";
+  if (!on_gpu && o.device != "cpu")
+    return cli::fail(make_error(ErrorCode::kInvalidArgument, "--device must be cpu or cuda (got \"" + o.device + "\")"));
+  if (on_gpu && !engine::cuda_built())
+    return cli::fail(make_error(ErrorCode::kUnsupported,
+                                "--device cuda: this build has no CUDA backend (configure with -DCHORUS_CUDA=ON)"));
   const auto t_load = Clock::now();
-  auto model = engine::load_tts_model(o.model, {pool});
+  auto model = on_gpu ? engine::load_cuda_tts_model(o.model, {0, pool}) : engine::load_tts_model(o.model, {pool});
   if (!model.ok()) return cli::fail(model.error());
   const engine::ModelInfo& info = (*model)->info();
 
-  // The codec is needed for audio output, and for the size of reference codes.
+  // The codec is needed for audio output, and for the size of reference codes. (The engine opens
+  // the same checkpoint, but TtsModel does not expose it.)
   std::optional<codec::CodecModel> codec_model;
+  std::optional<codec::CudaDecoder> gpu_codec;
   if (!o.out.empty() || !o.ref_codes.empty()) {
-    auto c = codec::load_codec(o.model);
-    if (!c.ok()) return cli::fail(c.error());
-    codec_model = std::move(*c);
-    codec_model->decoder.set_thread_pool(pool);
+    if (on_gpu) {
+      if (o.decode_mode != "full" && o.decode_mode != "exact")
+        return cli::fail(make_error(ErrorCode::kUnsupported, "--device cuda decodes in --decode full only"));
+      auto c = codec::load_cuda_codec(o.model);
+      if (!c.ok()) return cli::fail(c.error());
+      gpu_codec = std::move(*c);
+    } else {
+      auto c = codec::load_codec(o.model);
+      if (!c.ok()) return cli::fail(c.error());
+      codec_model = std::move(*c);
+      codec_model->decoder.set_thread_pool(pool);
+    }
   }
-  const int64_t codebook_size = codec_model ? codec_model->decoder.codebook_size() : 2048;
+  const int64_t codebook_size = codec_model ? codec_model->decoder.codebook_size()
+                                : gpu_codec ? gpu_codec->codebook_size()
+                                            : 2048;
   auto request = make_request(o, info.codebooks, codebook_size);
   if (!request.ok()) return cli::fail(request.error());
   std::string voice_note;  // --ref-audio / --voice: x-vector and reference codes from the voice encoders
@@ -159,22 +193,31 @@ int run(const Options& o) {
   const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
 
   std::unique_ptr<audio::AudioWriter> writer;
-  std::optional<codec::DecoderState> dec_state;
+  StreamDecoder dec;
   std::vector<float> samples;
   if (!o.out.empty()) {
     auto mode = codec::decode_mode_from_name(o.decode_mode);
     if (!mode.ok()) return cli::fail(mode.error());
-    auto wo = o.audio_out.writer_options(static_cast<int>(codec_model->decoder.sample_rate()));
+    const int64_t rate = gpu_codec ? gpu_codec->sample_rate() : codec_model->decoder.sample_rate();
+    auto wo = o.audio_out.writer_options(static_cast<int>(rate));
     if (!wo.ok()) return cli::fail(wo.error());
     auto w = audio::AudioWriter::open(o.out, *wo);
     if (!w.ok()) return cli::fail(w.error());
     writer = std::move(*w);
-    dec_state = codec_model->decoder.new_state(*mode);
+    if (gpu_codec) {
+      auto st = gpu_codec->new_state();
+      if (!st.ok()) return cli::fail(st.error());
+      dec.gpu = &*gpu_codec;
+      dec.gpu_state = std::move(*st);
+    } else {
+      dec.cpu = &codec_model->decoder;
+      dec.cpu_state = codec_model->decoder.new_state(*mode);
+    }
     // Voice clone with reference codes: the official output decodes reference + generated frames
     // and cuts the reference's share, i.e. the reference frames are decoder context only.
     for (const auto& f : request->ref_codes)
       if (!request->xvector_only)
-        if (auto st = codec_model->decoder.decode(*dec_state, f.data(), 1, samples); !st.ok()) return cli::fail(st.error());
+        if (auto st = dec.decode(f.data(), 1, samples); !st.ok()) return cli::fail(st.error());
     samples.clear();
   }
 
@@ -194,7 +237,7 @@ int run(const Options& o) {
     codes.insert(codes.end(), out[0].codes.begin(), out[0].codes.end());
     if (writer) {
       samples.clear();
-      if (auto st = codec_model->decoder.decode(*dec_state, out[0].codes.data(), 1, samples); !st.ok()) return cli::fail(st.error());
+      if (auto st = dec.decode(out[0].codes.data(), 1, samples); !st.ok()) return cli::fail(st.error());
       if (auto st = writer->write(samples.data(), samples.size()); !st.ok()) return cli::fail(st.error());
       if (first_audio_s == 0 && !samples.empty()) first_audio_s = std::chrono::duration<double>(Clock::now() - t0).count();
     }
@@ -212,7 +255,7 @@ int run(const Options& o) {
   const int64_t frames = s->frames();
   if (writer) {
     samples.clear();
-    if (auto st = codec_model->decoder.flush(*dec_state, samples); !st.ok()) return cli::fail(st.error());
+    if (auto st = dec.flush(samples); !st.ok()) return cli::fail(st.error());
     if (!samples.empty())
       if (auto st = writer->write(samples.data(), samples.size()); !st.ok()) return cli::fail(st.error());
     if (auto st = writer->close(); !st.ok()) return cli::fail(st.error());
@@ -277,6 +320,8 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--codes-out", o->codes_out, "Write the codes: {\"codes\": [[c0, ..., c15], ...]}");
   sub.add_option("-o,--out", o->out, "Write audio (.wav, .flac, .raw, - for stdout)");
   sub.add_option("--decode", o->decode_mode, "full (exact) or official-chunked")->capture_default_str();
+  sub.add_option("--device", o->device, "cpu, or cuda: generation and the codec on the GPU (CUDA builds)")
+      ->capture_default_str();
   sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   o->audio_out.add_to(sub);
   sub.add_flag("-v,--verbose", o->verbose, "Print the frame limit, time to first frame and first audio, stage times, RTF");

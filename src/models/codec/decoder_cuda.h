@@ -1,0 +1,93 @@
+// The 12.5 Hz speech-codec decoder on the GPU: the same network and the same streaming semantics
+// as the CPU codec::Decoder (decoder.h, docs/codec.md "GPU decoder"), so decoding N frames at a
+// time for any N equals one pass over the sequence (within float tolerance; the CPU decoder is
+// the reference). Exact ("full") mode only.
+//
+// One immutable CudaDecoder (f32 weights on the device, cheap to copy, shared by all streams)
+// serves any number of CudaDecoderStates; each state owns its device histories (conv inputs,
+// transposed-conv overlaps, ring-buffer KV of the last window − 1 positions per layer, positions
+// continuing across calls), its scratch, a CUDA stream and a cuBLAS handle, so streams on
+// different host threads do not serialise. Declared in every build; without CUDA, load functions
+// return kUnsupported.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "models/codec/codec_config.h"
+
+namespace chorus::io {
+class Checkpoint;
+}
+
+namespace chorus::codec {
+
+// True when this build has the CUDA backend.
+bool cuda_decoder_built();
+
+namespace detail {
+struct CudaDecoderModel;
+struct CudaStreamState;
+}  // namespace detail
+
+class CudaDecoderState {
+ public:
+  CudaDecoderState();
+  ~CudaDecoderState();
+  CudaDecoderState(CudaDecoderState&&) noexcept;
+  CudaDecoderState& operator=(CudaDecoderState&&) noexcept;
+
+  int64_t frames() const;  // frames decoded so far
+  bool finished() const;
+  bool valid() const { return impl_ != nullptr; }
+
+ private:
+  friend class CudaDecoder;
+  std::unique_ptr<detail::CudaStreamState> impl_;
+};
+
+class CudaDecoder {
+ public:
+  // Frames per internal step of states created by default (bounds a stream's device memory; the
+  // output does not depend on it).
+  static constexpr int64_t kDefaultBlockFrames = 8;
+
+  // Checks the checkpoint as codec::Decoder::load does, then uploads the decoder weights as f32 to
+  // the current CUDA device.
+  static Result<CudaDecoder> load(const io::Checkpoint& ckpt, const CodecConfig& config);
+
+  const CodecConfig& config() const;
+  int64_t samples_per_frame() const { return config().samples_per_frame; }
+  int64_t sample_rate() const { return config().sample_rate; }
+  int64_t num_quantizers() const { return config().decoder.num_quantizers; }
+  int64_t codebook_size() const { return config().decoder.codebook_size; }
+  // Device bytes of the weights.
+  size_t weight_bytes() const;
+
+  // A fresh stream: allocates its device state (about 10 MB + 6 MB per block frame at real size).
+  Result<CudaDecoderState> new_state(int64_t block_frames = kDefaultBlockFrames) const;
+  // Makes `state` a fresh stream again without reallocating (histories, positions, frame count).
+  Status reset(CudaDecoderState& state) const;
+
+  // kOutOfRange naming the first bad code; kInvalidArgument for a negative frame count.
+  Status validate_codes(const int32_t* codes, int64_t frames) const;
+  // Decodes codes [frames, num_quantizers] (row-major, host memory) and appends frames ·
+  // samples_per_frame samples to `out` (nothing is held back, as on the CPU). Codes are checked
+  // first: on error nothing is appended and the state is unchanged. Waits for the device once per
+  // internal step of block_frames frames.
+  Status decode(CudaDecoderState& state, const int32_t* codes, int64_t frames, std::vector<float>& out) const;
+  // End of stream (adds no samples) and closes the state.
+  Status flush(CudaDecoderState& state, std::vector<float>& out) const;
+
+ private:
+  std::shared_ptr<const detail::CudaDecoderModel> model_;
+};
+
+// The GPU decoder of the codec that `dir` designates (as codec::load_codec: a codec folder, a
+// Qwen3-TTS or a Breeze TTS 2 model folder).
+Result<CudaDecoder> load_cuda_codec(const std::string& dir);
+
+}  // namespace chorus::codec

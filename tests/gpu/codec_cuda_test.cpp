@@ -1,0 +1,200 @@
+// The GPU codec decoder (models/codec/decoder_cuda.h) against the CPU decoder, the reference
+// (itself checked against the official goldens in tests/codec): the tiny reference codec, a small
+// 8-layer codec with grouped-query attention, and a real-size random codec. Every case decodes
+// more than 72 frames (the attention window slides) in chunks of 1, 3 and 7 frames and compares
+// each with one CPU pass; a bad code must leave the GPU state untouched.
+#include <cstdio>
+#include <random>
+
+#include "gpu_test_util.h"
+#include "io/safetensors.h"
+#include "models/codec/codec_folder.h"
+#include "models/codec/decoder.h"
+#include "models/codec/decoder_cuda.h"
+#include "models/codec/weights.h"
+#include "models/random_weights.h"
+#include "support/test_support.h"
+
+namespace chorus::gpu_test {
+namespace {
+
+using codec::CodecConfig;
+using codec::CudaDecoder;
+using codec::Decoder;
+
+// Audio is in [-1, 1]; the CPU and GPU sum in different orders (cuBLAS vs the CPU kernels), and
+// the vocoder amplifies early differences, so the bound is well above f32 rounding but far below
+// what a wrong history, window or position gives (1e-2 and more).
+constexpr double kMaxAbs = 5e-4;
+
+struct Codec {
+  CodecConfig config;
+  io::Checkpoint ckpt;
+};
+
+// A random-weight codec with the residual branches damped and the last conv scaled down, so the
+// audio is not mostly clipped (clipped samples would compare equal whatever the network did).
+Codec random_codec(const CodecConfig& config, uint64_t seed, const std::string& name) {
+  Codec c;
+  c.config = config;
+  auto tensors = random_weights(codec::codec_weight_table(config, false), seed, DType::kF32);
+  const std::string last = "decoder.decoder." + std::to_string(config.decoder.upsample_rates.size() + 2) + ".conv.weight";
+  for (auto& t : tensors) {
+    const float f = t.name == last ? 0.15f : t.name.find(".conv2.conv.weight") != std::string::npos ? 0.3f : 1.0f;
+    for (int64_t i = 0; f != 1.0f && i < t.tensor.numel(); ++i) t.tensor.f32()[i] *= f;
+  }
+  const std::string dir = test::scratch_dir("codec_cuda_" + name);
+  EXPECT_TRUE(io::write_safetensors(dir + "/model.safetensors", tensors).ok());
+  auto ck = io::Checkpoint::open_dir(dir, "model");
+  EXPECT_TRUE(ck.ok()) << ck.error().to_string();
+  if (ck.ok()) c.ckpt = std::move(ck).value();
+  return c;
+}
+
+CodecConfig small_gqa_config() {
+  CodecConfig c;
+  auto& d = c.decoder;
+  d.codebook_size = 64;
+  d.codebook_dim = 8;
+  d.latent_dim = 16;
+  d.transformer = nn::qwen3_dims(16, 32, 8, 4, 2, 8, 1e-5, 10000, 8000);  // 8 layers, 4 q / 2 kv heads
+  d.decoder_dim = 16;
+  return c;
+}
+
+CodecConfig real_config() {
+  CodecConfig c;  // the defaults are the real codec's widths
+  c.decoder.transformer = nn::qwen3_dims(512, 1024, 8, 16, 16, 64, 1e-5, 10000, 8000);
+  return c;
+}
+
+std::vector<int32_t> random_codes(int64_t frames, const CodecConfig& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(c.decoder.codebook_size - 1));
+  std::vector<int32_t> codes(static_cast<size_t>(frames * c.decoder.num_quantizers));
+  for (auto& v : codes) v = d(rng);
+  return codes;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::abs(static_cast<double>(a[i]) - b[i]);
+    if (!(d <= m)) m = std::isnan(d) ? INFINITY : d;
+  }
+  return m;
+}
+
+// The reference audio must carry signal: not all zero, mostly not clipped.
+void expect_meaningful(const std::vector<float>& ref, const char* what) {
+  double peak = 0;
+  size_t clipped = 0;
+  for (float v : ref) {
+    peak = std::max(peak, static_cast<double>(std::abs(v)));
+    clipped += std::abs(v) >= 1.0f;
+  }
+  EXPECT_GT(peak, 1e-3) << what << ": reference audio is (nearly) silent";
+  EXPECT_LT(static_cast<double>(clipped), 0.5 * static_cast<double>(ref.size())) << what << ": mostly clipped";
+  std::printf("[ codec ] %s: peak %.3f, %.1f %% clipped\n", what, peak, 100.0 * clipped / std::max<size_t>(1, ref.size()));
+}
+
+// Decodes `codes` on the GPU in chunks of `chunk` frames (GPU internal block `block`).
+std::vector<float> gpu_decode(const CudaDecoder& dec, const std::vector<int32_t>& codes, int64_t frames,
+                              int64_t chunk, int64_t block) {
+  auto st = dec.new_state(block);
+  EXPECT_TRUE(st.ok()) << st.error().to_string();
+  std::vector<float> out;
+  if (!st.ok()) return out;
+  const int64_t Q = dec.num_quantizers();
+  for (int64_t f = 0; f < frames; f += chunk) {
+    const int64_t n = std::min(chunk, frames - f);
+    auto s = dec.decode(*st, codes.data() + f * Q, n, out);
+    EXPECT_TRUE(s.ok()) << s.error().to_string();
+    if (!s.ok()) return out;
+  }
+  EXPECT_EQ(st->frames(), frames);
+  EXPECT_TRUE(dec.flush(*st, out).ok());
+  return out;
+}
+
+void check_codec(const Codec& c, int64_t frames, const char* what) {
+  auto cpu = Decoder::load(c.ckpt, c.config);
+  ASSERT_TRUE(cpu.ok()) << cpu.error().to_string();
+  auto gpu = CudaDecoder::load(c.ckpt, c.config);
+  ASSERT_TRUE(gpu.ok()) << gpu.error().to_string();
+  const auto codes = random_codes(frames, c.config, 7);
+  auto ref = cpu->decode_all(codes.data(), frames);
+  ASSERT_TRUE(ref.ok()) << ref.error().to_string();
+  ASSERT_EQ(ref->size(), static_cast<size_t>(frames * c.config.samples_per_frame));
+  expect_meaningful(*ref, what);
+  // (chunk, internal block): blocks smaller and larger than the chunks.
+  for (auto [chunk, block] : {std::pair<int64_t, int64_t>{1, 8}, {3, 2}, {7, 4}, {7, 16}, {frames, 8}}) {
+    const std::vector<float> got = gpu_decode(*gpu, codes, frames, chunk, block);
+    const double d = max_abs_diff(got, *ref);
+    std::printf("[ codec ] %s: %lld frames, chunks of %lld (block %lld): max |gpu - cpu| = %.3g\n", what,
+                static_cast<long long>(frames), static_cast<long long>(chunk), static_cast<long long>(block), d);
+    EXPECT_LE(d, kMaxAbs) << what << " chunk " << chunk << " block " << block;
+  }
+}
+
+TEST(GpuCodec, TinyReferenceCodecStreamsLikeTheCpu) {
+  REQUIRE_GPU();
+  const std::string dir = test::reference_path("qwen3_tts/models/tiny_custom_voice/speech_tokenizer");
+  auto cfg = codec::load_codec_config(dir + "/config.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.error().to_string();
+  auto ck = io::Checkpoint::open_dir(dir, "model");
+  ASSERT_TRUE(ck.ok()) << ck.error().to_string();
+  check_codec(Codec{*cfg, std::move(ck).value()}, 100, "tiny reference codec");
+}
+
+TEST(GpuCodec, EightLayerGqaCodecStreamsLikeTheCpu) {
+  REQUIRE_GPU();
+  check_codec(random_codec(small_gqa_config(), 3, "gqa"), 160, "8-layer GQA codec");
+}
+
+TEST(GpuCodec, RealSizeCodecStreamsLikeTheCpu) {
+  REQUIRE_GPU();
+  check_codec(random_codec(real_config(), 5, "real"), 80, "real-size codec");
+}
+
+TEST(GpuCodec, BadCodeLeavesTheStateUntouched) {
+  REQUIRE_GPU();
+  const Codec c = random_codec(small_gqa_config(), 4, "bad_code");
+  auto gpu = CudaDecoder::load(c.ckpt, c.config);
+  ASSERT_TRUE(gpu.ok()) << gpu.error().to_string();
+  const int64_t Q = c.config.decoder.num_quantizers, frames = 20;
+  const auto codes = random_codes(frames, c.config, 9);
+  const std::vector<float> want = gpu_decode(*gpu, codes, frames, frames, 8);
+
+  auto st = gpu->new_state(4);
+  ASSERT_TRUE(st.ok());
+  std::vector<float> out;
+  ASSERT_TRUE(gpu->decode(*st, codes.data(), 10, out).ok());
+  std::vector<int32_t> bad(codes.begin() + 10 * Q, codes.end());
+  bad[5 * Q + 3] = static_cast<int32_t>(c.config.decoder.codebook_size);  // frame 15, codebook 3
+  const size_t before = out.size();
+  auto s = gpu->decode(*st, bad.data(), 10, out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kOutOfRange);
+  EXPECT_EQ(out.size(), before);
+  EXPECT_EQ(st->frames(), 10);
+  bad[5 * Q + 3] = -1;
+  EXPECT_FALSE(gpu->decode(*st, bad.data(), 10, out).ok());
+  // The stream continues as if the bad calls never happened.
+  ASSERT_TRUE(gpu->decode(*st, codes.data() + 10 * Q, 10, out).ok());
+  const double d = max_abs_diff(out, want);
+  std::printf("[ codec ] after rejected codes: max |diff| vs an undisturbed stream = %.3g\n", d);
+  EXPECT_LE(d, kMaxAbs);
+
+  // reset() makes a used state a fresh stream again.
+  ASSERT_TRUE(gpu->reset(*st).ok());
+  out.clear();
+  ASSERT_TRUE(gpu->decode(*st, codes.data(), frames, out).ok());
+  EXPECT_LE(max_abs_diff(out, want), kMaxAbs);
+  ASSERT_TRUE(gpu->flush(*st, out).ok());
+  EXPECT_FALSE(gpu->decode(*st, codes.data(), 1, out).ok());  // flushed
+}
+
+}  // namespace
+}  // namespace chorus::gpu_test
