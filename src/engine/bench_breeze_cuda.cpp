@@ -51,6 +51,7 @@ SynthesisRequest bench_request(const breeze_tts::Config& c, const BreezeBenchOpt
   r.min_frames = frames;
   r.length_cap.frames_per_token = 0;
   r.seed = seed;
+  r.activations = ActivationPrecision::kF32;  // what the device computes
   return r;
 }
 

@@ -277,6 +277,7 @@ TEST(BreezeGpu, EngineEqualsTheCpuEngine) {
     r.max_frames = 24;
     r.length_cap.frames_per_token = 0;
     r.seed = seed;
+    r.activations = engine::ActivationPrecision::kF32;  // the CPU engine's default is bf16; the GPU computes f32
     return r;
   };
   using Frames = std::vector<std::vector<int32_t>>;
