@@ -2,6 +2,7 @@
 
 #include "engine/breeze_engine.h"
 #include "engine/qwen3_tts_engine.h"
+#include "io/model_dir.h"
 #include "models/family.h"
 
 namespace chorus::engine {
@@ -15,7 +16,8 @@ const char* stop_reason_name(StopReason r) {
   return "?";
 }
 
-Result<std::unique_ptr<TtsModel>> load_tts_model(const std::string& dir, const LoadOptions& options) {
+Result<std::unique_ptr<TtsModel>> load_tts_model(const std::string& spec, const LoadOptions& options) {
+  CHORUS_ASSIGN(const std::string dir, io::resolve_model_dir(spec));
   CHORUS_ASSIGN(const Family family, detect_family(dir));
   ThreadPool* pool = options.pool ? options.pool : &ThreadPool::global();
   switch (family) {

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "io/model_dir.h"
 #include "models/config_reader.h"
 
 namespace chorus {
@@ -14,7 +15,8 @@ Result<Family> family_from_name(const std::string& name) {
   return make_error(ErrorCode::kInvalidArgument, "unknown model family \"" + name + "\" (expected qwen3-tts or breeze-tts)");
 }
 
-Result<Family> detect_family(const std::string& dir) {
+Result<Family> detect_family(const std::string& spec) {
+  CHORUS_ASSIGN(const std::string dir, io::resolve_model_dir(spec));
   const std::string file = (std::filesystem::path(dir) / "config.json").string();
   if (!std::filesystem::exists(file))
     return make_error(ErrorCode::kNotFound, dir + ": no config.json (expected a Hugging Face checkpoint folder)");

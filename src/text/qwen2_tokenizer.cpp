@@ -1,5 +1,6 @@
 #include "text/qwen2_tokenizer.h"
 
+#include "io/model_dir.h"
 #include "text/added_tokens.h"
 #include "text/bpe_model.h"
 #include "text/normalize.h"
@@ -56,7 +57,8 @@ struct Qwen2Tokenizer::Impl {
   }
 };
 
-Result<Qwen2Tokenizer> Qwen2Tokenizer::load(const std::string& dir) {
+Result<Qwen2Tokenizer> Qwen2Tokenizer::load(const std::string& spec) {
+  CHORUS_ASSIGN(const std::string dir, io::resolve_model_dir(spec));
   CHORUS_ASSIGN(TokenizerDefinition def, read_tokenizer_folder(dir));
   return from_definition(def);
 }

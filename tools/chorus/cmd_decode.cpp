@@ -168,7 +168,7 @@ int run(const Options& o) {
 chorus::cli::Runner setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
   sub.add_option("--model", o->model,
-                 "Model folder (its speech_tokenizer/ or audio_tokenizer/) or a codec folder")->required();
+                 "Model folder (its speech_tokenizer/ or audio_tokenizer/), a codec folder, or a Hugging Face id in the local cache")->required();
   sub.add_option("--codes", o->codes, "Codes JSON: {\"codes\": [[c0, ..., c15], ...]}, one row per frame");
   sub.add_option("--random-frames", o->random_frames, "Decode N random frames instead of --codes (benchmarks)");
   sub.add_option("--seed", o->seed, "Seed for --random-frames")->capture_default_str();

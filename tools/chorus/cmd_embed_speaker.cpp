@@ -71,7 +71,7 @@ int run(const Options& o) {
 
 chorus::cli::Runner setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("--model", o->model, "Qwen3-TTS Base checkpoint folder")->required();
+  sub.add_option("--model", o->model, "Qwen3-TTS Base checkpoint folder or Hugging Face id (local cache)")->required();
   sub.add_option("--audio", o->audio, "Reference audio (WAV, FLAC, Ogg, MP3; any rate, any channels; - for stdin)")->required();
   sub.add_option("-o,--out", o->out, "Write the JSON array here instead of stdout");
   o->ref.add_to(sub);

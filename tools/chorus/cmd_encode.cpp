@@ -57,7 +57,7 @@ int run(const Options& o) {
 
 chorus::cli::Runner setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("--model", o->model, "Model folder (its speech_tokenizer/ or audio_tokenizer/) or a codec folder")->required();
+  sub.add_option("--model", o->model, "Model folder (its speech_tokenizer/ or audio_tokenizer/), a codec folder, or a Hugging Face id in the local cache")->required();
   sub.add_option("--audio", o->audio, "Reference audio (WAV, FLAC, Ogg, MP3; any rate, any channels; - for stdin)")->required();
   sub.add_option("--codes-out", o->codes_out, "Write the codes: {\"codes\": [[c0, ..., c15], ...]}")->required();
   o->ref.add_to(sub);

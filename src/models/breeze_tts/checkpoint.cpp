@@ -5,6 +5,7 @@
 #include "core/thread_pool.h"
 #include "io/file_util.h"
 #include "io/json_util.h"
+#include "io/model_dir.h"
 #include "models/breeze_tts/tokenizer.h"
 #include "models/breeze_tts/weights.h"
 #include "models/codec/weights.h"
@@ -14,21 +15,14 @@ namespace chorus::breeze_tts {
 
 namespace fs = std::filesystem;
 
-Result<ModelFiles> open_model_files(const std::string& dir) {
-  if (!fs::is_directory(dir)) return make_error(ErrorCode::kNotFound, dir + ": not a directory");
+Result<ModelFiles> open_model_files(const std::string& spec) {
+  CHORUS_ASSIGN(std::string dir, io::resolve_model_dir(spec));
   ModelFiles m;
   m.dir = dir;
   CHORUS_ASSIGN(m.config, load_config(dir));
-  CHORUS_ASSIGN(m.main, io::Checkpoint::open_dir(dir, "model"));
-  CHORUS_TRY(main_weight_table(m.config).check(m.main, m.main.label(), &m.unexpected_main));
-  m.main_params = static_cast<int64_t>(m.main.total_params());
-  const std::string codec_dir = (fs::path(dir) / "audio_tokenizer").string();
-  CHORUS_ASSIGN(m.codec, io::Checkpoint::open_dir(codec_dir, "model"));
-  m.codec_has_encoder = m.config.codec.encoder.present && m.codec.find("encoder.downsample.conv.weight") != nullptr;
-  const WeightTable codec_table = codec::codec_weight_table(m.config.codec, m.codec_has_encoder);
-  CHORUS_TRY(codec_table.check(m.codec, m.codec.label(), &m.unexpected_codec));
-  m.codec_params = static_cast<int64_t>(m.codec.total_params());
-  const fs::path tok = fs::path(dir) / kTokenizerFile;
+  CHORUS_ASSIGN(static_cast<CheckedCheckpoints&>(m),
+                open_checked_checkpoints(dir, main_weight_table(m.config), "audio_tokenizer", m.config.codec));
+  const fs::path tok = fs::path(m.dir) / kTokenizerFile;
   if (fs::is_regular_file(tok)) m.tokenizer_path = tok.string();
   return m;
 }

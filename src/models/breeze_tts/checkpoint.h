@@ -13,25 +13,20 @@
 #include <vector>
 
 #include "core/error.h"
-#include "io/safetensors.h"
+#include "models/checkpoint_files.h"
 #include "models/breeze_tts/config.h"
 
 namespace chorus::breeze_tts {
 
 inline constexpr const char* kTokenizerFile = "tokenizer.model";
 
-struct ModelFiles {
-  std::string dir;
+struct ModelFiles : CheckedCheckpoints {
+  std::string dir;  // resolved: a folder, never a hub id
   Config config;
-  io::Checkpoint main;
-  io::Checkpoint codec;
-  bool codec_has_encoder = false;            // encoder weights present (needed for voice cloning)
   std::string tokenizer_path;                // empty when the folder has no tokenizer.model
-  std::vector<std::string> unexpected_main;  // tensors no stage reads (reported by inspect)
-  std::vector<std::string> unexpected_codec;
-  int64_t main_params = 0, codec_params = 0;
 };
 
+// `dir`: a folder or a Hugging Face id in the local cache (io::resolve_model_dir).
 Result<ModelFiles> open_model_files(const std::string& dir);
 
 // Writes a complete random-weight checkpoint folder for `config` (make-tiny): main weights bf16 like

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "models/config_reader.h"
 
@@ -21,9 +22,9 @@ Result<std::string> model_type_of(const fs::path& config) {
 
 }  // namespace
 
-Result<std::string> find_codec_dir(const std::string& dir) {
+Result<std::string> find_codec_dir(const std::string& spec) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return make_error(ErrorCode::kNotFound, dir + ": not a directory");
+  CHORUS_ASSIGN(const std::string dir, io::resolve_model_dir(spec));
   const fs::path root(dir);
   if (fs::exists(root / "config.json", ec)) {
     CHORUS_ASSIGN(const std::string type, model_type_of(root / "config.json"));

@@ -9,22 +9,17 @@
 #include <vector>
 
 #include "core/error.h"
-#include "io/safetensors.h"
+#include "models/checkpoint_files.h"
 #include "models/qwen3_tts/config.h"
 
 namespace chorus::qwen3_tts {
 
-struct ModelFiles {
-  std::string dir;
+struct ModelFiles : CheckedCheckpoints {
+  std::string dir;  // resolved: a folder, never a hub id
   Config config;
-  io::Checkpoint main;
-  io::Checkpoint codec;
-  bool codec_has_encoder = false;              // encoder weights present (needed for voice cloning)
-  std::vector<std::string> unexpected_main;    // tensors no stage reads (reported by inspect)
-  std::vector<std::string> unexpected_codec;
-  int64_t main_params = 0, codec_params = 0;
 };
 
+// `dir`: a folder or a Hugging Face id in the local cache (io::resolve_model_dir).
 Result<ModelFiles> open_model_files(const std::string& dir);
 
 // Writes a complete random-weight checkpoint folder for `config` (make-tiny). The main weights are
