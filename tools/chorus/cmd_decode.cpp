@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <ctime>
 
 #include "audio/writer.h"
 #include "audio_output.h"
 #include "command.h"
+#include "ref_audio_command.h"
 #include "core/thread_pool.h"
 #include "models/codec/codec_folder.h"
 #include "models/codec/codes_json.h"
@@ -30,11 +30,7 @@ struct Options {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+using chorus::cli::process_cpu_seconds;
 
 struct StageClock {
   std::vector<std::pair<std::string, double>> seconds;  // in pipeline order

@@ -4,46 +4,38 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <ctime>
 
 #include "command.h"
+#include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "models/qwen3_tts/config.h"
 #include "models/qwen3_tts/speaker_encoder.h"
-#include "voice_input.h"
+#include "ref_audio_command.h"
 
 namespace {
 
 using namespace chorus;
 
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+using cli::process_cpu_seconds;
 
-struct Options {
-  std::string model, audio, out;
-  cli::RefAudioOptions ref;
-  int threads = 0;
+struct Options : cli::RefAudioCommand {
+  std::string out;
 };
 
 int run(const Options& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<ThreadPool> own_pool;
-  if (o.threads > 0) own_pool = std::make_unique<ThreadPool>(o.threads);
+  const std::unique_ptr<ThreadPool> own_pool = o.make_pool();
+  auto dir = io::resolve_model_dir(o.model);
+  if (!dir.ok()) return cli::fail(dir.error());
   // Only the main checkpoint is needed (the speaker encoder lives there), not the codec.
-  auto config = qwen3_tts::load_config(o.model);
+  auto config = qwen3_tts::load_config(*dir);
   if (!config.ok()) return cli::fail(config.error());
-  auto ckpt = io::Checkpoint::open_dir(o.model, "model");
+  auto ckpt = io::Checkpoint::open_dir(*dir, "model");
   if (!ckpt.ok()) return cli::fail(ckpt.error());
   auto enc = qwen3_tts::SpeakerEncoder::load(*ckpt, *config);
   if (!enc.ok()) return cli::fail(enc.error());
   if (own_pool) enc->set_thread_pool(own_pool.get());
-  audio::ReadOptions ro;
-  ro.target_rate = static_cast<int>(enc->sample_rate());
-  ro.limits = o.ref.limits();
-  auto a = audio::read_audio(o.audio, ro);
+  auto a = o.read_audio(static_cast<int>(enc->sample_rate()));
   if (!a.ok()) return cli::fail(a.error());
   const auto t1 = std::chrono::steady_clock::now();
   const double cpu0 = process_cpu_seconds();
@@ -71,11 +63,8 @@ int run(const Options& o) {
 
 chorus::cli::Runner setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("--model", o->model, "Qwen3-TTS Base checkpoint folder or Hugging Face id (local cache)")->required();
-  sub.add_option("--audio", o->audio, "Reference audio (WAV, FLAC, Ogg, MP3; any rate, any channels; - for stdin)")->required();
+  o->add_to(sub, "Qwen3-TTS Base checkpoint folder or Hugging Face id (local cache)");
   sub.add_option("-o,--out", o->out, "Write the JSON array here instead of stdout");
-  o->ref.add_to(sub);
-  sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   sub.footer("Example:\n  chorus embed-speaker --model Qwen3-TTS-12Hz-0.6B-Base --audio ref.wav > xvec.json\n"
              "  chorus say --model Qwen3-TTS-12Hz-0.6B-Base --speaker-embedding xvec.json --xvector-only --text Hi -o hi.wav");
   return [o] { return run(*o); };

@@ -6,40 +6,29 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <ctime>
 
 #include "command.h"
 #include "models/codec/codes_json.h"
 #include "models/codec/speech_encoder.h"
-#include "voice_input.h"
+#include "ref_audio_command.h"
 
 namespace {
 
 using namespace chorus;
 
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+using cli::process_cpu_seconds;
 
-struct Options {
-  std::string model, audio, codes_out;
-  cli::RefAudioOptions ref;
-  int threads = 0;
+struct Options : cli::RefAudioCommand {
+  std::string codes_out;
 };
 
 int run(const Options& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<ThreadPool> own_pool;
-  if (o.threads > 0) own_pool = std::make_unique<ThreadPool>(o.threads);
+  const std::unique_ptr<ThreadPool> own_pool = o.make_pool();
   auto enc = codec::load_speech_encoder(o.model);
   if (!enc.ok()) return cli::fail(enc.error());
   if (own_pool) enc->set_thread_pool(own_pool.get());
-  audio::ReadOptions ro;
-  ro.target_rate = static_cast<int>(enc->sample_rate());
-  ro.limits = o.ref.limits();
-  auto a = audio::read_audio(o.audio, ro);
+  auto a = o.read_audio(static_cast<int>(enc->sample_rate()));
   if (!a.ok()) return cli::fail(a.error());
   const auto t1 = std::chrono::steady_clock::now();
   const double cpu0 = process_cpu_seconds();
@@ -57,11 +46,9 @@ int run(const Options& o) {
 
 chorus::cli::Runner setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("--model", o->model, "Model folder (its speech_tokenizer/ or audio_tokenizer/), a codec folder, or a Hugging Face id in the local cache")->required();
-  sub.add_option("--audio", o->audio, "Reference audio (WAV, FLAC, Ogg, MP3; any rate, any channels; - for stdin)")->required();
+  o->add_to(sub, "Model folder (its speech_tokenizer/ or audio_tokenizer/), a codec folder, or a Hugging Face id in "
+                 "the local cache");
   sub.add_option("--codes-out", o->codes_out, "Write the codes: {\"codes\": [[c0, ..., c15], ...]}")->required();
-  o->ref.add_to(sub);
-  sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   sub.footer("Example:\n  chorus encode --model Qwen3-TTS-12Hz-0.6B-Base --audio ref.wav --codes-out ref_codes.json\n"
              "  chorus say --model Qwen3-TTS-12Hz-0.6B-Base --speaker-embedding xvec.json --ref-codes ref_codes.json "
              "--ref-text 'What the reference says.' --text Hi -o hi.wav");
