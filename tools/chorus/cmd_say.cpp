@@ -209,6 +209,11 @@ int run(const Options& o) {
       if (!st.ok()) return cli::fail(st.error());
       dec.gpu = &*gpu_codec;
       dec.gpu_state = std::move(*st);
+      // One throw-away frame loads the kernels (lazy module loading), so frame 0 of the request
+      // is not the one that pays for it; reset() then makes the state a fresh stream.
+      const std::vector<int32_t> zeros(static_cast<size_t>(gpu_codec->num_quantizers()), 0);
+      if (auto w = gpu_codec->decode(dec.gpu_state, zeros.data(), 1, samples); !w.ok()) return cli::fail(w.error());
+      if (auto w = gpu_codec->reset(dec.gpu_state); !w.ok()) return cli::fail(w.error());
     } else {
       dec.cpu = &codec_model->decoder;
       dec.cpu_state = codec_model->decoder.new_state(*mode);
