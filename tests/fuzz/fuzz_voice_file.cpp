@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "models/breeze_tts/voice.h"
 #include "models/qwen3_tts/voice_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -19,7 +20,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const qwen3_tts::Voice& v = *r;
-  if (v.x_vector.empty() || static_cast<int64_t>(v.x_vector.size()) > limits.max_speaker_dim) std::abort();
+  // Breeze TTS 2 voices hold codes and no x-vector; Qwen3-TTS voices always an x-vector.
+  const bool breeze = v.model_family == qwen3_tts::kVoiceFamilyBreeze;
+  if (breeze ? !v.x_vector.empty() || v.frames < 1 : v.x_vector.empty()) std::abort();
+  if (static_cast<int64_t>(v.x_vector.size()) > limits.max_speaker_dim) std::abort();
   for (float x : v.x_vector)
     if (!std::isfinite(x)) std::abort();
   if (static_cast<int64_t>(v.ref_codes.size()) != v.frames * v.codebooks) std::abort();
@@ -34,5 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return c;
   }();
   (void)qwen3_tts::check_voice_for_model(v, config, "fuzz");
+  static const breeze_tts::Config breeze_config;
+  (void)breeze_tts::check_voice_for_model(v, breeze_config, "fuzz");
   return 0;
 }
