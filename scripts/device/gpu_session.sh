@@ -4,7 +4,8 @@
 # start there, else builds with build.sh; then runs the GPU test suite and `chorus bench --device
 # cuda` on real-size random checkpoints, plus comparison runs and an Nsight Compute per-kernel
 # profile. Logs go to $OUT (at most a few files: the device tool returns 8).
-#   STEPS="tests bench06 variants06 ncu06 bench17" (default: all)
+#   STEPS="tests bench06 variants06 ncu06 bench17 breeze" (default: tests bench06 variants06 bench17)
+#   TEST_FILTER=gtest filter for the GPU suite (default: all)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
 mkdir -p "$out"
@@ -27,7 +28,7 @@ if ! "$test_bin" --gtest_list_tests > /dev/null 2> /tmp/prebuilt.err; then
   test_bin=$bin/tests/test_gpu
 fi
 if has tests; then
-  timeout 180 "$test_bin" > "$out/test_gpu.txt" 2>&1
+  timeout 240 "$test_bin" --gtest_filter="${TEST_FILTER:-*}" > "$out/test_gpu.txt" 2>&1
   echo "test_gpu exit $?"
   grep -E "^\[  (FAILED|PASSED) |^\[gpu|Failure|Expected|Which is|actual|  gen_|frame .* codebook" "$out/test_gpu.txt" | head -60
 fi
@@ -68,5 +69,15 @@ if has bench17; then
   echo "== bench 1.7b" | tee -a "$out/bench_17.txt"
   bench /tmp/q17 "$out/bench_17.txt" --frames 250 --batches 1,16,64,256 --batch-frames 40
   rm -rf /tmp/q17
+fi
+if has breeze; then
+  # Breeze TTS 2 at the released size (random weights), single stream with and without guidance.
+  /usr/bin/time -f "make-tiny breeze real: %e s" "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 \
+    --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
+  echo "== bench breeze" | tee -a "$out/bench_breeze.txt"
+  bench /tmp/breeze "$out/bench_breeze.txt" --frames 250 --batches 1,4,16 --batch-frames 40
+  echo "== bench breeze, CFG 3" | tee -a "$out/bench_breeze.txt"
+  bench /tmp/breeze "$out/bench_breeze.txt" --frames 250 --cfg-scale 3
+  rm -rf /tmp/breeze
 fi
 echo "session ${SECONDS} s"

@@ -22,4 +22,10 @@ rm -rf .devcarry/shared && mkdir -p "$sh/goldens"
 cp "$ref/manifest.json" "$sh/"
 cp -r "$ref/models" "$sh/"
 cp "$ref"/goldens/gen_*.safetensors "$ref"/goldens/prefill_*.safetensors "$sh/goldens/"
+bref=/work/shared/reference/breeze_tts2
+bsh=.devcarry/shared/reference/breeze_tts2
+mkdir -p "$bsh/goldens"
+cp "$bref/manifest.json" "$bsh/"
+cp -r "$bref/models" "$bsh/"
+cp "$bref"/goldens/gen_*.safetensors "$bref"/goldens/prefill_*.safetensors "$bsh/goldens/"
 du -sh "$dst" .devcarry/shared
