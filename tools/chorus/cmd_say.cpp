@@ -33,6 +33,7 @@ struct Options {
   std::optional<int32_t> top_k, sub_top_k;
   std::optional<float> cfg_scale;  // Breeze TTS 2 guidance
   std::string dual_cfg;            // "SREF,SINS"
+  std::string activations;         // "bf16", "f32" or "" (the model's default)
   int64_t max_frames = 0, min_frames = -1;
   double frames_per_token = engine::LengthCap{}.frames_per_token;
   int64_t cap_slack = engine::LengthCap{}.slack_frames;
@@ -136,6 +137,7 @@ Result<engine::SynthesisRequest> make_request(const Options& o, int64_t codebook
   r.seed = o.seed;
   r.rng_stream = o.rng_stream;
   r.cfg_scale = o.cfg_scale;
+  CHORUS_ASSIGN(r.activations, cli::activation_precision_from_name(o.activations));
   if (!o.dual_cfg.empty()) {
     float a = 0, b = 0;
     char tail = 0;
@@ -286,7 +288,7 @@ int run(const Options& o) {
 
 chorus::cli::Runner setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("--model", o->model, "Qwen3-TTS or Breeze TTS 2 checkpoint folder")->required();
+  sub.add_option("--model", o->model, "Qwen3-TTS or Breeze TTS 2 checkpoint folder, or a Hugging Face id in the local cache (Org/Name[@rev])")->required();
   sub.add_option("--text", o->text, "Text to speak (needs the checkpoint's text tokenizer)");
   sub.add_option("--text-ids", o->text_ids,
                  "Token ids wrapped as the official wrapper does (<|im_start|>assistant\\n ... <|im_end|>\\n"
@@ -320,6 +322,10 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--frames-per-token", o->frames_per_token,
                  "Safety cap: at most X frames per text token plus --cap-slack (0: no cap)")->capture_default_str();
   sub.add_option("--cap-slack", o->cap_slack, "Frames the safety cap allows on top")->capture_default_str();
+  sub.add_option("--activations", o->activations,
+                 "Breeze TTS 2: bf16 (default: rounds like upstream's bf16 run, which real checkpoints need) or f32 "
+                 "(reproduces the f32 reference goldens)")
+      ->check(CLI::IsMember({"bf16", "f32"}));
   sub.add_option("--cfg-scale", o->cfg_scale, "Breeze TTS 2: classifier-free guidance scale (1: off; 4 recommended with an instruction)");
   sub.add_option("--dual-cfg", o->dual_cfg, "Breeze TTS 2: dual guidance SREF,SINS (reference and instruction scales; needs both)");
   sub.add_option("--codes-out", o->codes_out, "Write the codes: {\"codes\": [[c0, ..., c15], ...]}");

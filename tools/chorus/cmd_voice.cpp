@@ -101,7 +101,7 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.require_subcommand(1);
   auto o = std::make_shared<CreateOptions>();
   CLI::App* create = sub.add_subcommand("create", "Reference audio (+ transcript) -> NAME.voice");
-  create->add_option("--model", o->model, "Qwen3-TTS Base or Breeze TTS 2 checkpoint folder")->required();
+  create->add_option("--model", o->model, "Qwen3-TTS Base or Breeze TTS 2 checkpoint folder, or a Hugging Face id in the local cache")->required();
   create->add_option("--audio", o->audio, "Reference audio (WAV, FLAC, Ogg, MP3; any rate, any channels)")->required();
   create->add_option("--ref-text", o->ref_text, "Transcript of the reference (enables in-context cloning)");
   create->add_option("--ref-text-ids", o->ref_text_ids,
