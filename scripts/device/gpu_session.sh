@@ -4,7 +4,7 @@
 # start there, else builds with build.sh; then runs the GPU test suite and `chorus bench --device
 # cuda` on real-size random checkpoints, plus comparison runs and an Nsight Compute per-kernel
 # profile. Logs go to $OUT (at most a few files: the device tool returns 8).
-#   STEPS="tests bench06 variants06 ncu06 bench17 breeze" (default: tests bench06 variants06 bench17)
+#   STEPS="tests say bench06 variants06 ncu06 bench17 breeze" (default: tests bench06 variants06 bench17)
 #   TEST_FILTER=gtest filter for the GPU suite (default: all)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
@@ -31,6 +31,25 @@ if has tests; then
   timeout 240 "$test_bin" --gtest_filter="${TEST_FILTER:-*}" > "$out/test_gpu.txt" 2>&1
   echo "test_gpu exit $?"
   grep -E "^\[  (FAILED|PASSED) |^\[gpu|Failure|Expected|Which is|actual|  gen_|frame .* codebook" "$out/test_gpu.txt" | head -60
+fi
+if has say; then
+  # `chorus say --device cuda` end to end on tiny models: greedy codes and audio against the CPU.
+  wav_diff() { python3 -c "
+import sys, wave, array
+a, b = (array.array('h', wave.open(f).readframes(10**9)) for f in sys.argv[1:3])
+print('samples', len(a), len(b), 'max |diff| (16-bit steps)', max((abs(x - y) for x, y in zip(a, b)), default=-1))" "$1" "$2"; }
+  say_pair() {  # say_pair <name> <model> <args...>
+    local name=$1 m=$2
+    shift 2
+    "$bin/chorus" say --model "$m" "$@" --greedy --max-frames 40 --codes-out "/tmp/$name.cpu.json" -o "/tmp/$name.cpu.wav" 2>&1 | tail -1
+    "$bin/chorus" say --device cuda --model "$m" "$@" --greedy --max-frames 40 --codes-out "/tmp/$name.gpu.json" -o "$out/$name.gpu.wav" 2>&1 | tail -1
+    if cmp -s "/tmp/$name.cpu.json" "/tmp/$name.gpu.json"; then echo "say $name: GPU codes = CPU codes"; else echo "say $name: CODES DIFFER"; fi
+    wav_diff "/tmp/$name.cpu.wav" "$out/$name.gpu.wav"
+  }
+  "$bin/chorus" make-tiny --variant custom_voice --seed 3 --out /tmp/tcv > /dev/null
+  say_pair qwen /tmp/tcv --speaker ryan --text "Hello there, this runs on the GPU."
+  "$bin/chorus" make-tiny --family breeze-tts --seed 3 --out /tmp/tbz > /dev/null
+  say_pair breeze /tmp/tbz --activations f32 --text "Hello there, this runs on the GPU."
 fi
 make_model() {  # make_model <size> <dir>
   /usr/bin/time -f "make-tiny $1: %e s" "$bin/chorus" make-tiny --variant custom_voice --dims "real-$1" --seed 1 \
