@@ -33,89 +33,82 @@ struct MemoryStats {
 MemoryStats memory_stats();
 void reset_memory_peak();
 
-class DeviceBuffer {
+// A move-only owner of one CUDA resource `H`, handed back by `Release` when the owner dies or is
+// assigned over (release errors are dropped: nobody could act on them). Each resource type below
+// is this owner plus its own creation and operations.
+template <class H, void (*Release)(H)>
+class Owned {
  public:
-  DeviceBuffer() = default;
+  Owned() = default;
+  ~Owned() { reset(); }
+  Owned(Owned&& o) noexcept : h_(std::exchange(o.h_, H{})) {}
+  Owned& operator=(Owned&& o) noexcept {
+    if (this != &o) {
+      reset();
+      h_ = std::exchange(o.h_, H{});
+    }
+    return *this;
+  }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  H get() const { return h_; }
+
+ protected:
+  void reset() {
+    if (h_) Release(std::exchange(h_, H{}));
+  }
+  H h_{};
+};
+
+// Memory blocks: the pointer and its size.
+struct Block {
+  void* p = nullptr;
+  size_t n = 0;
+  explicit operator bool() const { return p != nullptr; }
+};
+void release_device_block(Block b);
+void release_pinned_block(Block b);
+
+template <void (*Release)(Block)>
+class OwnedMemory : public Owned<Block, Release> {
+ public:
+  void* data() const { return this->h_.p; }
+  size_t bytes() const { return this->h_.n; }
+  template <class T> T* as() const { return static_cast<T*>(this->h_.p); }
+};
+
+class DeviceBuffer : public OwnedMemory<release_device_block> {
+ public:
   static Result<DeviceBuffer> alloc(size_t bytes);  // zero-filled
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void* data() const { return p_; }
-  size_t bytes() const { return n_; }
-  template <class T> T* as() const { return static_cast<T*>(p_); }
-
- private:
-  void* p_ = nullptr;
-  size_t n_ = 0;
 };
 
 // Host memory the device can copy to and from asynchronously.
-class PinnedBuffer {
+class PinnedBuffer : public OwnedMemory<release_pinned_block> {
  public:
-  PinnedBuffer() = default;
   static Result<PinnedBuffer> alloc(size_t bytes);
-  ~PinnedBuffer();
-  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  void* data() const { return p_; }
-  size_t bytes() const { return n_; }
-  template <class T> T* as() const { return static_cast<T*>(p_); }
-
- private:
-  void* p_ = nullptr;
-  size_t n_ = 0;
 };
 
-class Stream {
+void release_stream(cudaStream_t s);
+class Stream : public Owned<cudaStream_t, release_stream> {
  public:
-  Stream() = default;
   static Result<Stream> create();
-  ~Stream();
-  Stream(Stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
-  Stream& operator=(Stream&& o) noexcept;
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return s_; }
   Status synchronize() const;
-
- private:
-  cudaStream_t s_ = nullptr;
 };
 
-class Event {
+void release_event(cudaEvent_t e);
+class Event : public Owned<cudaEvent_t, release_event> {
  public:
-  Event() = default;
   static Result<Event> create();
-  ~Event();
-  Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
-  Event& operator=(Event&& o) noexcept;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return e_; }
   Status record(cudaStream_t s) const;
   Status synchronize() const;
   // Milliseconds from `start` to this event (both recorded and complete).
   Result<float> elapsed_ms_since(const Event& start) const;
-
- private:
-  cudaEvent_t e_ = nullptr;
 };
 
 // An instantiated CUDA graph, made by capturing the work a callable enqueues on a stream.
-class GraphExec {
+void release_graph_exec(cudaGraphExec_t g);
+class GraphExec : public Owned<cudaGraphExec_t, release_graph_exec> {
  public:
-  GraphExec() = default;
-  ~GraphExec();
-  GraphExec(GraphExec&& o) noexcept : g_(std::exchange(o.g_, nullptr)) {}
-  GraphExec& operator=(GraphExec&& o) noexcept;
-  GraphExec(const GraphExec&) = delete;
-  GraphExec& operator=(const GraphExec&) = delete;
-
   template <class F>
   static Result<GraphExec> capture(cudaStream_t s, F&& enqueue) {
     CHORUS_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -128,27 +121,17 @@ class GraphExec {
     }
     return finish(end, graph);
   }
-  bool valid() const { return g_ != nullptr; }
+  bool valid() const { return h_ != nullptr; }
   Status launch(cudaStream_t s) const;
 
  private:
   static Result<GraphExec> finish(cudaError_t end, cudaGraph_t graph);
-  cudaGraphExec_t g_ = nullptr;
 };
 
-class Cublas {
+void release_cublas(cublasHandle_t h);
+class Cublas : public Owned<cublasHandle_t, release_cublas> {
  public:
-  Cublas() = default;
   static Result<Cublas> create();
-  ~Cublas();
-  Cublas(Cublas&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
-  Cublas& operator=(Cublas&& o) noexcept;
-  Cublas(const Cublas&) = delete;
-  Cublas& operator=(const Cublas&) = delete;
-  cublasHandle_t get() const { return h_; }
-
- private:
-  cublasHandle_t h_ = nullptr;
 };
 
 // Bytes in use on the device as the driver reports it (all processes, CUDA context included).
