@@ -4,7 +4,7 @@
 # start there, else builds with build.sh; then runs the GPU test suite and `chorus bench --device
 # cuda` on real-size random checkpoints, plus comparison runs and an Nsight Compute per-kernel
 # profile. Logs go to $OUT (at most a few files: the device tool returns 8).
-#   STEPS="tests say bench06 variants06 ncu06 bench17 breeze" (default: tests bench06 variants06 bench17)
+#   STEPS="tests say bench06 variants06 ncu06 bench17 breeze breeze_variants" (default: tests bench06 variants06 bench17)
 #   TEST_FILTER=gtest filter for the GPU suite (default: all)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
@@ -97,6 +97,12 @@ if has breeze; then
   bench /tmp/breeze "$out/bench_breeze.txt" --frames 250 --batches 1,4,16 --batch-frames 40
   echo "== bench breeze, CFG 3" | tee -a "$out/bench_breeze.txt"
   bench /tmp/breeze "$out/bench_breeze.txt" --frames 250 --cfg-scale 3
+  if has breeze_variants; then
+    echo "== breeze, 2..8 rows through cuBLAS (CHORUS_GEMV_MAX_ROWS=1)" | tee -a "$out/bench_breeze.txt"
+    CHORUS_GEMV_MAX_ROWS=1 bench /tmp/breeze "$out/bench_breeze.txt" --frames 60 --batches 1,4,8 --batch-frames 30
+    echo "== breeze, single rows through the general matrix-vector kernel (CHORUS_GEMV1=0)" | tee -a "$out/bench_breeze.txt"
+    CHORUS_GEMV1=0 bench /tmp/breeze "$out/bench_breeze.txt" --frames 100
+  fi
   rm -rf /tmp/breeze
 fi
 echo "session ${SECONDS} s"
