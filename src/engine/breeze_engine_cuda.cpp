@@ -8,6 +8,7 @@
 #include "engine/breeze_engine.h"
 #include "models/breeze_tts/checkpoint.h"
 #include "models/breeze_tts/frame_batch_cuda.h"
+#include "models/breeze_tts/text_encoder_cuda.h"
 #include "runtime/cuda/cuda_handles.h"
 
 namespace chorus::engine {
@@ -70,6 +71,7 @@ class CudaBreezeEngine final : public TtsModel {
     {  // the weights are copied to the device; the mapping is needed only while uploading
       CHORUS_ASSIGN(const bt::ModelFiles files, bt::open_model_files(dir));
       CHORUS_ASSIGN(e->dev_, bt::gpu::DeviceModel::upload(files.config, files.main));
+      CHORUS_ASSIGN(e->text_, bt::gpu::TextEncoderCuda::upload(files.config, files.main));
     }
     e->info_ = e->cpu_->info();
     return e;
@@ -92,12 +94,14 @@ class CudaBreezeEngine final : public TtsModel {
     CHORUS_ASSIGN(const std::vector<bt::Layout> layouts, bt::branch_layouts(g.layout, g.guidance));
     auto s = std::make_unique<CudaBreezeStream>();
     int64_t longest = 0;
+    std::vector<bt::PromptLayout> branch_layouts;
     for (const bt::Layout l : layouts) {
-      CHORUS_ASSIGN(const bt::PromptLayout pl, bt::build_layout(c, l, parts));
-      CHORUS_ASSIGN(Tensor rows, bt::prompt_rows(c, pl, parts.ref, m.encoder, m.audio_table, pool_));
-      longest = std::max(longest, rows.dim(0));
-      s->rows.push_back(std::move(rows));
+      CHORUS_ASSIGN(bt::PromptLayout pl, bt::build_layout(c, l, parts));
+      branch_layouts.push_back(std::move(pl));
     }
+    // Every branch's text segments go through the GPU text encoder in one pass.
+    CHORUS_ASSIGN(s->rows, bt::gpu::prompt_rows_cuda(c, branch_layouts, parts.ref, *text_, m.audio_table));
+    for (const Tensor& rows : s->rows) longest = std::max(longest, rows.dim(0));
     int64_t limit = g.max_frames > 0 ? g.max_frames : c.generation.max_new_tokens;
     limit = std::min(limit, std::max<int64_t>(0, c.generation.max_seq_len - longest + 1));
     if (limit < 1) return make_error(ErrorCode::kOutOfRange, "the prompt is longer than the backbone's context");
@@ -201,6 +205,7 @@ class CudaBreezeEngine final : public TtsModel {
 
   std::unique_ptr<BreezeEngine> cpu_;
   std::shared_ptr<const bt::gpu::DeviceModel> dev_;
+  std::unique_ptr<bt::gpu::TextEncoderCuda> text_;  // the prompts' text segments
   ThreadPool* pool_ = nullptr;
   ModelInfo info_;
 };
