@@ -42,6 +42,8 @@ Result<DeviceTensor> matrix(const io::Checkpoint& ckpt, const std::string& name)
   return qwen3_tts::gpu::upload_matrix(t);
 }
 
+constexpr int64_t kInitialRows = 256;
+
 size_t bytes_of(const DeviceTensor& t) { return t.buf.bytes(); }
 
 cuda::LinearOut out_of(const DeviceTensor& w, float* y) { return {w.matrix(), nullptr, y, w.rows}; }
@@ -93,6 +95,8 @@ Result<std::unique_ptr<TextEncoderCuda>> TextEncoderCuda::upload(const Config& c
     e->layers_.push_back(std::move(layer));
   }
   CHORUS_ASSIGN(e->stream_, cuda::Stream::create());
+  // Scratch and the cuBLAS handle for typical prompts now, so the first request does not pay for them.
+  CHORUS_TRY(e->reserve(kInitialRows));
   return e;
 }
 
