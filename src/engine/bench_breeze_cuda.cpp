@@ -52,7 +52,7 @@ SynthesisRequest bench_request(const breeze_tts::Config& c, const BreezeBenchOpt
   r.min_frames = frames;
   r.length_cap.frames_per_token = 0;
   r.seed = seed;
-  r.activations = ActivationPrecision::kF32;  // what the device computes
+  r.activations = o.activations;
   return r;
 }
 
@@ -163,8 +163,9 @@ Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
   appendf(rep, "device           %s\n", dev.c_str());
   appendf(rep, "model            %s (%s; load + upload %.0f ms, %.2f GiB of weights on the GPU)\n", b.model.c_str(),
           model->info().variant.c_str(), load_ms, gib(weights));
-  appendf(rep, "work             %lld text tokens, %s, cfg scale %.2f, %s\n", (long long)o.text_tokens, guidance,
-          o.cfg_scale, o.greedy ? "greedy" : "checkpoint sampler defaults");
+  appendf(rep, "work             %lld text tokens, %s, cfg scale %.2f, %s, %s activations\n",
+          (long long)o.text_tokens, guidance, o.cfg_scale, o.greedy ? "greedy" : "checkpoint sampler defaults",
+          o.activations == ActivationPrecision::kF32 ? "f32" : "bf16");
 
   if (b.warmup > 0) {
     auto w = run_batch(*model, c, o, 1, std::max<int64_t>(2, b.warmup), 999);

@@ -83,10 +83,6 @@ class CudaBreezeEngine final : public TtsModel {
     // The CPU engine's request handling; the layouts and limits as BreezeGeneration::start.
     const bt::BreezeModel& m = cpu_->model();
     const bt::Config& c = m.config;
-    // The device kernels keep f32 activations (the exactness mode of the goldens); upstream's bf16
-    // rounding (the CPU engine's default for Breeze) is not implemented on the GPU yet.
-    if (r.activations == ActivationPrecision::kBF16)
-      return make_error(ErrorCode::kUnsupported, "breeze on cuda: bf16 activations are not implemented on the GPU (use f32)");
     CHORUS_ASSIGN(bt::PromptParts parts, cpu_->prompt_parts(r));
     CHORUS_ASSIGN(const bt::GenerationParams g, cpu_->params(r, parts));
     CHORUS_TRY(sampling::validate(g.backbone, "backbone sampler"));
@@ -99,8 +95,9 @@ class CudaBreezeEngine final : public TtsModel {
       CHORUS_ASSIGN(bt::PromptLayout pl, bt::build_layout(c, l, parts));
       branch_layouts.push_back(std::move(pl));
     }
+    // g.act: the CPU engine's choice (bf16 by default), for the prompt rows and the device stacks.
     // Every branch's text segments go through the GPU text encoder in one pass.
-    CHORUS_ASSIGN(s->rows, bt::gpu::prompt_rows_cuda(c, branch_layouts, parts.ref, *text_, m.audio_table));
+    CHORUS_ASSIGN(s->rows, bt::gpu::prompt_rows_cuda(c, branch_layouts, parts.ref, *text_, m.audio_table, g.act));
     for (const Tensor& rows : s->rows) longest = std::max(longest, rows.dim(0));
     int64_t limit = g.max_frames > 0 ? g.max_frames : c.generation.max_new_tokens;
     limit = std::min(limit, std::max<int64_t>(0, c.generation.max_seq_len - longest + 1));
@@ -117,6 +114,7 @@ class CudaBreezeEngine final : public TtsModel {
     st.min_frames = g.min_frames;
     st.seed = g.seed;
     st.rng_stream = g.rng_stream;
+    st.act = g.act;
     return std::unique_ptr<TtsStream>(std::move(s));
   }
 

@@ -26,6 +26,7 @@ struct BreezeBenchOptions {
   int64_t text_tokens = 30;
   int64_t instruct_tokens = 16;
   bool greedy = false;
+  ActivationPrecision activations = ActivationPrecision::kModelDefault;  // the model default: bf16
 };
 Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o);
 

@@ -15,6 +15,7 @@
 #include "engine/qwen3_tts_engine.h"
 #include "engine/tts_model_cuda.h"
 #include "models/family.h"
+#include "voice_input.h"
 #include "runtime/cpu/kernels.h"
 
 namespace {
@@ -32,6 +33,7 @@ struct Options {
   std::vector<int64_t> batches;  // --device cuda: batch sizes to measure
   int64_t batch_frames = 100;
   float cfg_scale = 1.0f;  // Breeze on cuda: guidance scale (≠ 1: design prompt with CFG)
+  std::string activations;  // Breeze on cuda: "bf16", "f32" or "" (the model's default, bf16)
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -83,8 +85,10 @@ int run(const Options& o) {
   if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0)
     return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup >= 0");
   if (auto fam = detect_family(o.model); o.device == "cuda" && fam.ok() && *fam == Family::kBreezeTts) {
+    auto act = cli::activation_precision_from_name(o.activations);
+    if (!act.ok()) return cli::fail(act.error());
     auto rep = engine::cuda_bench_breeze({{o.model, o.frames, o.warmup, o.batches, o.batch_frames}, o.cfg_scale,
-                                          o.text_tokens, 16, o.greedy});
+                                          o.text_tokens, 16, o.greedy, *act});
     if (!rep.ok()) return cli::fail(rep.error());
     std::fputs(rep->c_str(), stdout);
     return 0;
@@ -188,6 +192,7 @@ chorus::cli::Runner setup(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--cfg-scale", o->cfg_scale, "Breeze with --device cuda: CFG scale (design prompt) when not 1")
       ->capture_default_str();
+  sub.add_option("--activations", o->activations, "Breeze with --device cuda: bf16 or f32 (default: bf16, the model's)");
   sub.footer("Example: chorus make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out /tmp/q06\n"
              "         chorus bench --model /tmp/q06 --frames 100");
   return [o] { return run(*o); };

@@ -67,6 +67,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   f.D_ = m.depth_hidden();
   f.C_ = m.classes();
   f.V_ = m.vocab();
+  f.bf16_ = streams[0].act == Activations::kBF16;
   const int64_t S = f.S_, Q = f.Q_, G = f.G_, H = f.H_, D = f.D_;
   int64_t total_prompt = 0, longest = 0;
   for (const StreamSetup& st : streams) {
@@ -75,6 +76,8 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
     if (st.guide.mode != expected_mode(st.branches.size()))
       return make_error(ErrorCode::kInternal, "breeze frame batch: guidance mode does not match the branches");
     if (st.max_frames < 1) return make_error(ErrorCode::kInternal, "breeze frame batch: max_frames must be >= 1");
+    if (st.act != streams[0].act)
+      return make_error(ErrorCode::kUnsupported, "breeze cuda: every stream of a batch needs the same activation precision");
     for (const Tensor* t : st.branches) {
       if (!t || t->rank() != 2 || t->dim(1) != H || t->dim(0) < 1 || t->dtype() != DType::kF32)
         return make_error(ErrorCode::kInternal, "breeze frame batch: prompt rows of another model");
@@ -243,7 +246,7 @@ Status FrameBatch::prefill(std::span<const StreamSetup> streams) {
     CHORUS_TRY(upload(prefill_pos_, pos));
     CHORUS_TRY(upload(last_row_, last));
     const cuda::RowMap map{prefill_seq_.as<int32_t>(), prefill_pos_.as<int32_t>(), rows, false};
-    CHORUS_TRY(m_->backbone().forward(bb_h_.as<float>(), bb_out_.as<float>(), map, kv, bb_scratch_, ws_, s));
+    CHORUS_TRY(m_->backbone().forward(bb_h_.as<float>(), bb_out_.as<float>(), map, kv, bb_scratch_, ws_, s, bf16_));
     CHORUS_TRY(qwen3_tts::gpu::gather_rows(bb_out_.as<float>(), last_row_.as<int32_t>(), H_, q1 - q0,
                                            z_.as<float>() + q0 * H_, s));
     q0 = q1;
@@ -289,10 +292,11 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
     p.ldx = H_;
     p.M = rows;
     p.out[0] = {m.projector().matrix(), nullptr, dx, D_};
+    p.bf16 = bf16_;  // the projected rows are stored as bf16 (DepthDecoder::project_*)
     CHORUS_TRY(cuda::linear(p, &ws_, s));
     const cuda::RowMap map = k == 1 ? cuda::RowMap{first_seq_.as<int32_t>(), first_pos_.as<int32_t>(), rows, false}
                                     : cuda::RowMap{iota_.as<int32_t>(), depth_pos_.as<int32_t>() + k * Q_, rows, true};
-    CHORUS_TRY(m.depth().forward(dx, out, map, kv, depth_scratch_, ws_, s));
+    CHORUS_TRY(m.depth().forward(dx, out, map, kv, depth_scratch_, ws_, s, bf16_));
     float* logits = logits_d_.as<float>() + static_cast<int64_t>(k - 1) * Q_ * V_;
     cuda::LinearArgs head;  // each branch's last row
     head.x = k == 1 ? out + D_ : out;
@@ -319,7 +323,7 @@ Status FrameBatch::enqueue_backbone(cudaStream_t s) {
   const KvCacheRef kv{bb_kv_.as<float>(), Q_, cap_, bd.kv_heads * bd.head_dim};
   CHORUS_TRY(frame_rows(m.table(), codes_.as<int32_t>(), G_, S_, NB_, bb_h_.as<float>(), s));
   const cuda::RowMap map{iota_.as<int32_t>(), bb_pos_.as<int32_t>(), Q_, true};
-  CHORUS_TRY(m.backbone().forward(bb_h_.as<float>(), z_.as<float>(), map, kv, bb_scratch_, ws_, s));
+  CHORUS_TRY(m.backbone().forward(bb_h_.as<float>(), z_.as<float>(), map, kv, bb_scratch_, ws_, s, bf16_));
   return sample_backbone(s);
 }
 
@@ -344,6 +348,13 @@ Result<std::vector<float>> FrameBatch::backbone_logits() const {
   CHORUS_TRY(stream_.synchronize());
   std::vector<float> v(static_cast<size_t>(Q_ * C_));
   CHORUS_CUDA_TRY(cudaMemcpy(v.data(), logits_b_.data(), v.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+Result<std::vector<float>> FrameBatch::backbone_hidden() const {
+  CHORUS_TRY(stream_.synchronize());
+  std::vector<float> v(static_cast<size_t>(Q_ * H_));
+  CHORUS_CUDA_TRY(cudaMemcpy(v.data(), z_.data(), v.size() * sizeof(float), cudaMemcpyDeviceToHost));
   return v;
 }
 

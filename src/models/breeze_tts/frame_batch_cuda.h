@@ -24,6 +24,7 @@
 
 #include "models/breeze_tts/device_model_cuda.h"
 #include "models/breeze_tts/frame_kernels_cuda.h"
+#include "models/breeze_tts/text_encoder.h"
 #include "runtime/cuda/cuda_handles.h"
 #include "runtime/cuda/ops.h"
 #include "sampling/sampler.h"
@@ -39,6 +40,10 @@ struct StreamSetup {
   int64_t min_frames = 0;
   uint64_t seed = 0;
   uint32_t rng_stream = 0;
+  // kBF16: the backbone and depth stacks and the depth projector store bf16 activations as the CPU
+  // generation does (nn::Rounding::kBF16); lm_head and the depth heads stay f32. The prompt rows
+  // must have been built with the same mode. Every stream of a batch must use the same mode.
+  Activations act = Activations::kF32;
 };
 
 struct FrameTiming {
@@ -73,6 +78,9 @@ class FrameBatch {
   // frame's depth steps, [G − 1, S·NB, vocab].
   Result<std::vector<float>> backbone_logits() const;
   Result<std::vector<float>> depth_logits() const;
+  // The backbone's final-norm hidden state of each branch's last row, [S·NB, hidden] (the input of
+  // lm_head and of the next depth walk).
+  Result<std::vector<float>> backbone_hidden() const;
 
  private:
   FrameBatch() = default;
@@ -84,6 +92,7 @@ class FrameBatch {
   std::shared_ptr<const DeviceModel> m_;
   int S_ = 0, NB_ = 0, Q_ = 0, G_ = 0;
   int64_t H_ = 0, D_ = 0, C_ = 0, V_ = 0, cap_ = 0, bb_rows_ = 0;
+  bool bf16_ = false;  // the batch's activations (StreamSetup::act)
   cuda::Stream stream_;
   cuda::Event ev_[3];
   cuda::LinearWorkspace ws_;

@@ -125,7 +125,7 @@ int64_t DeviceStack::max_linear_n_total() const {
 }
 
 Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& sc,
-                            cuda::LinearWorkspace& ws, cudaStream_t s) const {
+                            cuda::LinearWorkspace& ws, cudaStream_t s, bool bf16) const {
   const nn::Qwen3Dims& d = dims_;
   const int64_t R = rows.rows;
   if (R <= 0) return ok_status();
@@ -138,6 +138,7 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
   float* q = sc.q.as<float>();
   float* attn = sc.attn.as<float>();
   float* mlp = sc.mlp.as<float>();
+  if (bf16) CHORUS_TRY(cuda::round_bf16(h, R * H, s));
   for (int64_t li = 0; li < d.layers; ++li) {
     const Layer& L = layers_[static_cast<size_t>(li)];
     cuda::LinearArgs a;
@@ -150,15 +151,17 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     a.out[1] = {L.k.matrix(), nullptr, qkv + qw, ld_qkv};
     a.out[2] = {L.v.matrix(), nullptr, qkv + qw + kvw, ld_qkv};
     a.outputs = 3;
+    a.bf16 = bf16;
     CHORUS_TRY(cuda::linear(a, &ws, s));
     const cuda::KvLayer layer = kv.layer(li);
     const float* qn = L.q_norm.empty() ? nullptr : L.q_norm.f32();
     const float* kn = L.k_norm.empty() ? nullptr : L.k_norm.f32();
     if (rows.decode) {
-      CHORUS_TRY(cuda::attention_decode(qkv, ld_qkv, shape, qn, kn, eps, inv_freq_.f32(), scale, rows, layer, attn, s));
+      CHORUS_TRY(
+          cuda::attention_decode(qkv, ld_qkv, shape, qn, kn, eps, inv_freq_.f32(), scale, rows, layer, attn, s, bf16));
     } else {
-      CHORUS_TRY(cuda::qk_norm_rope_store(qkv, ld_qkv, shape, qn, kn, eps, inv_freq_.f32(), rows, layer, q, s));
-      CHORUS_TRY(cuda::attention(q, shape, scale, rows, layer, attn, s));
+      CHORUS_TRY(cuda::qk_norm_rope_store(qkv, ld_qkv, shape, qn, kn, eps, inv_freq_.f32(), rows, layer, q, s, bf16));
+      CHORUS_TRY(cuda::attention(q, shape, scale, rows, layer, attn, s, bf16));
     }
 
     cuda::LinearArgs o;
@@ -167,6 +170,7 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     o.M = R;
     o.out[0] = {L.o.matrix(), nullptr, h, H};
     o.epilogue = cuda::Epilogue::kAdd;
+    o.bf16 = bf16;
     CHORUS_TRY(cuda::linear(o, &ws, s));
 
     cuda::LinearArgs g;
@@ -179,6 +183,7 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     g.out[1] = {L.up.matrix(), nullptr, mlp, I};
     g.outputs = 2;
     g.epilogue = cuda::Epilogue::kSwiGlu;
+    g.bf16 = bf16;
     CHORUS_TRY(cuda::linear(g, &ws, s));
 
     cuda::LinearArgs dn;
@@ -187,9 +192,10 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     dn.M = R;
     dn.out[0] = {L.down.matrix(), nullptr, h, H};
     dn.epilogue = cuda::Epilogue::kAdd;
+    dn.bf16 = bf16;
     CHORUS_TRY(cuda::linear(dn, &ws, s));
   }
-  return cuda::rms_norm(h, final_norm_.f32(), out, R, H, eps, s);
+  return cuda::rms_norm(h, final_norm_.f32(), out, R, H, eps, s, bf16);
 }
 
 Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model> model) {

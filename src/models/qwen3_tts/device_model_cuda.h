@@ -70,9 +70,11 @@ class DeviceStack {
   size_t bytes() const { return bytes_; }
 
   // h [rows, hidden]: the rows' input, used as the residual stream (overwritten); out: the final
-  // norm of each row. New keys and values go into `kv` at (rows.seq, rows.pos).
+  // norm of each row. New keys and values go into `kv` at (rows.seq, rows.pos). bf16: the
+  // bf16-activation mode of nn::Qwen3Stack (Rounding::kBF16; the input rows are rounded first, the
+  // caches hold bf16 values); false: the f32 path.
   Status forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& scratch,
-                 cuda::LinearWorkspace& ws, cudaStream_t s) const;
+                 cuda::LinearWorkspace& ws, cudaStream_t s, bool bf16 = false) const;
 
  private:
   struct Layer {

@@ -14,17 +14,23 @@ constexpr int kNormWarps = 4;
 constexpr int kKeysPerWarp = 8;  // keys in flight per warp while scoring
 
 // One head vector (D values in `buf`, a warp's shared scratch): RMS-norm with `nw` when set, then
-// rotary embedding at `pos`, written to dst.
+// rotary embedding at `pos`, written to dst. bf16: as nn::bf16::rms_norm and nn::bf16::rope (bf16
+// cos/sin, every product and sum rounded).
 __device__ void norm_rope_head(float* buf, int D, const float* nw, float eps, const float* inv_freq, int pos,
-                               float* dst) {
+                               float* dst, bool bf16) {
   const int lane = threadIdx.x & 31;
   if (nw) {
     double ss = 0.0;
     for (int d = lane; d < D; d += 32) ss += static_cast<double>(buf[d]) * buf[d];
     ss = dev::warp_sum(ss);
-    const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(D) + static_cast<double>(eps)));
     __syncwarp();
-    for (int d = lane; d < D; d += 32) buf[d] = __fmul_rn(__fmul_rn(buf[d], inv), nw[d]);
+    if (bf16) {
+      const float inv = dev::inv_rms_bf16(ss, D, eps);
+      for (int d = lane; d < D; d += 32) buf[d] = dev::norm_bf16(buf[d], inv, nw[d]);
+    } else {
+      const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(D) + static_cast<double>(eps)));
+      for (int d = lane; d < D; d += 32) buf[d] = __fmul_rn(__fmul_rn(buf[d], inv), nw[d]);
+    }
     __syncwarp();
   }
   const int half = D / 2;
@@ -34,15 +40,23 @@ __device__ void norm_rope_head(float* buf, int D, const float* nw, float eps, co
     float s, c;
     sincosf(angle, &s, &c);
     const float a = buf[i], b = buf[i + half];
-    dst[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-    dst[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+    if (bf16) {
+      using dev::round_bf16;
+      s = round_bf16(s);
+      c = round_bf16(c);
+      dst[i] = round_bf16(__fsub_rn(round_bf16(__fmul_rn(a, c)), round_bf16(__fmul_rn(b, s))));
+      dst[i + half] = round_bf16(__fadd_rn(round_bf16(__fmul_rn(b, c)), round_bf16(__fmul_rn(a, s))));
+    } else {
+      dst[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+      dst[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+    }
   }
 }
 
 // grid (ceil((Hq + Hkv) / kNormWarps), rows): one warp per head (query heads, then kv heads).
 __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, int Hkv, int D, const float* qn,
                                           const float* kn, float eps, const float* inv_freq, const int32_t* seqs,
-                                          const int32_t* poss, KvLayer kv, float* q_out) {
+                                          const int32_t* poss, KvLayer kv, float* q_out, bool bf16) {
   extern __shared__ float smem[];
   dev::pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -61,10 +75,11 @@ __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, 
   for (int d = lane; d < D; d += 32) buf[d] = src[d];
   __syncwarp();
   if (is_q) {
-    norm_rope_head(buf, D, qn, eps, inv_freq, pos, q_out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(job) * D);
+    norm_rope_head(buf, D, qn, eps, inv_freq, pos, q_out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(job) * D,
+                   bf16);
   } else {
     const int64_t off = seq * kv.seq_stride + static_cast<int64_t>(pos) * kvw + static_cast<int64_t>(g) * D;
-    norm_rope_head(buf, D, kn, eps, inv_freq, pos, kv.k + off);
+    norm_rope_head(buf, D, kn, eps, inv_freq, pos, kv.k + off, bf16);
     const float* vsrc = row + static_cast<int64_t>(Hq + Hkv) * D + static_cast<int64_t>(g) * D;
     for (int d = lane; d < D; d += 32) kv.v[off + d] = vsrc[d];
   }
@@ -90,6 +105,7 @@ struct AttnParams {
   const int32_t* poss;
   KvLayer kv;
   float* out;
+  bool bf16;  // eager attention under bf16: scores, probabilities and outputs rounded (nn::bf16::attention)
 };
 
 // grid (q heads, rows). Shared: q, new key, new value [D each], scores [n], per-warp partial
@@ -129,11 +145,11 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
     if (warp == 0) {
       for (int d = lane; d < D; d += 32) qs[d] = row[static_cast<int64_t>(h) * D + d];
       __syncwarp();
-      norm_rope_head(qs, D, a.qn, a.eps, a.inv_freq, pos, qs);
+      norm_rope_head(qs, D, a.qn, a.eps, a.inv_freq, pos, qs, a.bf16);
     } else if (warp == 1) {
       for (int d = lane; d < D; d += 32) knew[d] = row[static_cast<int64_t>(Hq + g) * D + d];
       __syncwarp();
-      norm_rope_head(knew, D, a.kn, a.eps, a.inv_freq, pos, knew);
+      norm_rope_head(knew, D, a.kn, a.eps, a.inv_freq, pos, knew, a.bf16);
       __syncwarp();
       if (store)
         for (int d = lane; d < D; d += 32) kv.k[off + d] = knew[d];
@@ -165,7 +181,8 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
 #pragma unroll
     for (int u = 0; u < kKeysPerWarp; ++u) {
       const float v = dev::warp_sum(acc[u]);
-      if (lane == 0 && j0 + u < n) sc[j0 + u] = v * a.scale;
+      if (lane == 0 && j0 + u < n)
+        sc[j0 + u] = a.bf16 ? dev::round_bf16(__fmul_rn(dev::round_bf16(v), a.scale)) : v * a.scale;
     }
   }
   __syncthreads();
@@ -178,6 +195,7 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
   for (int j = lane; j < n; j += 32) sum += expf(sc[j] - mx);
   sum = dev::warp_sum(sum);
   const float inv = static_cast<float>(1.0 / sum);
+  const float sum_f = static_cast<float>(sum);
 
   // Weighted sum of values: warp w takes the keys j ≡ w (mod warps), lane l the dims l + 32i.
   float acc[kMaxDimChunks];
@@ -185,7 +203,7 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
   for (int i = 0; i < kMaxDimChunks; ++i) acc[i] = 0.0f;
 #pragma unroll 4
   for (int j = warp; j < n; j += warps) {
-    const float pj = expf(sc[j] - mx) * inv;
+    const float pj = a.bf16 ? dev::round_bf16(__fdiv_rn(expf(sc[j] - mx), sum_f)) : expf(sc[j] - mx) * inv;
     const float* vr = FUSED && j == pos ? vnew : vb + j * kstride;
 #pragma unroll
     for (int i = 0; i < kMaxDimChunks; ++i) {
@@ -202,7 +220,7 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float total = 0.0f;
     for (int w = 0; w < warps; ++w) total += part[w * D + d];
-    o[d] = total;
+    o[d] = a.bf16 ? dev::round_bf16(total) : total;
   }
 }
 
@@ -242,14 +260,15 @@ Status attention_reserve(int64_t capacity, int64_t head_dim) {
 }
 
 Status qk_norm_rope_store(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
-                          float eps, const float* inv_freq, RowMap rows, KvLayer kv, float* q_out, cudaStream_t s) {
+                          float eps, const float* inv_freq, RowMap rows, KvLayer kv, float* q_out, cudaStream_t s,
+                          bool bf16) {
   CHORUS_TRY(check_shape(h));
   if (rows.rows <= 0) return ok_status();
   const size_t smem = static_cast<size_t>(kNormWarps * h.head_dim) * sizeof(float);
   const unsigned blocks = static_cast<unsigned>((h.q_heads + h.kv_heads + kNormWarps - 1) / kNormWarps);
   CHORUS_CUDA_TRY(launch(qk_norm_rope_store_kernel, dim3(blocks, static_cast<unsigned>(rows.rows)), dim3(kNormWarps * 32), smem,
                          s, qkv, ld_qkv, static_cast<int>(h.q_heads), static_cast<int>(h.kv_heads),
-                         static_cast<int>(h.head_dim), q_norm, k_norm, eps, inv_freq, rows.seq, rows.pos, kv, q_out));
+                         static_cast<int>(h.head_dim), q_norm, k_norm, eps, inv_freq, rows.seq, rows.pos, kv, q_out, bf16));
   return ok_status();
 }
 
@@ -266,7 +285,8 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
 }
 }  // namespace
 
-Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer kv, float* out, cudaStream_t s) {
+Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer kv, float* out, cudaStream_t s,
+                 bool bf16) {
   CHORUS_TRY(check_shape(h));
   if (rows.rows <= 0) return ok_status();
   AttnParams p{};
@@ -279,12 +299,13 @@ Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer 
   p.poss = rows.pos;
   p.kv = kv;
   p.out = out;
+  p.bf16 = bf16;
   return launch_attention(false, p, rows.rows, s);
 }
 
 Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
                         float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,
-                        cudaStream_t s) {
+                        cudaStream_t s, bool bf16) {
   CHORUS_TRY(check_shape(h));
   if (rows.rows <= 0) return ok_status();
   AttnParams p{};
@@ -302,6 +323,7 @@ Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const flo
   p.poss = rows.pos;
   p.kv = kv;
   p.out = out;
+  p.bf16 = bf16;
   return launch_attention(true, p, rows.rows, s);
 }
 

@@ -1,6 +1,7 @@
 // Device-side helpers shared by the kernels: warp and block reductions, bf16 unpacking.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -66,5 +67,27 @@ __device__ __forceinline__ float block_inv_rms(const float* x, int64_t dim, floa
 }
 
 __device__ __forceinline__ float sigmoid_f32(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+// ---- bf16-activation mode (nn::Rounding::kBF16 on the CPU, nn/bf16_ops.h) ----------------------
+
+// v stored as bf16 (round to nearest even), held in f32.
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// 1 / RMS as nn::bf16::rms_norm computes it from the f64 sum of squares: f32 mean, sqrt and division.
+__device__ __forceinline__ float inv_rms_bf16(double ss, int64_t dim, float eps) {
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(ss / static_cast<double>(dim)), eps)));
+}
+
+// One normed element as HF Qwen3RMSNorm under bf16: bf16(w · bf16(x · inv)).
+__device__ __forceinline__ float norm_bf16(float x, float inv, float w) {
+  return round_bf16(__fmul_rn(w, round_bf16(__fmul_rn(x, inv))));
+}
+
+// bf16(bf16(silu(bf16 g)) · bf16 u): act_fn(gate) is a stored tensor (silu as nn::bf16::silu_mul).
+__device__ __forceinline__ float swiglu_bf16(float g, float u) {
+  g = round_bf16(g);
+  const float act = round_bf16(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))));
+  return round_bf16(__fmul_rn(act, round_bf16(u)));
+}
 
 }  // namespace chorus::cuda::dev

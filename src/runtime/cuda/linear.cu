@@ -42,10 +42,33 @@ struct GemvParams {
   Seg seg[3];
   int nseg;
   int64_t rows_total;  // features computed (for SwiGLU: the gate's rows)
+  bool bf16;           // bf16-activation mode: normed inputs and outputs stored as bf16
 };
 
+// 1 / RMS from a row's f64 sum of squares: cpu::rms_norm's formula, or nn::bf16::rms_norm's.
+__device__ __forceinline__ float inv_rms(double ss, int64_t K, float eps, bool bf16) {
+  if (bf16) return dev::inv_rms_bf16(ss, K, eps);
+  return static_cast<float>(1.0 / sqrt(ss / static_cast<double>(K) + static_cast<double>(eps)));
+}
+
+// One output value v (bias included) into *y: stored, or added to the residual stream; with bf16,
+// the product is rounded first and the sum after (both are stored tensors upstream).
+__device__ __forceinline__ void store_out(float* y, float v, int epi, bool bf16) {
+  if (bf16) {
+    v = dev::round_bf16(v);
+    *y = epi == 1 ? dev::round_bf16(*y + v) : v;
+    return;
+  }
+  *y = epi == 1 ? *y + v : v;
+}
+
+__device__ __forceinline__ float swiglu_out(float g, float u, bool bf16) {
+  return bf16 ? dev::swiglu_bf16(g, u) : __fmul_rn(__fmul_rn(g, dev::sigmoid_f32(g)), u);
+}
+
 template <int MT>
-__device__ __forceinline__ void load_x8(const float* xr, int64_t k, const float* g, float inv, float (&v)[8]) {
+__device__ __forceinline__ void load_x8(const float* xr, int64_t k, const float* g, float inv, bool bf16,
+                                        float (&v)[8]) {
   const float4 a = *reinterpret_cast<const float4*>(xr + k);
   const float4 b = *reinterpret_cast<const float4*>(xr + k + 4);
   v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
@@ -53,8 +76,13 @@ __device__ __forceinline__ void load_x8(const float* xr, int64_t k, const float*
     const float4 ga = *reinterpret_cast<const float4*>(g + k);
     const float4 gb = *reinterpret_cast<const float4*>(g + k + 4);
     const float gv[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+    if (bf16) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(__fmul_rn(v[j], inv), gv[j]);
+      for (int j = 0; j < 8; ++j) v[j] = dev::norm_bf16(v[j], inv, gv[j]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(__fmul_rn(v[j], inv), gv[j]);
+    }
   }
 }
 
@@ -97,7 +125,7 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         float xv[8];
-        load_x8<MT>(xr[m], k, p.norm_w, p.norm_w ? inv[m] : 1.0f, xv);
+        load_x8<MT>(xr[m], k, p.norm_w, p.norm_w ? inv[m] : 1.0f, p.bf16, xv);
 #pragma unroll
         for (int r = 0; r < NW; ++r)
 #pragma unroll
@@ -129,7 +157,7 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         float xv = xr[m][k];
-        if (p.norm_w) xv = __fmul_rn(__fmul_rn(xv, inv[m]), p.norm_w[k]);
+        if (p.norm_w) xv = p.bf16 ? dev::norm_bf16(xv, inv[m], p.norm_w[k]) : __fmul_rn(__fmul_rn(xv, inv[m]), p.norm_w[k]);
 #pragma unroll
         for (int r = 0; r < NW; ++r) acc[r][m] = fmaf(wf[r], xv, acc[r][m]);
       }
@@ -192,7 +220,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
     if (threadIdx.x < MT) {
       double t = 0.0;
       for (int w = 0; w < kWarpsPerBlock; ++w) t += red[w][threadIdx.x];
-      inv_s[threadIdx.x] = static_cast<float>(1.0 / sqrt(t / static_cast<double>(p.K) + static_cast<double>(p.eps)));
+      inv_s[threadIdx.x] = inv_rms(t, p.K, p.eps, p.bf16);
     }
     __syncthreads();
   }
@@ -210,7 +238,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
       if (m0 + m >= p.M) break;
       const float g = acc[0][m] + (p.seg[0].bias ? p.seg[0].bias[n] : 0.0f);
       const float u = acc[1][m] + (p.seg[1].bias ? p.seg[1].bias[n] : 0.0f);
-      p.seg[0].y[(m0 + m) * p.seg[0].ldy + n] = __fmul_rn(__fmul_rn(g, dev::sigmoid_f32(g)), u);
+      p.seg[0].y[(m0 + m) * p.seg[0].ldy + n] = swiglu_out(g, u, p.bf16);
     }
   } else {
     const Seg& sg = p.seg[si];
@@ -218,8 +246,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
     for (int m = 0; m < MT; ++m) {
       if (m0 + m >= p.M) break;
       const float v = sg.bias ? acc[0][m] + sg.bias[n] : acc[0][m];
-      float* y = sg.y + (m0 + m) * sg.ldy + n;
-      *y = EPI == 1 ? *y + v : v;
+      store_out(sg.y + (m0 + m) * sg.ldy + n, v, EPI, p.bf16);
     }
   }
 }
@@ -274,7 +301,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
             static_cast<double>(v.w) * v.w;
     }
     ss = dev::warp_sum(ss);
-    inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(K) + static_cast<double>(p.eps)));
+    inv = inv_rms(ss, K, p.eps, p.bf16);
   }
   float acc[ROWS][NW];
 #pragma unroll
@@ -283,7 +310,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
     for (int m = 0; m < NW; ++m) acc[r][m] = 0.0f;
   auto step = [&](int64_t k, const uint4 (&wv)[ROWS][NW]) {
     float xv[8];
-    load_x8<1>(p.x, k, p.norm_w, inv, xv);
+    load_x8<1>(p.x, k, p.norm_w, inv, p.bf16, xv);
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
@@ -327,12 +354,11 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
     if constexpr (EPI == 2) {
       const float g = acc[r][0] + (p.seg[0].bias ? p.seg[0].bias[n] : 0.0f);
       const float u = acc[r][NW - 1] + (p.seg[1].bias ? p.seg[1].bias[n] : 0.0f);
-      p.seg[0].y[n] = __fmul_rn(__fmul_rn(g, dev::sigmoid_f32(g)), u);
+      p.seg[0].y[n] = swiglu_out(g, u, p.bf16);
     } else {
       const Seg& sg = p.seg[seg[r]];
       const float v = sg.bias ? acc[r][0] + sg.bias[n] : acc[r][0];
-      float* y = sg.y + n;
-      *y = EPI == 1 ? *y + v : v;
+      store_out(sg.y + n, v, EPI, p.bf16);
     }
   }
 }
@@ -370,15 +396,23 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 // ---- tensor-core path ----
 
 // xs[m] = bf16(x̂), xs[M + m] = bf16(x̂ − bf16(x̂)) with x̂ = the (optionally RMS-normed) row m.
+// (bf16 mode: x̂ is a bf16 value, so the low part is zero.)
 __global__ void split_rows_kernel(const float* x, int64_t ldx, int64_t M, int64_t K, const float* norm_w, float eps,
-                                  __nv_bfloat16* xs) {
+                                  bool bf16, __nv_bfloat16* xs) {
   __shared__ double scratch[32];
   dev::pdl_wait();
   const int64_t m = blockIdx.x;
   const float* xr = x + m * ldx;
-  const float inv = norm_w ? dev::block_inv_rms(xr, K, eps, scratch) : 1.0f;
+  float inv = 1.0f;
+  if (norm_w && bf16) {
+    double ss = 0.0;
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) ss += static_cast<double>(xr[k]) * xr[k];
+    inv = dev::inv_rms_bf16(dev::block_sum(ss, scratch), K, eps);
+  } else if (norm_w) {
+    inv = dev::block_inv_rms(xr, K, eps, scratch);
+  }
   for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
-    const float v = norm_w ? __fmul_rn(__fmul_rn(xr[k], inv), norm_w[k]) : xr[k];
+    const float v = !norm_w ? xr[k] : bf16 ? dev::norm_bf16(xr[k], inv, norm_w[k]) : __fmul_rn(__fmul_rn(xr[k], inv), norm_w[k]);
     const __nv_bfloat16 hi = __float2bfloat16_rn(v);
     xs[m * K + k] = hi;
     xs[(M + m) * K + k] = __float2bfloat16_rn(v - __bfloat162float(hi));
@@ -391,6 +425,7 @@ struct CombineParams {
   int nseg;
   int64_t M;
   int epi;
+  bool bf16;
 };
 
 __global__ void combine_kernel(CombineParams p) {
@@ -403,7 +438,7 @@ __global__ void combine_kernel(CombineParams p) {
       const int64_t n = p.seg[0].n;
       const float g = p.ys[0][m * n + f] + p.ys[0][(p.M + m) * n + f] + (p.seg[0].bias ? p.seg[0].bias[f] : 0.0f);
       const float u = p.ys[1][m * n + f] + p.ys[1][(p.M + m) * n + f] + (p.seg[1].bias ? p.seg[1].bias[f] : 0.0f);
-      p.seg[0].y[m * p.seg[0].ldy + f] = __fmul_rn(__fmul_rn(g, dev::sigmoid_f32(g)), u);
+      p.seg[0].y[m * p.seg[0].ldy + f] = swiglu_out(g, u, p.bf16);
       continue;
     }
     int si = 0;
@@ -415,8 +450,7 @@ __global__ void combine_kernel(CombineParams p) {
     const Seg& sg = p.seg[si];
     float v = p.ys[si][m * sg.n + n] + p.ys[si][(p.M + m) * sg.n + n];
     if (sg.bias) v += sg.bias[n];
-    float* y = sg.y + m * sg.ldy + n;
-    *y = p.epi == 1 ? *y + v : v;
+    store_out(sg.y + m * sg.ldy + n, v, p.epi, p.bf16);
   }
 }
 
@@ -473,6 +507,7 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   p.eps = a.norm_eps;
   p.nseg = a.outputs;
   p.rows_total = 0;
+  p.bf16 = a.bf16;
   bool vec = K % 8 == 0 && a.ldx % 4 == 0 && aligned16(a.x) && (!a.norm_weight || aligned16(a.norm_weight));
   for (int i = 0; i < a.outputs; ++i) {
     const LinearOut& o = a.out[i];
@@ -505,7 +540,7 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   if (n_sum > ws->max_n_) return make_error(ErrorCode::kInternal, "cuda linear: workspace too small for the outputs");
   auto* xs = ws->x_split_.as<__nv_bfloat16>();
   CHORUS_CUDA_TRY(launch(split_rows_kernel, dim3(static_cast<unsigned>(a.M)), dim3(256), 0, s, a.x, a.ldx, a.M, K,
-                         a.norm_weight, a.norm_eps, xs));
+                         a.norm_weight, a.norm_eps, a.bf16, xs));
   CHORUS_CUDA_LAUNCHED("split_rows_kernel");
   cublasHandle_t h = ws->cublas_.get();
   CHORUS_TRY(cublas_ok(cublasSetStream(h, s), "cublasSetStream"));
@@ -514,6 +549,7 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   c.nseg = a.outputs;
   c.M = a.M;
   c.epi = epi;
+  c.bf16 = a.bf16;
   float* ys = ws->y_split_.as<float>();
   const float one = 1.0f, zero = 0.0f;
   for (int i = 0; i < a.outputs; ++i) {

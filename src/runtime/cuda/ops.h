@@ -49,6 +49,10 @@ struct LinearArgs {
   LinearOut out[3];
   int outputs = 1;
   Epilogue epilogue = Epilogue::kStore;
+  // bf16-activation mode (nn::Rounding::kBF16): the normed input is HF Qwen3RMSNorm under bf16,
+  // bf16(w · bf16(x · rsqrt(mean x² + eps))); each output is rounded to bf16, kAdd rounds the sum
+  // again, kSwiGlu gives bf16(bf16(silu(bf16 g)) · bf16 u). false: the f32 path, unchanged.
+  bool bf16 = false;
 };
 
 // Scratch for the tensor-core path (cuBLAS): the inputs split into bf16 high and low parts
@@ -77,7 +81,11 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
 
 // ---- row-wise and element-wise -----------------------------------------------------------------
 
-Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps, cudaStream_t s);
+// bf16: nn::bf16::rms_norm (f32 mean/sqrt/division of the f64 sum, two bf16 roundings).
+Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps, cudaStream_t s,
+                bool bf16 = false);
+// x[i] = bf16(x[i]) (round to nearest even), in place.
+Status round_bf16(float* x, int64_t n, cudaStream_t s);
 Status silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s);
 // out[i, :] = table[ids[i], :] (f32); ids outside the table give a zero row. ids are on the device.
 Status embedding(const DeviceMatrix& table, const int32_t* ids, int64_t n, float* out, cudaStream_t s);
@@ -107,19 +115,23 @@ struct HeadShape {
 
 // For each new row: q = rope(rms_norm(q, q_norm)) → q_out [rows, q_heads·head_dim]; k likewise with
 // k_norm, stored with v into the cache at (seq, pos). qkv rows are [q | k | v] with stride ld_qkv.
-// Norm weights may be null (no QK-norm).
+// Norm weights may be null (no QK-norm). bf16 (all three calls): the bf16-activation mode of
+// nn/bf16_ops.h — two-step bf16 norm, rope with bf16 cos/sin and every product and sum rounded,
+// scores bf16(bf16(q·k)·scale), probabilities bf16(softmax), outputs rounded; false: the f32 path.
 Status qk_norm_rope_store(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
-                          float eps, const float* inv_freq, RowMap rows, KvLayer kv, float* q_out, cudaStream_t s);
+                          float eps, const float* inv_freq, RowMap rows, KvLayer kv, float* q_out, cudaStream_t s,
+                          bool bf16 = false);
 
 // Causal attention of each row's query heads against keys 0..pos of its sequence (every key must be
 // in the cache already): out [rows, q_heads·head_dim]. Softmax in f32 with an f64 denominator.
-Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer kv, float* out, cudaStream_t s);
+Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer kv, float* out, cudaStream_t s,
+                 bool bf16 = false);
 // Decode form of the two calls above in one kernel, for rows that are each the single new row of
 // their sequence (at its last position): QK-norm, rope, cache store of the new key and value, and
 // attention, from the raw projections qkv.
 Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
                         float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,
-                        cudaStream_t s);
+                        cudaStream_t s, bool bf16 = false);
 // Call once (outside graph capture) before attention over caches of up to `capacity` positions.
 Status attention_reserve(int64_t capacity, int64_t head_dim);
 

@@ -20,6 +20,26 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[r * dim + i] = __fmul_rn(__fmul_rn(xr[i], inv), w[i]);
 }
 
+// nn::bf16::rms_norm (y may alias x: each thread reads its elements before writing them, and the
+// block sum has finished reading the row first).
+__global__ void rms_norm_bf16_kernel(const float* x, const float* w, float* y, int64_t dim, float eps) {
+  __shared__ double scratch[32];
+  dev::pdl_wait();
+  const int64_t r = blockIdx.x;
+  const float* xr = x + r * dim;
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += static_cast<double>(xr[i]) * xr[i];
+  const float inv = dev::inv_rms_bf16(dev::block_sum(ss, scratch), dim, eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[r * dim + i] = dev::norm_bf16(xr[i], inv, w[i]);
+}
+
+__global__ void round_bf16_kernel(float* x, int64_t n) {
+  dev::pdl_wait();
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[i] = dev::round_bf16(x[i]);
+}
+
 __global__ void silu_mul_kernel(const float* g, const float* u, float* out, int64_t n) {
   dev::pdl_wait();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -51,9 +71,17 @@ unsigned grid_for(int64_t n, int threads) {
 
 }  // namespace
 
-Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
+Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps, cudaStream_t s,
+                bool bf16) {
   if (rows <= 0 || dim <= 0) return ok_status();
-  CHORUS_CUDA_TRY(launch(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, s, x, weight, y, dim, eps));
+  CHORUS_CUDA_TRY(launch(bf16 ? rms_norm_bf16_kernel : rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(256),
+                         0, s, x, weight, y, dim, eps));
+  return ok_status();
+}
+
+Status round_bf16(float* x, int64_t n, cudaStream_t s) {
+  if (n <= 0) return ok_status();
+  CHORUS_CUDA_TRY(launch(round_bf16_kernel, dim3(grid_for(n, 256)), dim3(256), 0, s, x, n));
   return ok_status();
 }
 
