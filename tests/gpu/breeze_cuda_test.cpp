@@ -543,7 +543,7 @@ TEST(BreezeGpuBf16, GreedyCodesEqualTheCpuBf16) {
 }
 
 // The bf16 mode really rounds: on the GPU its logits differ from the f32 mode's by far more than the
-// f32 path's own error (1e-3 relative bound vs the CPU, measured ~3.5e-6); the CPU measured 4.6e-3.
+// f32 path's own error vs the CPU (measured ~3.5e-6); on the CPU bf16 vs f32 is 4.6e-3.
 TEST(BreezeGpuBf16, DiffersFromF32) {
   REQUIRE_GPU();
   const Fixture* f = fixture();
@@ -569,7 +569,7 @@ TEST(BreezeGpuBf16, DiffersFromF32) {
   const double eq = frac_equal(hidden[0].data(), hidden[1].data(), hidden[0].size());
   size_t bf16_valued = 0;  // elements of the bf16 run's hidden state that are bf16 values
   for (const float v : hidden[1]) bf16_valued += round_to_bf16(v) == v;
-  EXPECT_GT(d, 1e-3);
+  EXPECT_GT(d, 5e-4);
   EXPECT_LT(eq, 0.5);
   EXPECT_EQ(bf16_valued, hidden[1].size());  // the final norm's output is stored as bf16
   std::printf("[ breeze gpu bf16 ] bf16 vs f32 on the GPU: prefill logits differ by %.3g relative, %.1f%% of the "
