@@ -100,6 +100,8 @@ if has breeze; then
   if has breeze_variants; then
     echo "== breeze, 2..8 rows through cuBLAS (CHORUS_GEMV_MAX_ROWS=1)" | tee -a "$out/bench_breeze.txt"
     CHORUS_GEMV_MAX_ROWS=1 bench /tmp/breeze "$out/bench_breeze.txt" --frames 60 --batches 1,4,8 --batch-frames 30
+    echo "== breeze, f32 activations" | tee -a "$out/bench_breeze.txt"
+    bench /tmp/breeze "$out/bench_breeze.txt" --frames 100 --activations f32
     echo "== breeze, single rows through the general matrix-vector kernel (CHORUS_GEMV1=0)" | tee -a "$out/bench_breeze.txt"
     CHORUS_GEMV1=0 bench /tmp/breeze "$out/bench_breeze.txt" --frames 100
   fi
