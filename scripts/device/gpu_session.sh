@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Run on the GPU machine from the repo root, with .devkit, .devcarry/gpu and .devcarry/shared carried
+# Run on the GPU machine from the repo root, with .devcarry/pack carried (scripts/device/pack.sh
+# makes it: the binaries and the reference material, compressed; unpacked here when present), or
+# .devkit, .devcarry/gpu and .devcarry/shared carried
 # (scripts/device/fetch-kit.sh and pack.sh make them here). Uses the prebuilt binaries when they
 # start there, else builds with build.sh; then runs the GPU test suite and `chorus bench --device
 # cuda` on real-size random checkpoints, plus comparison runs and an Nsight Compute per-kernel
@@ -11,6 +13,7 @@ out=${OUT:-/tmp/gpu_out}
 mkdir -p "$out"
 steps=${STEPS:-tests bench06 variants06 bench17}
 has() { [[ " $steps " == *" $1 "* ]]; }
+for p in .devcarry/pack/*.tar.xz; do [ -f "$p" ] && tar xJf "$p" -C .devcarry; done
 export CHORUS_SHARED_DIR=$PWD/.devcarry/shared
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader
 cublas=$(find /usr/local /usr/lib /opt -name 'libcublas.so.13' 2>/dev/null | head -1)

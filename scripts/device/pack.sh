@@ -27,5 +27,10 @@ bsh=.devcarry/shared/reference/breeze_tts2
 mkdir -p "$bsh/goldens"
 cp "$bref/manifest.json" "$bsh/"
 cp -r "$bref/models" "$bsh/"
-cp "$bref"/goldens/gen_*.safetensors "$bref"/goldens/prefill_*.safetensors "$bsh/goldens/"
-du -sh "$dst" .devcarry/shared
+cp "$bref"/goldens/gen_*.safetensors "$bref"/goldens/prefill_*.safetensors "$bref"/goldens/text_encoder.safetensors \
+  "$bref"/goldens/depth_decoder.safetensors "$bsh/goldens/"
+# The device tool carries at most 64 MiB: ship both folders compressed (unpack there with tar xJf).
+mkdir -p .devcarry/pack
+tar cf - -C .devcarry gpu | xz -6 -T2 > .devcarry/pack/gpu.tar.xz
+tar cf - -C .devcarry shared | xz -6 -T2 > .devcarry/pack/shared.tar.xz
+du -sh "$dst" .devcarry/shared .devcarry/pack/*

@@ -4,6 +4,7 @@
 #   PLANTED_FILTER=gtest filter (default: all)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
+[ -d .devcarry/shared ] || for p in .devcarry/pack/*.tar.xz; do tar xJf "$p" -C .devcarry; done
 export CHORUS_SHARED_DIR=$PWD/.devcarry/shared
 cublas=$(find /usr/local /usr/lib /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$PWD/.devcarry/gpu/lib:$(dirname "${cublas:-/usr/local/cuda/lib64/x}"):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}

@@ -617,9 +617,13 @@ TEST(BreezeGpuBf16, EngineDefaultsToBf16) {
   const Frames cpu16 = run(**cpu, engine::ActivationPrecision::kBF16);
   ASSERT_FALSE(def.empty());
   EXPECT_EQ(def, b16);
+  EXPECT_NE(f32, b16) << "the f32 request ran in bf16 (or the other way round)";
+  // Not compared for equality with the CPU engine: the engine's prompt rows come from the GPU text
+  // encoder, whose bf16 outputs differ from the CPU's by single rounding steps (about 30 % of
+  // values on this model), and seeded sampling on a tiny random model then picks other ids. The
+  // frame loop's bf16 agreement with the CPU is checked above on identical prompt rows.
   size_t same = 0;
   while (same < b16.size() && same < cpu16.size() && b16[same] == cpu16[same]) ++same;
-  EXPECT_GE(same, 1u) << "the first bf16 frame differs from the CPU engine's";
   std::printf("[ breeze gpu bf16 ] engine: default = bf16 (%zu frames); %zu leading frames equal the CPU bf16 "
               "engine's (of %zu); f32 frames %s\n", def.size(), same, cpu16.size(), f32 == b16 ? "equal" : "differ");
 }

@@ -104,7 +104,7 @@ constexpr int kPrefetch = 4;  // 16-byte weight loads per lane and row issued be
 
 // NW weight rows (1, or 2 for SwiGLU's gate and up) against MT input rows. `pre` holds the first
 // kPrefetch 16-byte chunks of each row (VEC path), loaded before the kernel waited for its inputs.
-template <int MT, int NW, bool VEC>
+template <int MT, int NW, bool VEC, bool BF16>
 __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* const (&w)[NW],
                                          const uint4 (&pre)[NW][kPrefetch], int64_t m0, const float* inv,
                                          float (&acc)[NW][MT]) {
@@ -125,7 +125,7 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         float xv[8];
-        load_x8<MT>(xr[m], k, p.norm_w, p.norm_w ? inv[m] : 1.0f, p.bf16, xv);
+        load_x8<MT>(xr[m], k, p.norm_w, p.norm_w ? inv[m] : 1.0f, BF16, xv);
 #pragma unroll
         for (int r = 0; r < NW; ++r)
 #pragma unroll
@@ -157,7 +157,7 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         float xv = xr[m][k];
-        if (p.norm_w) xv = p.bf16 ? dev::norm_bf16(xv, inv[m], p.norm_w[k]) : __fmul_rn(__fmul_rn(xv, inv[m]), p.norm_w[k]);
+        if (p.norm_w) xv = BF16 ? dev::norm_bf16(xv, inv[m], p.norm_w[k]) : __fmul_rn(__fmul_rn(xv, inv[m]), p.norm_w[k]);
 #pragma unroll
         for (int r = 0; r < NW; ++r) acc[r][m] = fmaf(wf[r], xv, acc[r][m]);
       }
@@ -169,7 +169,7 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
     for (int m = 0; m < MT; ++m) acc[r][m] = dev::warp_sum(acc[r][m]);
 }
 
-template <int MT, int EPI, bool VEC>
+template <int MT, int EPI, bool VEC, bool BF16>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p) {
   constexpr int NW = EPI == 2 ? 2 : 1;
   __shared__ float inv_s[MT];
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
     if (threadIdx.x < MT) {
       double t = 0.0;
       for (int w = 0; w < kWarpsPerBlock; ++w) t += red[w][threadIdx.x];
-      inv_s[threadIdx.x] = inv_rms(t, p.K, p.eps, p.bf16);
+      inv_s[threadIdx.x] = inv_rms(t, p.K, p.eps, BF16);
     }
     __syncthreads();
   }
@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
   for (int m = 0; m < MT; ++m) inv[m] = p.norm_w ? inv_s[m] : 1.0f;
 
   float acc[NW][MT];
-  dot_rows<MT, NW, VEC>(p, w, pre, m0, inv, acc);
+  dot_rows<MT, NW, VEC, BF16>(p, w, pre, m0, inv, acc);
   if (lane != 0) return;
   if constexpr (EPI == 2) {  // SwiGLU
 #pragma unroll
@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
       if (m0 + m >= p.M) break;
       const float g = acc[0][m] + (p.seg[0].bias ? p.seg[0].bias[n] : 0.0f);
       const float u = acc[1][m] + (p.seg[1].bias ? p.seg[1].bias[n] : 0.0f);
-      p.seg[0].y[(m0 + m) * p.seg[0].ldy + n] = swiglu_out(g, u, p.bf16);
+      p.seg[0].y[(m0 + m) * p.seg[0].ldy + n] = swiglu_out(g, u, BF16);
     }
   } else {
     const Seg& sg = p.seg[si];
@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
     for (int m = 0; m < MT; ++m) {
       if (m0 + m >= p.M) break;
       const float v = sg.bias ? acc[0][m] + sg.bias[n] : acc[0][m];
-      store_out(sg.y + (m0 + m) * sg.ldy + n, v, EPI, p.bf16);
+      store_out(sg.y + (m0 + m) * sg.ldy + n, v, EPI, BF16);
     }
   }
 }
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
 // waits for its inputs, derives the RMS of x by itself (x is L1-resident), then reduces.
 constexpr int kG1Warps = 8;
 
-template <int NW, int EPI, int ROWS>
+template <int NW, int EPI, int ROWS, bool BF16>
 __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kG1Warps + warp) * ROWS;
@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
             static_cast<double>(v.w) * v.w;
     }
     ss = dev::warp_sum(ss);
-    inv = inv_rms(ss, K, p.eps, p.bf16);
+    inv = inv_rms(ss, K, p.eps, BF16);
   }
   float acc[ROWS][NW];
 #pragma unroll
@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
     for (int m = 0; m < NW; ++m) acc[r][m] = 0.0f;
   auto step = [&](int64_t k, const uint4 (&wv)[ROWS][NW]) {
     float xv[8];
-    load_x8<1>(p.x, k, p.norm_w, inv, p.bf16, xv);
+    load_x8<1>(p.x, k, p.norm_w, inv, BF16, xv);
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
@@ -354,41 +354,51 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
     if constexpr (EPI == 2) {
       const float g = acc[r][0] + (p.seg[0].bias ? p.seg[0].bias[n] : 0.0f);
       const float u = acc[r][NW - 1] + (p.seg[1].bias ? p.seg[1].bias[n] : 0.0f);
-      p.seg[0].y[n] = swiglu_out(g, u, p.bf16);
+      p.seg[0].y[n] = swiglu_out(g, u, BF16);
     } else {
       const Seg& sg = p.seg[seg[r]];
       const float v = sg.bias ? acc[r][0] + sg.bias[n] : acc[r][0];
-      store_out(sg.y + n, v, EPI, p.bf16);
+      store_out(sg.y + n, v, EPI, BF16);
     }
   }
 }
 
-template <int EPI>
+template <int EPI, bool BF16>
 cudaError_t launch_gemv1(const GemvParams& p, cudaStream_t s) {
   constexpr int NW = EPI == 2 ? 2 : 1;
   // Two features per warp for the large matrices keeps one wave of warps on the GPU.
   if (NW == 1 && p.rows_total > 2048) {
     const unsigned blocks = static_cast<unsigned>((p.rows_total + 2 * kG1Warps - 1) / (2 * kG1Warps));
-    return launch(gemv1_kernel<NW, EPI, 2>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
+    return launch(gemv1_kernel<NW, EPI, 2, BF16>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
   }
   const unsigned blocks = static_cast<unsigned>((p.rows_total + kG1Warps - 1) / kG1Warps);
-  return launch(gemv1_kernel<NW, EPI, 1>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
+  return launch(gemv1_kernel<NW, EPI, 1, BF16>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
 }
 
-template <int MT, int EPI>
+template <int MT, int EPI, bool BF16>
 cudaError_t launch_gemv_t(const GemvParams& p, bool vec, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>((p.rows_total + kWarpsPerBlock - 1) / kWarpsPerBlock),
                   static_cast<unsigned>((p.M + MT - 1) / MT));
-  if (vec) return launch(gemv_kernel<MT, EPI, true>, grid, dim3(kWarpsPerBlock * 32), 0, s, p);
-  return launch(gemv_kernel<MT, EPI, false>, grid, dim3(kWarpsPerBlock * 32), 0, s, p);
+  if (vec) return launch(gemv_kernel<MT, EPI, true, BF16>, grid, dim3(kWarpsPerBlock * 32), 0, s, p);
+  return launch(gemv_kernel<MT, EPI, false, BF16>, grid, dim3(kWarpsPerBlock * 32), 0, s, p);
 }
 
-template <int EPI>
+template <int EPI, bool BF16>
 cudaError_t launch_gemv(const GemvParams& p, bool vec, cudaStream_t s) {
-  if (p.M == 1) return launch_gemv_t<1, EPI>(p, vec, s);
-  if (p.M == 2) return launch_gemv_t<2, EPI>(p, vec, s);
-  if (p.M <= 4) return launch_gemv_t<4, EPI>(p, vec, s);
-  return launch_gemv_t<8, EPI>(p, vec, s);
+  if (p.M == 1) return launch_gemv_t<1, EPI, BF16>(p, vec, s);
+  if (p.M == 2) return launch_gemv_t<2, EPI, BF16>(p, vec, s);
+  if (p.M <= 4) return launch_gemv_t<4, EPI, BF16>(p, vec, s);
+  return launch_gemv_t<8, EPI, BF16>(p, vec, s);
+}
+
+// The bf16-activation mode is a template parameter, so the f32 kernels carry no trace of it.
+template <bool BF16>
+cudaError_t launch_any_gemv(const GemvParams& p, bool single_row, bool vec, int epi, cudaStream_t s) {
+  if (single_row)
+    return epi == 0 ? launch_gemv1<0, BF16>(p, s) : epi == 1 ? launch_gemv1<1, BF16>(p, s) : launch_gemv1<2, BF16>(p, s);
+  return epi == 0   ? launch_gemv<0, BF16>(p, vec, s)
+         : epi == 1 ? launch_gemv<1, BF16>(p, vec, s)
+                    : launch_gemv<2, BF16>(p, vec, s);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -524,12 +534,9 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   }
   const bool gemv = path == kLinearGemv || (path == kLinearAuto && a.M <= gemv_max_rows());
   if (gemv) {
-    cudaError_t e;
-    if (a.M == 1 && vec && !single_row_generic())
-      e = epi == 0 ? launch_gemv1<0>(p, s) : epi == 1 ? launch_gemv1<1>(p, s) : launch_gemv1<2>(p, s);
-    else
-      e = epi == 0 ? launch_gemv<0>(p, vec, s) : epi == 1 ? launch_gemv<1>(p, vec, s) : launch_gemv<2>(p, vec, s);
-    CHORUS_CUDA_TRY(e);
+    const bool single_row = a.M == 1 && vec && !single_row_generic();
+    CHORUS_CUDA_TRY(p.bf16 ? launch_any_gemv<true>(p, single_row, vec, epi, s)
+                           : launch_any_gemv<false>(p, single_row, vec, epi, s));
     return ok_status();
   }
 
