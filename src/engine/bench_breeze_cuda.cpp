@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <random>
 
+#include "engine/bench_runs_cuda.h"
 #include "models/breeze_tts/config.h"
 #include "models/codec/codec_folder.h"
 #include "models/codec/decoder_cuda.h"
@@ -17,21 +18,9 @@
 
 namespace chorus::engine {
 
+using namespace bench;
+
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-void appendf(std::string& s, const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  s += buf;
-}
-
-double gib(size_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
 
 // Random ids below every special id of the checkpoint (tiny checkpoints remap them into a small vocabulary).
 SynthesisRequest bench_request(const breeze_tts::Config& c, const BreezeBenchOptions& o, uint64_t seed, int64_t frames) {
@@ -56,93 +45,6 @@ SynthesisRequest bench_request(const breeze_tts::Config& c, const BreezeBenchOpt
   return r;
 }
 
-struct RunStats {
-  double first_ms = 0;  // create_stream (prompt: GPU text encoder) + first step (prefill, frame 0)
-  double step_ms = 0;   // mean wall time of the later steps
-  StageTimes times, first;
-  std::vector<std::vector<int32_t>> codes;  // stream 0's frames
-};
-
-Result<RunStats> run_batch(const TtsModel& m, const breeze_tts::Config& c, const BreezeBenchOptions& o, int64_t B,
-                           int64_t frames, uint64_t seed) {
-  RunStats r;
-  const auto t0 = Clock::now();
-  std::vector<std::unique_ptr<TtsStream>> owned;
-  std::vector<TtsStream*> batch;
-  for (int64_t i = 0; i < B; ++i) {
-    CHORUS_ASSIGN(auto s, m.create_stream(bench_request(c, o, seed + static_cast<uint64_t>(i), frames)));
-    owned.push_back(std::move(s));
-    batch.push_back(owned.back().get());
-  }
-  std::vector<StepResult> out(batch.size());
-  CHORUS_TRY(m.step(batch, out, &r.times));
-  r.first_ms = ms_since(t0);
-  r.first = r.times;
-  if (out[0].has_frame) r.codes.push_back(out[0].codes);
-  const auto t1 = Clock::now();
-  int64_t steps = 0;
-  while (std::any_of(batch.begin(), batch.end(), [](auto* s) { return !s->finished(); })) {
-    CHORUS_TRY(m.step(batch, out, &r.times));
-    if (out[0].has_frame) r.codes.push_back(out[0].codes);
-    ++steps;
-  }
-  r.step_ms = steps > 0 ? ms_since(t1) / static_cast<double>(steps) : 0.0;
-  return r;
-}
-
-// Request → frame 0's codes → frame 0's audio, warm, all on the GPU (text encoder, prefill, frame
-// 0, codec): a new stream per request, the codec state reused (reset) as a server would pool it.
-// Medians of `runs`; `prompt` is create_stream alone (text encoder + prompt rows).
-struct FirstAudio {
-  double best_ms = 0, median_ms = 0, codes_median_ms = 0, prompt_median_ms = 0;
-};
-Result<FirstAudio> first_audio(const TtsModel& m, const breeze_tts::Config& c, const BreezeBenchOptions& o,
-                               const codec::CudaDecoder& dec, codec::CudaDecoderState& st, int runs) {
-  std::vector<double> total, codes, prompt;
-  std::vector<float> pcm;
-  for (int i = 0; i < runs; ++i) {
-    CHORUS_TRY(dec.reset(st));
-    pcm.clear();
-    const SynthesisRequest req = bench_request(c, o, 500 + static_cast<uint64_t>(i), 8);
-    const auto t0 = Clock::now();
-    CHORUS_ASSIGN(auto s, m.create_stream(req));
-    prompt.push_back(ms_since(t0));
-    TtsStream* one = s.get();
-    std::vector<StepResult> out(1);
-    CHORUS_TRY(m.step({&one, 1}, out));
-    if (!out[0].has_frame) return make_error(ErrorCode::kInternal, "bench: the first step made no frame");
-    codes.push_back(ms_since(t0));
-    CHORUS_TRY(dec.decode(st, out[0].codes.data(), 1, pcm));
-    total.push_back(ms_since(t0));
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  FirstAudio r;
-  r.best_ms = *std::min_element(total.begin(), total.end());
-  r.median_ms = median(total);
-  r.codes_median_ms = median(codes);
-  r.prompt_median_ms = median(prompt);
-  return r;
-}
-
-// The GPU codec streamed frame by frame as a player would: frame 0's and the mean time per frame.
-Result<std::pair<double, double>> gpu_codec_stream(const codec::CudaDecoder& dec, codec::CudaDecoderState& st,
-                                                   const std::vector<std::vector<int32_t>>& frames) {
-  CHORUS_TRY(dec.reset(st));
-  std::vector<float> pcm;
-  double first = 0, sum = 0;
-  for (size_t f = 0; f < frames.size(); ++f) {
-    const auto tc = Clock::now();
-    CHORUS_TRY(dec.decode(st, frames[f].data(), 1, pcm));
-    const double ms = ms_since(tc);
-    if (f == 0) first = ms;
-    sum += ms;
-  }
-  return std::pair{first, sum / static_cast<double>(std::max<size_t>(1, frames.size()))};
-}
-
 }  // namespace
 
 Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
@@ -156,6 +58,7 @@ Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
   const double load_ms = ms_since(t_load);
   const size_t weights = cuda::memory_stats().current;
   CHORUS_ASSIGN(const breeze_tts::Config c, breeze_tts::load_config(b.model));
+  const RequestFn request = [&](uint64_t seed, int64_t frames) { return bench_request(c, o, seed, frames); };
   CHORUS_ASSIGN(auto codec, codec::load_codec(b.model));
   const double frame_ms = 1000.0 / model->info().frame_rate;
   const char* guidance = o.cfg_scale != 1.0f ? "CFG (design prompt, 2 branches)" : "no CFG (plain prompt, 1 branch)";
@@ -168,11 +71,11 @@ Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
           o.activations == ActivationPrecision::kF32 ? "f32" : "bf16");
 
   if (b.warmup > 0) {
-    auto w = run_batch(*model, c, o, 1, std::max<int64_t>(2, b.warmup), 999);
+    auto w = run_batch(*model, 1, std::max<int64_t>(2, b.warmup), 999, request);
     if (!w.ok()) return std::move(w).error();
   }
   cuda::reset_memory_peak();
-  CHORUS_ASSIGN(const RunStats one, run_batch(*model, c, o, 1, b.frames, 1));
+  CHORUS_ASSIGN(const RunStats one, run_batch(*model, 1, b.frames, 1, request));
   const size_t peak = cuda::memory_stats().peak;
   CHORUS_ASSIGN(const size_t in_use, cuda::device_bytes_in_use());
 
@@ -194,18 +97,18 @@ Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
   CHORUS_ASSIGN(auto gpu_codec, codec::load_cuda_codec(b.model));
   CHORUS_ASSIGN(auto gpu_state, gpu_codec.new_state());
   CHORUS_TRY(gpu_codec_stream(gpu_codec, gpu_state, one.codes));  // warm-up
-  CHORUS_ASSIGN(const auto gpu_codec_ms, gpu_codec_stream(gpu_codec, gpu_state, one.codes));
-  CHORUS_ASSIGN(const FirstAudio fa, first_audio(*model, c, o, gpu_codec, gpu_state, 10));
+  CHORUS_ASSIGN(const GpuCodecStats gc, gpu_codec_stream(gpu_codec, gpu_state, one.codes));
+  CHORUS_ASSIGN(const FirstAudio fa, first_audio(*model, gpu_codec, gpu_state, request, 10));
   const double n = static_cast<double>(std::max<int64_t>(1, F - 1));
   const double bb_ms = (one.times.backbone_s - one.first.backbone_s) * 1e3 / n;
   const double depth_ms = (one.times.depth_s - one.first.depth_s) * 1e3 / n;
   const double codec_ms = codec_total_ms / static_cast<double>(std::max<int64_t>(1, F));
   appendf(rep, "single stream    %lld frames: %.3f ms per frame (wall, host included) = backbone %.3f ms + depth "
                "decoder %.3f ms (device); codec %.3f ms per frame on the GPU (frame 0 %.3f ms), %.3f ms on the CPU\n",
-          (long long)F, one.step_ms, bb_ms, depth_ms, gpu_codec_ms.second, gpu_codec_ms.first, codec_ms);
+          (long long)F, one.step_ms, bb_ms, depth_ms, gc.mean_ms, gc.first_ms, codec_ms);
   appendf(rep, "real-time factor %.4f generation only (%.0fx faster than real time); %.4f with the GPU codec in series, "
                "%.4f with the CPU codec\n",
-          one.step_ms / frame_ms, frame_ms / one.step_ms, (one.step_ms + gpu_codec_ms.second) / frame_ms,
+          one.step_ms / frame_ms, frame_ms / one.step_ms, (one.step_ms + gc.mean_ms) / frame_ms,
           (one.step_ms + codec_ms) / frame_ms);
   appendf(rep, "first audio      %.2f ms median, best %.2f ms (warm, 10 requests: prompt on the GPU text encoder %.2f ms "
                "median, request -> frame 0's codes %.2f ms median, then frame 0's audio on the GPU codec)\n",
@@ -217,7 +120,7 @@ Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
                "in use on the device incl. the CUDA context\n",
           gib(std::max(peak, weights)), gib(weights), gib(in_use));
   for (int64_t B : b.batches) {
-    CHORUS_ASSIGN(const RunStats r, run_batch(*model, c, o, B, b.batch_frames, 1000));
+    CHORUS_ASSIGN(const RunStats r, run_batch(*model, B, b.batch_frames, 1000, request));
     const double steps = static_cast<double>(b.batch_frames - 1);
     appendf(rep, "batch %4lld      step %.3f ms (backbone %.3f + depth %.3f device), first step %.1f ms, "
                  "aggregate %.1f real-time streams\n",

@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "engine/bench_runs_cuda.h"
 #include "models/codec/decoder.h"
 #include "models/codec/decoder_cuda.h"
 #include "models/qwen3_tts/checkpoint.h"
@@ -16,111 +17,7 @@
 
 namespace chorus::engine {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-void appendf(std::string& s, const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  s += buf;
-}
-
-double gib(size_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
-
-struct RunStats {
-  double first_ms = 0;   // create_stream + first step (prefill, frame 0)
-  double step_ms = 0;    // mean wall time of the later steps
-  StageTimes times, first;
-  std::vector<std::vector<int32_t>> codes;  // stream 0's frames
-};
-
-Result<RunStats> run_batch(const TtsModel& m, int64_t B, int64_t frames, uint64_t seed,
-                           const std::function<SynthesisRequest(uint64_t, int64_t)>& request) {
-  RunStats r;
-  const auto t0 = Clock::now();
-  std::vector<std::unique_ptr<TtsStream>> owned;
-  std::vector<TtsStream*> batch;
-  for (int64_t i = 0; i < B; ++i) {
-    CHORUS_ASSIGN(auto s, m.create_stream(request(seed + static_cast<uint64_t>(i), frames)));
-    owned.push_back(std::move(s));
-    batch.push_back(owned.back().get());
-  }
-  std::vector<StepResult> out(batch.size());
-  CHORUS_TRY(m.step(batch, out, &r.times));
-  r.first_ms = ms_since(t0);
-  r.first = r.times;
-  if (out[0].has_frame) r.codes.push_back(out[0].codes);
-  const auto t1 = Clock::now();
-  int64_t steps = 0;
-  while (std::any_of(batch.begin(), batch.end(), [](auto* s) { return !s->finished(); })) {
-    CHORUS_TRY(m.step(batch, out, &r.times));
-    if (out[0].has_frame) r.codes.push_back(out[0].codes);
-    ++steps;
-  }
-  r.step_ms = steps > 0 ? ms_since(t1) / static_cast<double>(steps) : 0.0;
-  return r;
-}
-
-// Codec on the GPU, streamed frame by frame as a player would: the first frame's and the mean time.
-struct GpuCodecStats {
-  double first_ms = 0, mean_ms = 0;
-};
-Result<GpuCodecStats> gpu_codec_stream(const codec::CudaDecoder& dec, codec::CudaDecoderState& st,
-                                       const std::vector<std::vector<int32_t>>& frames) {
-  GpuCodecStats r;
-  CHORUS_TRY(dec.reset(st));
-  std::vector<float> pcm;
-  for (size_t f = 0; f < frames.size(); ++f) {
-    const auto tc = Clock::now();
-    CHORUS_TRY(dec.decode(st, frames[f].data(), 1, pcm));
-    const double ms = ms_since(tc);
-    if (f == 0) r.first_ms = ms;
-    r.mean_ms += ms;
-  }
-  r.mean_ms /= static_cast<double>(std::max<size_t>(1, frames.size()));
-  return r;
-}
-
-// Request → frame 0's codes → frame 0's audio on the GPU, warm: a new stream per request, the
-// codec state reused (reset) as a server would pool it. Best and median of `runs`.
-struct FirstAudio {
-  double best_ms = 0, median_ms = 0, codes_median_ms = 0;
-};
-Result<FirstAudio> first_audio(const TtsModel& m, const codec::CudaDecoder& dec, codec::CudaDecoderState& st,
-                               const std::function<SynthesisRequest(uint64_t, int64_t)>& request, int runs) {
-  std::vector<double> total, codes;
-  std::vector<float> pcm;
-  for (int i = 0; i < runs; ++i) {
-    CHORUS_TRY(dec.reset(st));
-    pcm.clear();
-    const SynthesisRequest req = request(500 + static_cast<uint64_t>(i), 8);
-    const auto t0 = Clock::now();
-    CHORUS_ASSIGN(auto s, m.create_stream(req));
-    TtsStream* one = s.get();
-    std::vector<StepResult> out(1);
-    CHORUS_TRY(m.step({&one, 1}, out));
-    if (!out[0].has_frame) return make_error(ErrorCode::kInternal, "bench: the first step made no frame");
-    codes.push_back(ms_since(t0));
-    CHORUS_TRY(dec.decode(st, out[0].codes.data(), 1, pcm));
-    total.push_back(ms_since(t0));
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  FirstAudio r;
-  r.best_ms = *std::min_element(total.begin(), total.end());
-  r.median_ms = median(total);
-  r.codes_median_ms = median(codes);
-  return r;
-}
-
-}  // namespace
+using namespace bench;
 
 Result<std::string> cuda_bench(const CudaBenchOptions& o,
                                const std::function<SynthesisRequest(uint64_t, int64_t)>& request) {

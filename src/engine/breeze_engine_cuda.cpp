@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "engine/breeze_engine.h"
+#include "engine/device_batch.h"
 #include "models/breeze_tts/checkpoint.h"
 #include "models/breeze_tts/frame_batch_cuda.h"
 #include "models/breeze_tts/text_encoder_cuda.h"
@@ -17,39 +18,22 @@ namespace {
 
 namespace bt = breeze_tts;
 
-struct BatchShare {
-  std::unique_ptr<bt::gpu::FrameBatch> frames;
-  int unfinished = 0;
-};
+using Frames = bt::gpu::FrameBatch;
 
-class CudaBreezeStream final : public TtsStream {
+class CudaBreezeStream final : public DeviceStream<Frames> {
  public:
-  bool finished() const override { return reason != StopReason::kRunning; }
-  StopReason stop_reason() const override { return reason; }
-  int64_t frames() const override { return made; }
   int64_t max_frames() const override { return setup.max_frames; }
   int64_t text_tokens() const override { return text_tokens_; }
   int64_t prompt_rows() const override { return prompt_rows_; }
   size_t state_bytes() const override {
-    if (batch) return batch->frames->device_bytes() / static_cast<size_t>(batch->frames->size());
     size_t n = 0;
     for (const Tensor& t : rows) n += t.nbytes();
-    return n;
+    return batch_share_bytes(n);
   }
 
-  void finish(StopReason r) {
-    if (reason != StopReason::kRunning) return;
-    reason = r;
-    if (batch) --batch->unfinished;
-  }
-
-  const void* owner = nullptr;
   std::vector<Tensor> rows;  // each branch's prefill rows (dropped after the prefill)
   bt::gpu::StreamSetup setup;
-  int64_t text_tokens_ = 0, prompt_rows_ = 0, made = 0;
-  StopReason reason = StopReason::kRunning;
-  std::shared_ptr<BatchShare> batch;
-  int slot = -1;
+  int64_t text_tokens_ = 0, prompt_rows_ = 0;
 };
 
 bt::gpu::Guide guide_of(const bt::GenerationParams& g) {
@@ -119,74 +103,25 @@ class CudaBreezeEngine final : public TtsModel {
   }
 
   Status step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const override {
-    if (out.size() != streams.size()) return make_error(ErrorCode::kInternal, "step: one result per stream");
-    std::vector<CudaBreezeStream*> ss;
-    for (TtsStream* t : streams) {
-      auto* c = dynamic_cast<CudaBreezeStream*>(t);
-      if (!c || c->owner != this) return make_error(ErrorCode::kInvalidArgument, "step: a stream of another model");
-      ss.push_back(c);
-    }
-    for (StepResult& o : out) {
-      o.has_frame = false;
-      o.codes.clear();
-    }
-    std::vector<size_t> active;
-    for (size_t i = 0; i < ss.size(); ++i)
-      if (!ss[i]->finished()) active.push_back(i);
-    if (active.empty()) return ok_status();
-    const int32_t eos = static_cast<int32_t>(dev_->config().backbone_eos());
-
-    std::shared_ptr<BatchShare> batch = ss[active[0]]->batch;
-    if (!batch) {
-      for (size_t i : active)
-        if (ss[i]->batch) return make_error(ErrorCode::kUnsupported, "cuda step: new streams mixed with a running batch");
+    CHORUS_ASSIGN(const std::vector<CudaBreezeStream*> ss, own_streams<CudaBreezeStream>(streams, out, this));
+    const auto start = [&](const std::vector<size_t>& active) -> Result<std::unique_ptr<Frames>> {
       std::vector<bt::gpu::StreamSetup> setups;
       for (size_t i : active) setups.push_back(ss[i]->setup);
-      batch = std::make_shared<BatchShare>();
-      CHORUS_ASSIGN(batch->frames, bt::gpu::FrameBatch::create(dev_, setups));
-      CHORUS_TRY(batch->frames->prefill(setups));
-      batch->unfinished = static_cast<int>(active.size());
-      for (size_t a = 0; a < active.size(); ++a) {
-        CudaBreezeStream& s = *ss[active[a]];
-        s.batch = batch;
-        s.slot = static_cast<int>(a);
-        s.setup.branches.clear();
-        std::vector<Tensor>().swap(s.rows);
-        CHORUS_TRY(check_error(*batch, s.slot));
-        if (batch->frames->next_c0(s.slot) == eos) s.finish(StopReason::kEos);
+      CHORUS_ASSIGN(auto frames, Frames::create(dev_, setups));
+      CHORUS_TRY(frames->prefill(setups));
+      for (size_t i : active) {
+        ss[i]->setup.branches.clear();
+        std::vector<Tensor>().swap(ss[i]->rows);
       }
-      if (times) times->prefill_s += batch->frames->timing().prefill_ms * 1e-3;
-    } else {
-      for (size_t i : active)
-        if (ss[i]->batch != batch) return make_error(ErrorCode::kUnsupported, "cuda step: streams of different batches");
-      if (static_cast<int>(active.size()) != batch->unfinished)
-        return make_error(ErrorCode::kUnsupported, "cuda step: every unfinished stream of a batch must be stepped together");
-    }
-
-    bool any = false, feed = false;
-    for (size_t i : active) {
-      if (ss[i]->finished()) continue;
-      any = true;
-      feed = feed || ss[i]->made + 1 < ss[i]->setup.max_frames;
-    }
-    if (!any) return ok_status();
-    bt::gpu::FrameBatch& fb = *batch->frames;
-    CHORUS_TRY(fb.run_frame(feed));
-    const int G = fb.model().codebooks();
-    for (size_t i : active) {
-      CudaBreezeStream& s = *ss[i];
-      if (s.finished()) continue;
-      CHORUS_TRY(check_error(*batch, s.slot));
-      const int32_t* c = fb.frame_codes(s.slot);
-      out[i].has_frame = true;
-      out[i].codes.assign(c, c + G);
-      s.made += 1;
-      if (s.made >= s.setup.max_frames) s.finish(StopReason::kMaxFrames);
-      else if (fb.next_c0(s.slot) == eos) s.finish(StopReason::kEos);
-    }
-    if (times) {
-      times->depth_s += fb.timing().depth_ms * 1e-3;
-      times->backbone_s += fb.timing().backbone_ms * 1e-3;
+      if (times) times->prefill_s += frames->timing().prefill_ms * 1e-3;
+      return frames;
+    };
+    CHORUS_ASSIGN(Frames* ran, step_device_streams<Frames>(
+                                   ss, out, static_cast<int32_t>(dev_->config().backbone_eos()),
+                                   dev_->codebooks(), start, [](const CudaBreezeStream& s) { return s.setup.max_frames; }));
+    if (ran && times) {
+      times->depth_s += ran->timing().depth_ms * 1e-3;
+      times->backbone_s += ran->timing().backbone_ms * 1e-3;
     }
     return ok_status();
   }
@@ -194,13 +129,6 @@ class CudaBreezeEngine final : public TtsModel {
   const bt::gpu::DeviceModel& device_model() const { return *dev_; }
 
  private:
-  static Status check_error(const BatchShare& b, int slot) {
-    const int32_t e = b.frames->error(slot);
-    if (e == cuda::kSampleNonFinite) return make_error(ErrorCode::kInternal, "sampler: the model produced a non-finite logit");
-    if (e == cuda::kSampleAllMasked) return make_error(ErrorCode::kInternal, "sampler: every id is masked");
-    return ok_status();
-  }
-
   std::unique_ptr<BreezeEngine> cpu_;
   std::shared_ptr<const bt::gpu::DeviceModel> dev_;
   std::unique_ptr<bt::gpu::TextEncoderCuda> text_;  // the prompts' text segments

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "engine/breeze_engine_cuda.h"
+#include "engine/device_batch.h"
 #include "engine/qwen3_tts_engine.h"
 #include "models/family.h"
 #include "models/qwen3_tts/frame_batch_cuda.h"
@@ -18,39 +19,20 @@ namespace {
 
 namespace q3 = qwen3_tts;
 
-// Streams of one device batch share this.
-struct BatchShare {
-  std::unique_ptr<q3::gpu::FrameBatch> frames;
-  int unfinished = 0;
-};
+using Frames = q3::gpu::FrameBatch;
 
-class CudaStream final : public TtsStream {
+class CudaStream final : public DeviceStream<Frames> {
  public:
-  bool finished() const override { return reason != StopReason::kRunning; }
-  StopReason stop_reason() const override { return reason; }
-  int64_t frames() const override { return made; }
   int64_t max_frames() const override { return settings.max_frames; }
   int64_t text_tokens() const override { return text_tokens_; }
   int64_t prompt_rows() const override { return prompt.prefill_rows; }
   size_t state_bytes() const override {
-    return batch ? batch->frames->device_bytes() / static_cast<size_t>(batch->frames->size())
-                 : (prompt.prefill.size() + prompt.trailing.size()) * sizeof(float);
+    return batch_share_bytes((prompt.prefill.size() + prompt.trailing.size()) * sizeof(float));
   }
 
-  void finish(StopReason r) {
-    if (reason != StopReason::kRunning) return;
-    reason = r;
-    if (batch) --batch->unfinished;
-  }
-
-  const void* owner = nullptr;
   q3::Prompt prompt;
   q3::GenerationSettings settings;
   int64_t text_tokens_ = 0;
-  int64_t made = 0;
-  StopReason reason = StopReason::kRunning;
-  std::shared_ptr<BatchShare> batch;
-  int slot = -1;
 };
 
 class CudaQwen3Engine final : public TtsModel {
@@ -91,89 +73,31 @@ class CudaQwen3Engine final : public TtsModel {
   }
 
   Status step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const override {
-    if (out.size() != streams.size()) return make_error(ErrorCode::kInternal, "step: one result per stream");
-    std::vector<CudaStream*> ss;
-    for (TtsStream* t : streams) {
-      auto* c = dynamic_cast<CudaStream*>(t);
-      if (!c || c->owner != this) return make_error(ErrorCode::kInvalidArgument, "step: a stream of another model");
-      ss.push_back(c);
-    }
-    for (StepResult& o : out) {
-      o.has_frame = false;
-      o.codes.clear();
-    }
-    std::vector<size_t> active;
-    for (size_t i = 0; i < ss.size(); ++i)
-      if (!ss[i]->finished()) active.push_back(i);
-    if (active.empty()) return ok_status();
-    const int32_t eos = static_cast<int32_t>(model_->config().talker.codec_eos_id);
-
-    std::shared_ptr<BatchShare> batch = ss[active[0]]->batch;
-    if (!batch) {
-      for (size_t i : active)
-        if (ss[i]->batch) return make_error(ErrorCode::kUnsupported, "cuda step: new streams mixed with a running batch");
+    CHORUS_ASSIGN(const std::vector<CudaStream*> ss, own_streams<CudaStream>(streams, out, this));
+    const auto start = [&](const std::vector<size_t>& active) -> Result<std::unique_ptr<Frames>> {
       std::vector<q3::gpu::StreamSetup> setups;
       std::vector<const q3::Prompt*> prompts;
       for (size_t i : active) {
         setups.push_back({&ss[i]->prompt, ss[i]->settings});
         prompts.push_back(&ss[i]->prompt);
       }
-      batch = std::make_shared<BatchShare>();
-      CHORUS_ASSIGN(batch->frames, q3::gpu::FrameBatch::create(dev_, setups));
-      CHORUS_TRY(batch->frames->prefill(prompts));
-      batch->unfinished = static_cast<int>(active.size());
-      for (size_t a = 0; a < active.size(); ++a) {
-        CudaStream& s = *ss[active[a]];
-        s.batch = batch;
-        s.slot = static_cast<int>(a);
-        std::vector<float>().swap(s.prompt.prefill);
-        CHORUS_TRY(check_error(*batch, s.slot));
-        if (batch->frames->next_c0(s.slot) == eos) s.finish(StopReason::kEos);
-      }
-      if (times) times->prefill_s += batch->frames->timing().prefill_ms * 1e-3;
-    } else {
-      for (size_t i : active)
-        if (ss[i]->batch != batch) return make_error(ErrorCode::kUnsupported, "cuda step: streams of different batches");
-      if (static_cast<int>(active.size()) != batch->unfinished)
-        return make_error(ErrorCode::kUnsupported, "cuda step: every unfinished stream of a batch must be stepped together");
-    }
-
-    bool any = false, feed = false;
-    for (size_t i : active) {
-      if (ss[i]->finished()) continue;
-      any = true;
-      feed = feed || ss[i]->made + 1 < ss[i]->settings.max_frames;
-    }
-    if (!any) return ok_status();
-    q3::gpu::FrameBatch& fb = *batch->frames;
-    CHORUS_TRY(fb.run_frame(feed));
-    const int G = fb.model().groups();
-    for (size_t i : active) {
-      CudaStream& s = *ss[i];
-      if (s.finished()) continue;
-      CHORUS_TRY(check_error(*batch, s.slot));
-      const int32_t* c = fb.frame_codes(s.slot);
-      out[i].has_frame = true;
-      out[i].codes.assign(c, c + G);
-      s.made += 1;
-      if (s.made >= s.settings.max_frames) s.finish(StopReason::kMaxFrames);
-      else if (fb.next_c0(s.slot) == eos) s.finish(StopReason::kEos);
-    }
-    if (times) {
-      times->depth_s += fb.timing().code_predictor_ms * 1e-3;
-      times->backbone_s += fb.timing().talker_ms * 1e-3;
+      CHORUS_ASSIGN(auto frames, Frames::create(dev_, setups));
+      CHORUS_TRY(frames->prefill(prompts));
+      for (size_t i : active) std::vector<float>().swap(ss[i]->prompt.prefill);
+      if (times) times->prefill_s += frames->timing().prefill_ms * 1e-3;
+      return frames;
+    };
+    CHORUS_ASSIGN(Frames* ran, step_device_streams<Frames>(
+                                   ss, out, static_cast<int32_t>(model_->config().talker.codec_eos_id), dev_->groups(),
+                                   start, [](const CudaStream& s) { return s.settings.max_frames; }));
+    if (ran && times) {
+      times->depth_s += ran->timing().code_predictor_ms * 1e-3;
+      times->backbone_s += ran->timing().talker_ms * 1e-3;
     }
     return ok_status();
   }
 
  private:
-  static Status check_error(const BatchShare& b, int slot) {
-    const int32_t e = b.frames->error(slot);
-    if (e == cuda::kSampleNonFinite) return make_error(ErrorCode::kInternal, "sampler: the model produced a non-finite logit");
-    if (e == cuda::kSampleAllMasked) return make_error(ErrorCode::kInternal, "sampler: every id is masked");
-    return ok_status();
-  }
-
   std::unique_ptr<Qwen3TtsEngine> cpu_;
   std::shared_ptr<const q3::Model> model_;
   std::shared_ptr<const q3::gpu::DeviceModel> dev_;
