@@ -107,8 +107,9 @@ void frame_row(const Config& c, const Tensor& table, const int32_t* codes, float
     for (int64_t i = 0; i < H; ++i) out[i] = round_to_bf16(out[i]);
 }
 
-Result<Tensor> prompt_rows(const Config& c, const PromptLayout& layout, const RefCodes& ref, const TextEncoder& encoder,
-                           const Tensor& audio_table, ThreadPool* pool, Activations act) {
+Result<Tensor> assemble_prompt_rows(const Config& c, const PromptLayout& layout, const RefCodes& ref,
+                                    const Tensor& audio_table, Activations act,
+                                    const std::function<Result<Tensor>(size_t)>& text_segment) {
   const int64_t H = c.hidden, P = layout.rows();
   if (audio_table.shape() != Shape{c.num_codebooks * c.audio_vocab, c.audio_embed})
     return make_error(ErrorCode::kShapeMismatch, "prompt: the audio table has shape " + shape_to_string(audio_table.shape()));
@@ -122,7 +123,7 @@ Result<Tensor> prompt_rows(const Config& c, const PromptLayout& layout, const Re
       case RowKind::kText: {
         if (seg >= layout.text_segments.size())
           return make_error(ErrorCode::kInternal, "prompt: more text rows than text segments");
-        CHORUS_ASSIGN(Tensor t, encoder.encode_projected(layout.text_segments[seg++], pool));
+        CHORUS_ASSIGN(const Tensor t, text_segment(seg++));
         const int64_t L = t.dim(0);
         if (r + L > P) return make_error(ErrorCode::kInternal, "prompt: a text segment overruns the layout");
         std::copy(t.f32(), t.f32() + L * H, out + r * H);
@@ -141,6 +142,13 @@ Result<Tensor> prompt_rows(const Config& c, const PromptLayout& layout, const Re
     }
   }
   return rows;
+}
+
+Result<Tensor> prompt_rows(const Config& c, const PromptLayout& layout, const RefCodes& ref, const TextEncoder& encoder,
+                           const Tensor& audio_table, ThreadPool* pool, Activations act) {
+  return assemble_prompt_rows(c, layout, ref, audio_table, act, [&](size_t i) {
+    return encoder.encode_projected(layout.text_segments[i], pool);
+  });
 }
 
 }  // namespace chorus::breeze_tts

@@ -12,6 +12,8 @@
 // (config.json), so tiny checkpoints with remapped vocabularies work unchanged.
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -61,6 +63,13 @@ Result<PromptLayout> build_layout(const Config& c, Layout layout, const PromptPa
 // caller. `table` is the shared audio table [num_codebooks·audio_vocab, hidden].
 void frame_row(const Config& c, const Tensor& table, const int32_t* codes, float* out,
                Activations act = Activations::kF32);
+
+// Lays a prompt's rows out as `layout` says: text rows from `text_segment(i)` (segment i of
+// layout.text_segments, encoded and projected to [len, hidden]), reference-frame and audio-EOS rows
+// through frame_row. Shared by the CPU prompt_rows and the GPU encoder's prompt_rows_cuda.
+Result<Tensor> assemble_prompt_rows(const Config& c, const PromptLayout& layout, const RefCodes& ref,
+                                    const Tensor& audio_table, Activations act,
+                                    const std::function<Result<Tensor>(size_t)>& text_segment);
 
 // The backbone's prefill input [rows, hidden] for a layout built by build_layout from `parts`.
 Result<Tensor> prompt_rows(const Config& c, const PromptLayout& layout, const RefCodes& ref, const TextEncoder& encoder,

@@ -267,44 +267,20 @@ Result<std::vector<Tensor>> TextEncoderCuda::encode(std::span<const std::vector<
 
 Result<std::vector<Tensor>> prompt_rows_cuda(const Config& c, std::span<const PromptLayout> layouts, const RefCodes& ref,
                                              const TextEncoderCuda& encoder, const Tensor& audio_table, Activations act) {
-  const int64_t H = c.hidden;
+  // Checked before the encoder runs (assemble_prompt_rows checks it again, for the CPU path).
   if (audio_table.shape() != Shape{c.num_codebooks * c.audio_vocab, c.audio_embed})
     return make_error(ErrorCode::kShapeMismatch, "prompt: the audio table has shape " + shape_to_string(audio_table.shape()));
   std::vector<std::vector<int32_t>> segments;
   for (const PromptLayout& l : layouts) segments.insert(segments.end(), l.text_segments.begin(), l.text_segments.end());
   CHORUS_ASSIGN(std::vector<Tensor> encoded, encoder.encode(segments, act, /*project=*/true));
-  const std::vector<int32_t> eos_codes(static_cast<size_t>(c.num_codebooks), static_cast<int32_t>(c.ids.codebook_eos));
   std::vector<Tensor> all;
-  size_t seg = 0;
+  size_t first = 0;  // the layout's first segment in `encoded`
   for (const PromptLayout& layout : layouts) {
-    const int64_t P = layout.rows();
-    const size_t seg_end = seg + layout.text_segments.size();
-    Tensor rows = Tensor::zeros(DType::kF32, {P, H});
-    float* out = rows.f32();
-    int64_t frame = 0;
-    for (int64_t r = 0; r < P;) {
-      switch (layout.row_kind[static_cast<size_t>(r)]) {
-        case RowKind::kText: {
-          if (seg >= seg_end) return make_error(ErrorCode::kInternal, "prompt: more text rows than text segments");
-          const Tensor& t = encoded[seg++];
-          const int64_t L = t.dim(0);
-          if (r + L > P) return make_error(ErrorCode::kInternal, "prompt: a text segment overruns the layout");
-          std::copy(t.f32(), t.f32() + L * H, out + r * H);
-          r += L;
-          break;
-        }
-        case RowKind::kAudio:
-          if (frame >= ref.frames) return make_error(ErrorCode::kInternal, "prompt: more audio rows than reference frames");
-          frame_row(c, audio_table, ref.codes.data() + frame++ * c.num_codebooks, out + r * H, act);
-          ++r;
-          break;
-        case RowKind::kAudioEos:
-          frame_row(c, audio_table, eos_codes.data(), out + r * H, act);
-          ++r;
-          break;
-      }
-    }
-    seg = seg_end;
+    CHORUS_ASSIGN(Tensor rows, assemble_prompt_rows(c, layout, ref, audio_table, act, [&](size_t i) -> Result<Tensor> {
+      if (first + i >= encoded.size()) return make_error(ErrorCode::kInternal, "prompt: more text rows than text segments");
+      return encoded[first + i];
+    }));
+    first += layout.text_segments.size();
     all.push_back(std::move(rows));
   }
   return all;
