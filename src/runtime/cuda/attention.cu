@@ -285,12 +285,10 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
 }
 }  // namespace
 
-Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer kv, float* out, cudaStream_t s,
-                 bool bf16) {
-  CHORUS_TRY(check_shape(h));
-  if (rows.rows <= 0) return ok_status();
+namespace {
+// The parameters both entry points share.
+AttnParams common_params(HeadShape h, float scale, RowMap rows, KvLayer kv, float* out, bool bf16) {
   AttnParams p{};
-  p.q = q;
   p.Hq = static_cast<int>(h.q_heads);
   p.Hkv = static_cast<int>(h.kv_heads);
   p.D = static_cast<int>(h.head_dim);
@@ -300,6 +298,16 @@ Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer 
   p.kv = kv;
   p.out = out;
   p.bf16 = bf16;
+  return p;
+}
+}  // namespace
+
+Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer kv, float* out, cudaStream_t s,
+                 bool bf16) {
+  CHORUS_TRY(check_shape(h));
+  if (rows.rows <= 0) return ok_status();
+  AttnParams p = common_params(h, scale, rows, kv, out, bf16);
+  p.q = q;
   return launch_attention(false, p, rows.rows, s);
 }
 
@@ -308,22 +316,13 @@ Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const flo
                         cudaStream_t s, bool bf16) {
   CHORUS_TRY(check_shape(h));
   if (rows.rows <= 0) return ok_status();
-  AttnParams p{};
+  AttnParams p = common_params(h, scale, rows, kv, out, bf16);
   p.qkv = qkv;
   p.ld = ld_qkv;
   p.qn = q_norm;
   p.kn = k_norm;
   p.eps = eps;
   p.inv_freq = inv_freq;
-  p.Hq = static_cast<int>(h.q_heads);
-  p.Hkv = static_cast<int>(h.kv_heads);
-  p.D = static_cast<int>(h.head_dim);
-  p.scale = scale;
-  p.seqs = rows.seq;
-  p.poss = rows.pos;
-  p.kv = kv;
-  p.out = out;
-  p.bf16 = bf16;
   return launch_attention(true, p, rows.rows, s);
 }
 
