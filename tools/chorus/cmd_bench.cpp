@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <memory>
 #include <random>
 
@@ -15,6 +14,7 @@
 #include "engine/qwen3_tts_engine.h"
 #include "engine/tts_model_cuda.h"
 #include "models/family.h"
+#include "ref_audio_command.h"
 #include "voice_input.h"
 #include "runtime/cpu/kernels.h"
 
@@ -38,11 +38,7 @@ struct Options {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+using chorus::cli::process_cpu_seconds;
 
 double peak_rss_mib() {
   rusage u{};
@@ -136,7 +132,7 @@ int run(const Options& o) {
   }
   std::vector<engine::StepResult> out(batch.size());
   engine::StageTimes times, first;
-  const double cpu0 = cpu_seconds();
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   double ttff = 0;
   int64_t steps = 0;
@@ -147,7 +143,7 @@ int run(const Options& o) {
       first = times;
     }
   }
-  const double wall = seconds_since(t0), cpu = cpu_seconds() - cpu0;
+  const double wall = seconds_since(t0), cpu = process_cpu_seconds() - cpu0;
   const double frame_rate = e.info().frame_rate;
   const int64_t F = o.frames, B = o.streams;
   // Steady-state per-frame costs exclude the first step (prefill + frame 0).
