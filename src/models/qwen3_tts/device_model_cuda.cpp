@@ -74,6 +74,7 @@ Result<StackScratch> StackScratch::create(const nn::Qwen3Dims& d, int64_t rows) 
   CHORUS_ASSIGN(s.q, cuda::DeviceBuffer::alloc(f(qw)));
   CHORUS_ASSIGN(s.attn, cuda::DeviceBuffer::alloc(f(qw)));
   CHORUS_ASSIGN(s.mlp, cuda::DeviceBuffer::alloc(f(d.intermediate)));
+  CHORUS_ASSIGN(s.barrier, cuda::DeviceBuffer::alloc(2 * sizeof(unsigned)));
   return s;
 }
 
@@ -101,6 +102,15 @@ Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d, 
                                   &L.k_norm})
       s.bytes_ += t->buf.bytes();
   }
+  std::vector<cuda::StackLayerWeights> table;
+  for (const Layer& L : s.layers_)
+    table.push_back({L.q.bf16(), L.k.bf16(), L.v.bf16(), L.o.bf16(), L.gate.bf16(), L.up.bf16(), L.down.bf16(),
+                     L.in_norm.f32(), L.post_norm.f32(), L.q_norm.empty() ? nullptr : L.q_norm.f32(),
+                     L.k_norm.empty() ? nullptr : L.k_norm.f32()});
+  CHORUS_ASSIGN(s.layer_table_, cuda::DeviceBuffer::alloc(table.size() * sizeof(cuda::StackLayerWeights)));
+  CHORUS_CUDA_TRY(cudaMemcpy(s.layer_table_.data(), table.data(), table.size() * sizeof(cuda::StackLayerWeights),
+                             cudaMemcpyHostToDevice));
+  cuda::decode_stack_reserve();  // outside any graph capture; false only means the per-kernel path
   CHORUS_ASSIGN(s.final_norm_, vector_f32(w, "norm.weight"));
   std::vector<float> inv(static_cast<size_t>(d.head_dim / 2));
   if (inv_freq.empty()) {
@@ -124,12 +134,49 @@ int64_t DeviceStack::max_linear_n_total() const {
                    dims_.hidden});
 }
 
+Result<bool> DeviceStack::forward_persistent(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv,
+                                             StackScratch& sc, cudaStream_t s, bool bf16) const {
+  const nn::Qwen3Dims& d = dims_;
+  if (rows.rows != 1 || !rows.decode) return false;
+  cuda::DecodeStackArgs a;
+  a.layers = layer_table_.as<const cuda::StackLayerWeights>();
+  a.n_layers = static_cast<int>(d.layers);
+  a.hidden = static_cast<int>(d.hidden);
+  a.q_heads = static_cast<int>(d.heads);
+  a.kv_heads = static_cast<int>(d.kv_heads);
+  a.head_dim = static_cast<int>(d.head_dim);
+  a.intermediate = static_cast<int>(d.intermediate);
+  a.eps = static_cast<float>(d.rms_eps);
+  a.scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
+  a.inv_freq = inv_freq_.f32();
+  const cuda::KvLayer l0 = kv.layer(0);
+  a.kv_base = kv.base;
+  a.kv_layer_floats = kv.seqs * kv.capacity * kv.width;
+  a.kv_seq_stride = l0.seq_stride;
+  a.kv_capacity = l0.capacity;
+  a.seq = rows.seq;
+  a.pos = rows.pos;
+  a.h = h;
+  a.qkv = sc.qkv.as<float>();
+  a.attn = sc.attn.as<float>();
+  a.mlp = sc.mlp.as<float>();
+  a.barrier = sc.barrier.as<unsigned>();
+  a.bf16 = bf16;
+  if (!a.barrier || !cuda::decode_stack_applies(a)) return false;
+  if (bf16) CHORUS_TRY(cuda::round_bf16(h, d.hidden, s));
+  CHORUS_TRY(cuda::decode_stack(a, s));
+  CHORUS_TRY(cuda::rms_norm(h, final_norm_.f32(), out, 1, d.hidden, a.eps, s, bf16));
+  return true;
+}
+
 Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& sc,
                             cuda::LinearWorkspace& ws, cudaStream_t s, bool bf16) const {
   const nn::Qwen3Dims& d = dims_;
   const int64_t R = rows.rows;
   if (R <= 0) return ok_status();
   if (R > sc.max_rows) return make_error(ErrorCode::kInternal, "device stack: scratch too small");
+  CHORUS_ASSIGN(const bool done, forward_persistent(h, out, rows, kv, sc, s, bf16));
+  if (done) return ok_status();
   const int64_t H = d.hidden, D = d.head_dim, qw = d.heads * D, kvw = d.kv_heads * D, I = d.intermediate;
   const int64_t ld_qkv = qw + 2 * kvw;
   const float eps = static_cast<float>(d.rms_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));

@@ -17,6 +17,7 @@
 #include "models/weight_table.h"
 #include "nn/qwen3_block.h"
 #include "runtime/cuda/cuda_handles.h"
+#include "runtime/cuda/decode_stack.h"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::qwen3_tts::gpu {
@@ -52,6 +53,7 @@ struct KvCacheRef {
 // Activations of one stack forward over up to max_rows rows.
 struct StackScratch {
   cuda::DeviceBuffer qkv, q, attn, mlp;
+  cuda::DeviceBuffer barrier;  // the persistent decode kernel's grid barrier (cuda::decode_stack)
   int64_t max_rows = 0;
   static Result<StackScratch> create(const nn::Qwen3Dims& d, int64_t max_rows);
 };
@@ -72,7 +74,8 @@ class DeviceStack {
   // h [rows, hidden]: the rows' input, used as the residual stream (overwritten); out: the final
   // norm of each row. New keys and values go into `kv` at (rows.seq, rows.pos). bf16: the
   // bf16-activation mode of nn::Qwen3Stack (Rounding::kBF16; the input rows are rounded first, the
-  // caches hold bf16 values); false: the f32 path.
+  // caches hold bf16 values); false: the f32 path. One decode row runs as one persistent kernel
+  // (cuda::decode_stack, bit-identical) where it applies.
   Status forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& scratch,
                  cuda::LinearWorkspace& ws, cudaStream_t s, bool bf16 = false) const;
 
@@ -80,8 +83,12 @@ class DeviceStack {
   struct Layer {
     DeviceTensor q, k, v, o, gate, up, down, in_norm, post_norm, q_norm, k_norm;
   };
+  // The single-row decode step as one persistent kernel, or false when it does not apply.
+  Result<bool> forward_persistent(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv,
+                                  StackScratch& sc, cudaStream_t s, bool bf16) const;
   nn::Qwen3Dims dims_;
   std::vector<Layer> layers_;
+  cuda::DeviceBuffer layer_table_;  // [layers] cuda::StackLayerWeights
   DeviceTensor final_norm_, inv_freq_;
   size_t bytes_ = 0;
 };

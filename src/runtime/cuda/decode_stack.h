@@ -1,0 +1,59 @@
+// A whole Qwen3 decoder stack for one new row in one persistent kernel (the single-stream decode
+// step of the talker, the code predictor, the Breeze backbone and depth decoder).
+//
+// Why: one stream's decode step is ~5 dependent launches per layer, each moving only 2–30 MB, so
+// the launch and drain latency between kernels (~5 µs each) costs more than reading the weights.
+// Here one block per SM stays resident for all layers; the phases (qkv, attention, o, gate/up,
+// down) are separated by grid barriers, and each warp loads its first weight chunks of the next
+// phase before it waits at the barrier, so the weight stream runs on across phase boundaries.
+//
+// Numerics: bit-identical to the kernel-by-kernel path (cuda::linear's single-row kernel and the
+// fused decode attention): the same per-feature summation order, the same RMS sums, the same
+// attention warp split. The final norm is not included (cuda::rms_norm after it).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace chorus::cuda {
+
+// One decoder layer's weights on the device: bf16 matrices [out, in], f32 norm vectors; q_norm and
+// k_norm may be null (no QK-norm). No biases (Qwen3 and the Breeze depth decoder have none).
+struct StackLayerWeights {
+  const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
+  const uint16_t *gate = nullptr, *up = nullptr, *down = nullptr;
+  const float *in_norm = nullptr, *post_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
+};
+
+struct DecodeStackArgs {
+  const StackLayerWeights* layers = nullptr;  // device array [n_layers]
+  int n_layers = 0;
+  int hidden = 0, q_heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0;
+  float eps = 1e-6f, scale = 1.0f;
+  const float* inv_freq = nullptr;  // [head_dim / 2]
+  // Layer l's keys at kv_base + 2l·kv_layer_floats, values at kv_base + (2l+1)·kv_layer_floats;
+  // sequence s, position p at + s·kv_seq_stride + p·kv_heads·head_dim.
+  float* kv_base = nullptr;
+  int64_t kv_layer_floats = 0, kv_seq_stride = 0, kv_capacity = 0;
+  const int32_t* seq = nullptr;  // device: the row's sequence
+  const int32_t* pos = nullptr;  // device: its position (the new key and value are stored there)
+  float* h = nullptr;            // [hidden]: the input row, left as the residual stream
+  float* qkv = nullptr;          // scratch [q_heads·D + 2·kv_heads·D]
+  float* attn = nullptr;         // scratch [q_heads·D]
+  float* mlp = nullptr;          // scratch [intermediate]
+  unsigned* barrier = nullptr;   // 2 zeroed words per concurrently running stack (left reusable)
+  bool bf16 = false;             // bf16-activation mode, as cuda::linear / attention_decode
+};
+
+// Once per process, outside graph capture (sets the kernel's shared-memory limit); false when the
+// GPU cannot run it (then decode_stack always answers kUnsupported).
+bool decode_stack_reserve();
+// Whether decode_stack runs this shape and KV capacity (dimensions multiples of 256, head_dim ≤
+// 256, shared memory). Off unless CHORUS_PERSISTENT=1 is in the environment (not yet measured).
+bool decode_stack_applies(const DecodeStackArgs& a);
+Status decode_stack(const DecodeStackArgs& a, cudaStream_t s);
+
+}  // namespace chorus::cuda
