@@ -7,6 +7,7 @@
 # cuda` on real-size random checkpoints, plus comparison runs and an Nsight Compute per-kernel
 # profile. Logs go to $OUT (at most a few files: the device tool returns 8).
 #   STEPS="tests say bench06 variants06 ncu06 bench17 breeze breeze_variants" (default: tests bench06 variants06 bench17)
+#   persistent06: 0.6B single stream with and without the persistent decode kernel, alternating
 #   TEST_FILTER=gtest filter for the GPU suite (default: all)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
@@ -63,6 +64,15 @@ bench() {  # bench <model dir> <log> <args...>
   shift 2
   timeout 150 "$bin/chorus" bench --device cuda --model "$m" "$@" 2>&1 | tee -a "$log"
 }
+if has persistent06; then
+  # The persistent decoder-stack kernel against the per-kernel path, side by side in one run.
+  make_model 0.6b /tmp/q06
+  for v in 0 1 0 1; do
+    echo "== 0.6b, CHORUS_PERSISTENT=$v" | tee -a "$out/bench_06.txt"
+    CHORUS_PERSISTENT=$v bench /tmp/q06 "$out/bench_06.txt" --frames 250
+  done
+  rm -rf /tmp/q06
+fi
 if has bench06 || has variants06 || has ncu06; then
   make_model 0.6b /tmp/q06
   if has bench06; then

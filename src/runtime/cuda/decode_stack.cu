@@ -161,23 +161,26 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 }
 
 // All blocks of the grid meet here; writes before it are visible to every block after it.
-// barrier[0] counts arrivals, barrier[1] is the generation the last arrival advances.
-__device__ void grid_sync(unsigned* barrier) {
+// barrier[0] counts arrivals over the whole launch (barrier k of the launch waits for k·blocks), so
+// an arrival is one release-add and the wait one acquire poll, with no reset between barriers;
+// barrier[1] counts the blocks that finished, and the last one zeroes both for the next launch.
+__device__ __forceinline__ void grid_sync(unsigned* barrier, unsigned& target) {
+  target += gridDim.x;
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned gen = load_acquire(barrier + 1);
-    __threadfence();
-    if (atomicAdd(barrier, 1u) == gridDim.x - 1) {
-      atomicExch(barrier, 0u);
-      __threadfence();
-      atomicAdd(barrier + 1, 1u);
-    } else {
-      while (load_acquire(barrier + 1) == gen) {
-      }
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(barrier) : "memory");
+    while (load_acquire(barrier) < target) {
     }
-    __threadfence();
   }
   __syncthreads();
+}
+
+__device__ void grid_exit(unsigned* barrier) {
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(barrier + 1, 1u) == gridDim.x - 1) {
+    barrier[0] = 0;
+    barrier[1] = 0;
+  }
 }
 
 // One head vector in `buf` (a warp's shared scratch): RMS-norm, then rotary embedding (as
@@ -339,6 +342,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
   auto gu_mat = [&](const StackLayerWeights& L) { return Mat{{L.gate, L.up, nullptr}, I, 0, I, H}; };
   auto down_mat = [&](const StackLayerWeights& L) { return Mat{{L.down, nullptr, nullptr}, H, 0, H, I}; };
 
+  unsigned target = 0;
   uint4 pre[kPre];
   prefetch<1>(qkv_mat(a.layers[0]), gw, W, pre);
   for (int l = 0; l < a.n_layers; ++l) {
@@ -346,28 +350,29 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     stage<BF16>(a.h, H, L.in_norm, a.eps, sm, &inv_s);
     gemv_phase<1, 0, BF16>(qkv_mat(L), sm, pre, gw, W, a.qkv);
     prefetch<1>(o_mat(L), gw, W, pre);
-    grid_sync(a.barrier);
+    grid_sync(a.barrier, target);
 
     for (int h = blockIdx.x; h < a.q_heads; h += gridDim.x) attend_head<BF16>(a, l, h, seq, pos, sm);
-    grid_sync(a.barrier);
+    grid_sync(a.barrier, target);
 
     stage<BF16>(a.attn, qw, nullptr, a.eps, sm, &inv_s);
     gemv_phase<1, 1, BF16>(o_mat(L), sm, pre, gw, W, a.h);
     prefetch<2>(gu_mat(L), gw, W, pre);
-    grid_sync(a.barrier);
+    grid_sync(a.barrier, target);
 
     stage<BF16>(a.h, H, L.post_norm, a.eps, sm, &inv_s);
     gemv_phase<2, 2, BF16>(gu_mat(L), sm, pre, gw, W, a.mlp);
     prefetch<1>(down_mat(L), gw, W, pre);
-    grid_sync(a.barrier);
+    grid_sync(a.barrier, target);
 
     stage<BF16>(a.mlp, I, nullptr, a.eps, sm, &inv_s);
     gemv_phase<1, 1, BF16>(down_mat(L), sm, pre, gw, W, a.h);
     if (l + 1 < a.n_layers) {
       prefetch<1>(qkv_mat(a.layers[l + 1]), gw, W, pre);
-      grid_sync(a.barrier);
+      grid_sync(a.barrier, target);
     }
   }
+  grid_exit(a.barrier);
 }
 
 struct Launch {
