@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "runtime/cuda/device_util.cuh"
+#include "runtime/cuda/head_norm_rope.cuh"
 #include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/ops.h"
 
@@ -12,46 +13,6 @@ namespace {
 
 constexpr int kNormWarps = 4;
 constexpr int kKeysPerWarp = 8;  // keys in flight per warp while scoring
-
-// One head vector (D values in `buf`, a warp's shared scratch): RMS-norm with `nw` when set, then
-// rotary embedding at `pos`, written to dst. bf16: as nn::bf16::rms_norm and nn::bf16::rope (bf16
-// cos/sin, every product and sum rounded).
-__device__ void norm_rope_head(float* buf, int D, const float* nw, float eps, const float* inv_freq, int pos,
-                               float* dst, bool bf16) {
-  const int lane = threadIdx.x & 31;
-  if (nw) {
-    double ss = 0.0;
-    for (int d = lane; d < D; d += 32) ss += static_cast<double>(buf[d]) * buf[d];
-    ss = dev::warp_sum(ss);
-    __syncwarp();
-    if (bf16) {
-      const float inv = dev::inv_rms_bf16(ss, D, eps);
-      for (int d = lane; d < D; d += 32) buf[d] = dev::norm_bf16(buf[d], inv, nw[d]);
-    } else {
-      const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(D) + static_cast<double>(eps)));
-      for (int d = lane; d < D; d += 32) buf[d] = __fmul_rn(__fmul_rn(buf[d], inv), nw[d]);
-    }
-    __syncwarp();
-  }
-  const int half = D / 2;
-  const float fpos = static_cast<float>(pos);
-  for (int i = lane; i < half; i += 32) {
-    const float angle = __fmul_rn(fpos, inv_freq[i]);
-    float s, c;
-    sincosf(angle, &s, &c);
-    const float a = buf[i], b = buf[i + half];
-    if (bf16) {
-      using dev::round_bf16;
-      s = round_bf16(s);
-      c = round_bf16(c);
-      dst[i] = round_bf16(__fsub_rn(round_bf16(__fmul_rn(a, c)), round_bf16(__fmul_rn(b, s))));
-      dst[i + half] = round_bf16(__fadd_rn(round_bf16(__fmul_rn(b, c)), round_bf16(__fmul_rn(a, s))));
-    } else {
-      dst[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-      dst[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
-    }
-  }
-}
 
 // grid (ceil((Hq + Hkv) / kNormWarps), rows): one warp per head (query heads, then kv heads).
 __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, int Hkv, int D, const float* qn,
@@ -75,11 +36,11 @@ __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, 
   for (int d = lane; d < D; d += 32) buf[d] = src[d];
   __syncwarp();
   if (is_q) {
-    norm_rope_head(buf, D, qn, eps, inv_freq, pos, q_out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(job) * D,
+    dev::norm_rope_head(buf, D, qn, eps, inv_freq, pos, q_out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(job) * D,
                    bf16);
   } else {
     const int64_t off = seq * kv.seq_stride + static_cast<int64_t>(pos) * kvw + static_cast<int64_t>(g) * D;
-    norm_rope_head(buf, D, kn, eps, inv_freq, pos, kv.k + off, bf16);
+    dev::norm_rope_head(buf, D, kn, eps, inv_freq, pos, kv.k + off, bf16);
     const float* vsrc = row + static_cast<int64_t>(Hq + Hkv) * D + static_cast<int64_t>(g) * D;
     for (int d = lane; d < D; d += 32) kv.v[off + d] = vsrc[d];
   }
@@ -145,11 +106,11 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
     if (warp == 0) {
       for (int d = lane; d < D; d += 32) qs[d] = row[static_cast<int64_t>(h) * D + d];
       __syncwarp();
-      norm_rope_head(qs, D, a.qn, a.eps, a.inv_freq, pos, qs, a.bf16);
+      dev::norm_rope_head(qs, D, a.qn, a.eps, a.inv_freq, pos, qs, a.bf16);
     } else if (warp == 1) {
       for (int d = lane; d < D; d += 32) knew[d] = row[static_cast<int64_t>(Hq + g) * D + d];
       __syncwarp();
-      norm_rope_head(knew, D, a.kn, a.eps, a.inv_freq, pos, knew, a.bf16);
+      dev::norm_rope_head(knew, D, a.kn, a.eps, a.inv_freq, pos, knew, a.bf16);
       __syncwarp();
       if (store)
         for (int d = lane; d < D; d += 32) kv.k[off + d] = knew[d];

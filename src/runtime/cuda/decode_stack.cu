@@ -16,6 +16,7 @@
 #include "runtime/cuda/cuda_handles.h"
 #include "runtime/cuda/decode_stack.h"
 #include "runtime/cuda/device_util.cuh"
+#include "runtime/cuda/head_norm_rope.cuh"
 
 namespace chorus::cuda {
 
@@ -33,14 +34,6 @@ struct Mat {
   int64_t n0, n1;  // rows of w[0] and w[1] (NW = 1 segments)
   int64_t F, K;    // features, input width (a multiple of 256)
 };
-
-__device__ __forceinline__ uint4 load_weights(const uint16_t* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
 
 template <int NW>
 __device__ __forceinline__ const uint16_t* row_ptr(const Mat& m, int64_t f, int r) {
@@ -61,13 +54,8 @@ __device__ __forceinline__ void prefetch(const Mat& m, int gw, int W, uint4 (&pr
     const int64_t f = gw + static_cast<int64_t>(fi) * W;
     if (f < m.F)
 #pragma unroll
-      for (int r = 0; r < NW; ++r) pre[t * NW + r] = load_weights(row_ptr<NW>(m, f, r) + lane * 8 + 256 * i);
+      for (int r = 0; r < NW; ++r) pre[t * NW + r] = dev::load_weights(row_ptr<NW>(m, f, r) + lane * 8 + 256 * i);
   }
-}
-
-__device__ __forceinline__ void unpack8(uint4 w, float (&f)[8]) {
-  f[0] = dev::bf16_lo(w.x); f[1] = dev::bf16_hi(w.x); f[2] = dev::bf16_lo(w.y); f[3] = dev::bf16_hi(w.y);
-  f[4] = dev::bf16_lo(w.z); f[5] = dev::bf16_hi(w.z); f[6] = dev::bf16_lo(w.w); f[7] = dev::bf16_hi(w.w);
 }
 
 // x (written by other blocks) → xs in shared memory, RMS-normed with `g` when given: the sum of
@@ -120,7 +108,7 @@ __device__ void gemv_phase(const Mat& m, const float* xs, const uint4 (&pre)[kPr
 #pragma unroll
       for (int r = 0; r < NW; ++r) {
         float wf[8];
-        unpack8(wv[r], wf);
+        dev::unpack8(wv[r], wf);
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[r] = fmaf(wf[j], xv[j], acc[r]);
       }
@@ -135,7 +123,7 @@ __device__ void gemv_phase(const Mat& m, const float* xs, const uint4 (&pre)[kPr
     for (int i = max(0, min(C, P - t0)); i < C; ++i) {
       uint4 wv[NW];
 #pragma unroll
-      for (int r = 0; r < NW; ++r) wv[r] = load_weights(w[r] + lane * 8 + 256 * i);
+      for (int r = 0; r < NW; ++r) wv[r] = dev::load_weights(w[r] + lane * 8 + 256 * i);
       step(i, wv);
     }
 #pragma unroll
@@ -183,46 +171,6 @@ __device__ void grid_exit(unsigned* barrier) {
   }
 }
 
-// One head vector in `buf` (a warp's shared scratch): RMS-norm, then rotary embedding (as
-// attention.cu's norm_rope_head, which this must equal bit for bit).
-template <bool BF16>
-__device__ void norm_rope(float* buf, int D, const float* nw, float eps, const float* inv_freq, int pos) {
-  const int lane = threadIdx.x & 31;
-  if (nw) {
-    double ss = 0.0;
-    for (int d = lane; d < D; d += 32) ss += static_cast<double>(buf[d]) * buf[d];
-    ss = dev::warp_sum(ss);
-    __syncwarp();
-    if (BF16) {
-      const float inv = dev::inv_rms_bf16(ss, D, eps);
-      for (int d = lane; d < D; d += 32) buf[d] = dev::norm_bf16(buf[d], inv, nw[d]);
-    } else {
-      const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(D) + static_cast<double>(eps)));
-      for (int d = lane; d < D; d += 32) buf[d] = __fmul_rn(__fmul_rn(buf[d], inv), nw[d]);
-    }
-    __syncwarp();
-  }
-  const int half = D / 2;
-  const float fpos = static_cast<float>(pos);
-  for (int i = lane; i < half; i += 32) {
-    const float angle = __fmul_rn(fpos, inv_freq[i]);
-    float s, c;
-    sincosf(angle, &s, &c);
-    const float a = buf[i], b = buf[i + half];
-    if (BF16) {
-      using dev::round_bf16;
-      s = round_bf16(s);
-      c = round_bf16(c);
-      buf[i] = round_bf16(__fsub_rn(round_bf16(__fmul_rn(a, c)), round_bf16(__fmul_rn(b, s))));
-      buf[i + half] = round_bf16(__fadd_rn(round_bf16(__fmul_rn(b, c)), round_bf16(__fmul_rn(a, s))));
-    } else {
-      buf[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-      buf[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
-    }
-  }
-  __syncwarp();
-}
-
 // Query head h of the row against keys 0..pos (attention.cu's fused decode kernel with as many
 // warps as it would use; the other warps only meet the block barriers).
 template <bool BF16>
@@ -255,11 +203,12 @@ __device__ void attend_head(const DecodeStackArgs& a, int layer, int h, int seq,
   if (warp == 0) {
     for (int d = lane; d < D; d += 32) qs[d] = __ldcg(row + static_cast<int64_t>(h) * D + d);
     __syncwarp();
-    norm_rope<BF16>(qs, D, L.q_norm, a.eps, a.inv_freq, pos);
+    dev::norm_rope_head(qs, D, L.q_norm, a.eps, a.inv_freq, pos, qs, BF16);
   } else if (warp == 1) {
     for (int d = lane; d < D; d += 32) knew[d] = __ldcg(row + static_cast<int64_t>(Hq + g) * D + d);
     __syncwarp();
-    norm_rope<BF16>(knew, D, L.k_norm, a.eps, a.inv_freq, pos);
+    dev::norm_rope_head(knew, D, L.k_norm, a.eps, a.inv_freq, pos, knew, BF16);
+    __syncwarp();
     if (store)
       for (int d = lane; d < D; d += 32) kcache[off + d] = knew[d];
   } else if (warp == 2) {

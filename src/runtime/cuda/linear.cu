@@ -86,20 +86,6 @@ __device__ __forceinline__ void load_x8(const float* xr, int64_t k, const float*
   }
 }
 
-__device__ __forceinline__ void unpack8(uint4 w, float (&f)[8]) {
-  f[0] = dev::bf16_lo(w.x); f[1] = dev::bf16_hi(w.x); f[2] = dev::bf16_lo(w.y); f[3] = dev::bf16_hi(w.y);
-  f[4] = dev::bf16_lo(w.z); f[5] = dev::bf16_hi(w.z); f[6] = dev::bf16_lo(w.w); f[7] = dev::bf16_hi(w.w);
-}
-
-__device__ __forceinline__ uint4 load_weights(const uint16_t* p) {
-  // Weights are streamed once: keep them out of L1.
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-
 constexpr int kPrefetch = 4;  // 16-byte weight loads per lane and row issued before the PDL wait
 
 // NW weight rows (1, or 2 for SwiGLU's gate and up) against MT input rows. `pre` holds the first
@@ -121,7 +107,7 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
     auto step = [&](int64_t k, const uint4 (&wv)[NW]) {
       float wf[NW][8];
 #pragma unroll
-      for (int r = 0; r < NW; ++r) unpack8(wv[r], wf[r]);
+      for (int r = 0; r < NW; ++r) dev::unpack8(wv[r], wf[r]);
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         float xv[8];
@@ -146,7 +132,7 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
     for (int64_t k = lane * 8 + 256 * kPrefetch; k < K; k += 256) {
       uint4 wv[NW];
 #pragma unroll
-      for (int r = 0; r < NW; ++r) wv[r] = load_weights(w[r] + k);
+      for (int r = 0; r < NW; ++r) wv[r] = dev::load_weights(w[r] + k);
       step(k, wv);
     }
   } else {
@@ -200,7 +186,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
 #pragma unroll
     for (int i = 0; i < kPrefetch; ++i) {
       const int64_t k = lane * 8 + 256 * i;
-      pre[r][i] = VEC && valid && k < p.K ? load_weights(w[r] + k) : make_uint4(0, 0, 0, 0);
+      pre[r][i] = VEC && valid && k < p.K ? dev::load_weights(w[r] + k) : make_uint4(0, 0, 0, 0);
     }
   dev::pdl_wait();
 
@@ -287,7 +273,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
 #pragma unroll
       for (int i = 0; i < kPrefetch; ++i) {
         const int64_t k = lane * 8 + 256 * i;
-        pre[r][m][i] = k < K ? load_weights(w[r][m] + k) : make_uint4(0, 0, 0, 0);
+        pre[r][m][i] = k < K ? dev::load_weights(w[r][m] + k) : make_uint4(0, 0, 0, 0);
       }
   dev::pdl_wait();
   if (first >= p.rows_total) return;
@@ -316,7 +302,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
 #pragma unroll
       for (int m = 0; m < NW; ++m) {
         float wf[8];
-        unpack8(wv[r][m], wf);
+        dev::unpack8(wv[r][m], wf);
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[r][m] = fmaf(wf[j], xv[j], acc[r][m]);
       }
@@ -339,7 +325,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-      for (int m = 0; m < NW; ++m) wv[r][m] = load_weights(w[r][m] + k);
+      for (int m = 0; m < NW; ++m) wv[r][m] = dev::load_weights(w[r][m] + k);
     step(k, wv);
   }
 #pragma unroll
