@@ -8,6 +8,8 @@
 # profile. Logs go to $OUT (at most a few files: the device tool returns 8).
 #   STEPS="tests say bench06 variants06 ncu06 bench17 breeze breeze_variants" (default: tests bench06 variants06 bench17)
 #   persistent06: 0.6B single stream with and without the persistent decode kernel, alternating
+#   trace06: 0.6B with the persistent kernel's per-phase timing (CHORUS_STACK_TRACE=1)
+#   stackvariants06: the per-kernel path and the persistent kernel, this build and chorus_base
 #   TEST_FILTER=gtest filter for the GPU suite (default: all)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
@@ -70,6 +72,30 @@ if has persistent06; then
   for v in 0 1 0 1; do
     echo "== 0.6b, CHORUS_PERSISTENT=$v" | tee -a "$out/bench_06.txt"
     CHORUS_PERSISTENT=$v bench /tmp/q06 "$out/bench_06.txt" --frames 250
+  done
+  rm -rf /tmp/q06
+fi
+if has trace06; then
+  # Where the persistent kernel's phases spend their time (grid barrier, staging, matrix work).
+  make_model 0.6b /tmp/q06
+  echo "== 0.6b, CHORUS_PERSISTENT=1 CHORUS_STACK_TRACE=1" | tee -a "$out/bench_06.txt"
+  CHORUS_PERSISTENT=1 CHORUS_STACK_TRACE=1 bench /tmp/q06 "$out/bench_06.txt" --frames 100
+  rm -rf /tmp/q06
+fi
+if has stackvariants06; then
+  # The per-kernel path and the persistent kernel, of this build and (when packed) of chorus_base,
+  # an earlier build, side by side: two rounds.
+  make_model 0.6b /tmp/q06
+  builds="chorus"
+  [ -x "$bin/chorus_base" ] && builds="chorus_base chorus"
+  for round in 1 2; do
+    for b in $builds; do
+      for p in 0 1; do
+        echo "== 0.6b round $round, $b, CHORUS_PERSISTENT=$p" | tee -a "$out/bench_06.txt"
+        CHORUS_PERSISTENT=$p CHORUS_STACK_TRACE=$p timeout 150 "$bin/$b" bench --device cuda --model /tmp/q06 \
+          --frames 100 2>&1 | tee -a "$out/bench_06.txt" | grep -E "^single stream|^decode_stack|^  [a-z]"
+      done
+    done
   done
   rm -rf /tmp/q06
 fi

@@ -10,6 +10,8 @@ dst=.devcarry/gpu
 rm -rf "$dst" && mkdir -p "$dst/lib"
 cp "$build/chorus" "$build/tests/test_gpu" "$dst/"
 strip "$dst/chorus" "$dst/test_gpu"
+# An earlier build to compare against in the same run (stackvariants06), when one was saved there.
+if [ -f "$build/chorus_base" ]; then cp "$build/chorus_base" "$dst/" && strip "$dst/chorus_base"; fi
 ldd "$build/chorus" "$build/tests/test_gpu" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*) ;;

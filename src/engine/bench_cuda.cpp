@@ -14,6 +14,7 @@
 #include "models/qwen3_tts/checkpoint.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/cuda_handles.h"
+#include "runtime/cuda/decode_stack.h"
 
 namespace chorus::engine {
 
@@ -92,6 +93,7 @@ Result<std::string> cuda_bench(const CudaBenchOptions& o,
   appendf(rep, "GPU memory       peak %.3f GiB allocated by chorus (weights %.3f GiB); %.3f GiB in use on the device "
                "incl. the CUDA context\n",
           gib(peak), gib(weights), gib(in_use));
+  rep += cuda::decode_stack_trace_report();  // CHORUS_STACK_TRACE=1 with CHORUS_PERSISTENT=1
   for (int64_t B : o.batches) {
     CHORUS_ASSIGN(const RunStats r, run_batch(*model, B, o.batch_frames, 1000, request));
     const double steps = static_cast<double>(o.batch_frames - 1);

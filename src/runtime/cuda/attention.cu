@@ -2,6 +2,7 @@
 // causal grouped-query attention per (row, query head).
 #include <atomic>
 
+#include "runtime/cuda/attend_head.cuh"
 #include "runtime/cuda/device_util.cuh"
 #include "runtime/cuda/head_norm_rope.cuh"
 #include "runtime/cuda/launch.cuh"
@@ -12,7 +13,6 @@ namespace chorus::cuda {
 namespace {
 
 constexpr int kNormWarps = 4;
-constexpr int kKeysPerWarp = 8;  // keys in flight per warp while scoring
 
 // grid (ceil((Hq + Hkv) / kNormWarps), rows): one warp per head (query heads, then kv heads).
 __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, int Hkv, int D, const float* qn,
@@ -47,10 +47,11 @@ __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, 
 }
 
 constexpr int kAttnMaxThreads = 512;
-constexpr int kMaxDimChunks = 8;  // head_dim <= 256
+using dev::kMaxDimChunks;
 
 // Long contexts get more warps (more keys in flight); the code predictor's 16 positions need few.
-int attention_threads(int64_t capacity) { return capacity > 64 ? kAttnMaxThreads : 128; }
+int attention_threads(int64_t capacity) { return 32 * dev::attention_warps(capacity); }
+static_assert(32 * 16 == kAttnMaxThreads);
 
 struct AttnParams {
   const float* q;    // unfused: rows' query heads [rows, Hq·D], already normed and rotated
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
   const KvLayer& kv = a.kv;
   const int h = blockIdx.x;
   const int64_t r = blockIdx.y;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  const int warps = blockDim.x >> 5;
   const int pos = a.poss[r];
   const int64_t seq = a.seqs[r];
   const int n = min(pos + 1, static_cast<int>(kv.capacity));
@@ -100,89 +101,19 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
   const float* kb = kv.k + seq * kv.seq_stride + static_cast<int64_t>(g) * D;
   const float* vb = kv.v + seq * kv.seq_stride + static_cast<int64_t>(g) * D;
   if constexpr (FUSED) {
-    const float* row = a.qkv + r * a.ld;
-    const bool store = h % group == 0 && pos < kv.capacity;
     const int64_t off = seq * kv.seq_stride + static_cast<int64_t>(pos) * kstride + static_cast<int64_t>(g) * D;
-    if (warp == 0) {
-      for (int d = lane; d < D; d += 32) qs[d] = row[static_cast<int64_t>(h) * D + d];
-      __syncwarp();
-      dev::norm_rope_head(qs, D, a.qn, a.eps, a.inv_freq, pos, qs, a.bf16);
-    } else if (warp == 1) {
-      for (int d = lane; d < D; d += 32) knew[d] = row[static_cast<int64_t>(Hq + g) * D + d];
-      __syncwarp();
-      dev::norm_rope_head(knew, D, a.kn, a.eps, a.inv_freq, pos, knew, a.bf16);
-      __syncwarp();
-      if (store)
-        for (int d = lane; d < D; d += 32) kv.k[off + d] = knew[d];
-    } else if (warp == 2) {
-      for (int d = lane; d < D; d += 32) {
-        const float v = row[static_cast<int64_t>(Hq + Hkv + g) * D + d];
-        vnew[d] = v;
-        if (store) kv.v[off + d] = v;
-      }
-    }
+    dev::head_new_row(a.qkv + r * a.ld, h, g, Hq, Hkv, D, a.qn, a.kn, a.eps, a.inv_freq, pos, a.bf16, qs, knew, vnew,
+                      h % group == 0 && pos < kv.capacity, kv.k + off, kv.v + off);
   } else {
     for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = a.q[r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D + d];
   }
   __syncthreads();
-
-  for (int j0 = warp * kKeysPerWarp; j0 < n; j0 += warps * kKeysPerWarp) {
-    const float* kr[kKeysPerWarp];
-#pragma unroll
-    for (int u = 0; u < kKeysPerWarp; ++u) kr[u] = FUSED && j0 + u == pos ? knew : kb + (j0 + u) * kstride;
-    float acc[kKeysPerWarp];
-#pragma unroll
-    for (int u = 0; u < kKeysPerWarp; ++u) acc[u] = 0.0f;
-    for (int d = lane; d < D; d += 32) {
-      const float qd = qs[d];
-#pragma unroll
-      for (int u = 0; u < kKeysPerWarp; ++u)
-        if (j0 + u < n) acc[u] = fmaf(qd, kr[u][d], acc[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kKeysPerWarp; ++u) {
-      const float v = dev::warp_sum(acc[u]);
-      if (lane == 0 && j0 + u < n)
-        sc[j0 + u] = a.bf16 ? dev::round_bf16(__fmul_rn(dev::round_bf16(v), a.scale)) : v * a.scale;
-    }
-  }
+  const int new_pos = FUSED ? pos : -1;  // the fused kernel's new key and value are in shared memory
+  dev::head_scores<false>(qs, kb, kstride, knew, new_pos, n, warps, D, a.scale, a.bf16, sc);
   __syncthreads();
-  // Every warp derives the softmax max and f64 denominator over all scores itself (no more block
-  // barriers); probabilities are formed on the fly below.
-  float mx = -__int_as_float(0x7f800000);
-  for (int j = lane; j < n; j += 32) mx = fmaxf(mx, sc[j]);
-  mx = dev::warp_max(mx);
-  double sum = 0.0;
-  for (int j = lane; j < n; j += 32) sum += expf(sc[j] - mx);
-  sum = dev::warp_sum(sum);
-  const float inv = static_cast<float>(1.0 / sum);
-  const float sum_f = static_cast<float>(sum);
-
-  // Weighted sum of values: warp w takes the keys j ≡ w (mod warps), lane l the dims l + 32i.
-  float acc[kMaxDimChunks];
-#pragma unroll
-  for (int i = 0; i < kMaxDimChunks; ++i) acc[i] = 0.0f;
-#pragma unroll 4
-  for (int j = warp; j < n; j += warps) {
-    const float pj = a.bf16 ? dev::round_bf16(__fdiv_rn(expf(sc[j] - mx), sum_f)) : expf(sc[j] - mx) * inv;
-    const float* vr = FUSED && j == pos ? vnew : vb + j * kstride;
-#pragma unroll
-    for (int i = 0; i < kMaxDimChunks; ++i) {
-      const int d = lane + 32 * i;
-      if (d < D) acc[i] = fmaf(pj, vr[d], acc[i]);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kMaxDimChunks; ++i) {
-    const int d = lane + 32 * i;
-    if (d < D) part[warp * D + d] = acc[i];
-  }
+  dev::head_values(sc, n, vb, kstride, vnew, new_pos, warps, D, a.bf16, part);
   __syncthreads();
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float total = 0.0f;
-    for (int w = 0; w < warps; ++w) total += part[w * D + d];
-    o[d] = a.bf16 ? dev::round_bf16(total) : total;
-  }
+  dev::head_output(part, warps, D, blockDim.x, a.bf16, o);
 }
 
 std::atomic<int64_t> g_reserved_smem{48 * 1024};

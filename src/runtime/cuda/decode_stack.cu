@@ -1,32 +1,37 @@
 // The persistent single-row decoder stack (decode_stack.h). One 512-thread block per SM, launched
-// cooperatively so all blocks are resident; warp w of block b is global warp b·16 + w.
+// cooperatively so all blocks are resident.
 //
-// Matrix phases: feature f goes to global warp f mod W (W = all warps); a lane reads 16 bytes
-// (8 bf16) of the row per chunk, chunk i covering k = 8·lane + 256·i, summed in i order and then
-// over lanes by a butterfly: the order of cuda::linear's single-row kernel, so the results are
-// bit-identical. The phase input is staged once per block in shared memory (RMS-normed there when
-// the phase has a norm), read through L2 because other blocks wrote it.
+// Matrix phases: block b owns the contiguous feature rows [b·F/G, (b+1)·F/G) of the phase (G blocks)
+// and receives them whole in shared memory by bulk asynchronous copies (TMA), issued one phase
+// ahead into one of two buffers (qkv and gate/up alternate in one, o and down in the other), so
+// the weight stream runs on under barriers and staging and costs no registers. Within the block
+// row r goes to warp r mod 16; a lane reads 16 bytes (8 bf16) per chunk, chunk i covering
+// k = 8·lane + 256·i, summed in i order and then over lanes by a butterfly: the order of
+// cuda::linear's single-row kernel, so the results are bit-identical. The phase input is staged once
+// per block in shared memory (RMS-normed there when the phase has a norm), read through L2 because
+// other blocks wrote it.
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "runtime/cuda/cuda_handles.h"
 #include "runtime/cuda/decode_stack.h"
 #include "runtime/cuda/device_util.cuh"
-#include "runtime/cuda/head_norm_rope.cuh"
+#include "runtime/cuda/launch.cuh"
+#include "runtime/cuda/attend_head.cuh"
 
 namespace chorus::cuda {
 
 namespace {
 
 constexpr int kThreads = 512, kWarps = kThreads / 32;
-constexpr int kPre = 8;              // 16-byte weight chunks per lane loaded before a barrier
-constexpr int kMaxDimChunks = 8;     // head_dim <= 256
-constexpr int kKeysPerWarp = 8;      // as attention.cu
-constexpr int kSmallContext = 64;    // attention.cu: contexts up to this use 4 warps, longer 16
 
 // The rows of one matrix phase: up to three stacked matrices (q, k, v), or gate and up (NW = 2).
 struct Mat {
@@ -35,31 +40,9 @@ struct Mat {
   int64_t F, K;    // features, input width (a multiple of 256)
 };
 
-template <int NW>
-__device__ __forceinline__ const uint16_t* row_ptr(const Mat& m, int64_t f, int r) {
-  if constexpr (NW == 2) return m.w[r] + f * m.K;
-  if (f < m.n0) return m.w[0] + f * m.K;
-  if (f < m.n0 + m.n1) return m.w[1] + (f - m.n0) * m.K;
-  return m.w[2] + (f - m.n0 - m.n1) * m.K;
-}
-
-// The first kPre / NW chunk steps of this warp's share of `m`, into registers.
-template <int NW>
-__device__ __forceinline__ void prefetch(const Mat& m, int gw, int W, uint4 (&pre)[kPre]) {
-  const int lane = threadIdx.x & 31;
-  const int C = static_cast<int>(m.K / 256);
-#pragma unroll
-  for (int t = 0; t < kPre / NW; ++t) {
-    const int fi = t / C, i = t % C;
-    const int64_t f = gw + static_cast<int64_t>(fi) * W;
-    if (f < m.F)
-#pragma unroll
-      for (int r = 0; r < NW; ++r) pre[t * NW + r] = dev::load_weights(row_ptr<NW>(m, f, r) + lane * 8 + 256 * i);
-  }
-}
-
 // x (written by other blocks) → xs in shared memory, RMS-normed with `g` when given: the sum of
 // squares as cuda::linear's single-row kernel forms it (lane-strided float4s in f64, one warp).
+// (Every warp forming the sum itself, with g loaded beside x, measured no faster.)
 template <bool BF16>
 __device__ void stage(const float* x, int64_t K, const float* g, float eps, float* xs, float* inv_s) {
   for (int64_t k = threadIdx.x * 4; k < K; k += kThreads * 4)
@@ -86,55 +69,103 @@ __device__ void stage(const float* x, int64_t K, const float* g, float eps, floa
   __syncthreads();
 }
 
+// Rows of a phase per block, at most: the shared-memory buffers are sized by it.
+__host__ __device__ inline int64_t rows_per_block(int64_t F, int64_t blocks) { return (F + blocks - 1) / blocks; }
+
+// Bytes of the two weight buffers: [0] holds a layer's qkv and gate/up rows, [1] its o and down rows.
+struct WeightBuffers {
+  int64_t bytes[2];
+};
+__host__ __device__ inline WeightBuffers weight_buffers(int64_t H, int64_t qkv_rows, int64_t qw, int64_t I,
+                                                        int64_t blocks) {
+  const int64_t qkv = rows_per_block(qkv_rows, blocks) * H, gu = 2 * rows_per_block(I, blocks) * H;
+  const int64_t o = rows_per_block(H, blocks) * qw, down = rows_per_block(H, blocks) * I;
+  const int64_t b0 = qkv > gu ? qkv : gu, b1 = o > down ? o : down;
+  return {{b0 * 2, b1 * 2}};
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, int64_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(smem_addr(dst)), "l"(src), "r"(static_cast<unsigned>(bytes)), "r"(smem_addr(bar))
+               : "memory");
+}
+
+// This block's rows of `m` → dst (for NW = 2 the gate rows, then the up rows), completing on `bar`.
+// Thread 0 only, after a block barrier that ended all reads of dst.
+template <int NW>
+__device__ void issue_rows(const Mat& m, uint16_t* dst, uint64_t* bar) {
+  const int64_t r0 = blockIdx.x * m.F / gridDim.x, r1 = (blockIdx.x + 1) * m.F / gridDim.x;
+  const int64_t row_bytes = m.K * 2;
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // earlier generic reads of dst come first
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+               "r"(static_cast<unsigned>((r1 - r0) * row_bytes * NW))
+               : "memory");
+  if (r1 <= r0) return;
+  if constexpr (NW == 2) {
+    bulk_copy(dst, m.w[0] + r0 * m.K, (r1 - r0) * row_bytes, bar);
+    bulk_copy(dst + (r1 - r0) * m.K, m.w[1] + r0 * m.K, (r1 - r0) * row_bytes, bar);
+  } else {
+    const int64_t seg_end[3] = {m.n0, m.n0 + m.n1, m.F};
+    int64_t seg_begin = 0;
+    for (int s = 0; s < 3; seg_begin = seg_end[s], ++s) {
+      const int64_t a = max(r0, seg_begin), b = min(r1, seg_end[s]);
+      if (a < b) bulk_copy(dst + (a - r0) * m.K, m.w[s] + (a - seg_begin) * m.K, (b - a) * row_bytes, bar);
+    }
+  }
+}
+
 // EPI 0: y[f] = v; 1: y[f] += v (residual); 2: y[f] = SwiGLU(gate, up). bf16 rounding as linear.cu.
+// The block's rows of `m` from shared memory `wb` (waited for on `bar`), input xs.
 template <int NW, int EPI, bool BF16>
-__device__ void gemv_phase(const Mat& m, const float* xs, const uint4 (&pre)[kPre], int gw, int W, float* y) {
-  const int lane = threadIdx.x & 31;
+__device__ void gemv_rows(const Mat& m, const float* xs, const uint16_t* wb, uint64_t* bar, unsigned parity, float* y) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t r0 = blockIdx.x * m.F / gridDim.x, rows = (blockIdx.x + 1) * m.F / gridDim.x - r0;
   const int C = static_cast<int>(m.K / 256);
-  constexpr int P = kPre / NW;
-  int fi = 0;
-  for (int64_t f = gw; f < m.F; f += W, ++fi) {
-    const uint16_t* w[NW];
-#pragma unroll
-    for (int r = 0; r < NW; ++r) w[r] = row_ptr<NW>(m, f, r);
+  mbar_wait(bar, parity);
+  for (int64_t r = warp; r < rows; r += kWarps) {
+    // The residual's old value (final for this phase) is fetched while the dot product runs.
+    const float old = EPI == 1 && lane == 0 ? __ldcg(y + r0 + r) : 0.0f;
     float acc[NW];
 #pragma unroll
-    for (int r = 0; r < NW; ++r) acc[r] = 0.0f;
-    auto step = [&](int i, const uint4* wv) {
+    for (int n = 0; n < NW; ++n) acc[n] = 0.0f;
+#pragma unroll 4
+    for (int i = 0; i < C; ++i) {
       const int k = lane * 8 + 256 * i;
       const float4 a = *reinterpret_cast<const float4*>(xs + k);
       const float4 b = *reinterpret_cast<const float4*>(xs + k + 4);
       const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-      for (int r = 0; r < NW; ++r) {
+      for (int n = 0; n < NW; ++n) {
         float wf[8];
-        dev::unpack8(wv[r], wf);
+        dev::unpack8(*reinterpret_cast<const uint4*>(wb + (n * rows + r) * m.K + k), wf);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[r] = fmaf(wf[j], xv[j], acc[r]);
+        for (int j = 0; j < 8; ++j) acc[n] = fmaf(wf[j], xv[j], acc[n]);
       }
-    };
-    const int t0 = fi * C;
-#pragma unroll
-    for (int t = 0; t < P; ++t) {
-      const int i = t - t0;
-      if (i >= 0 && i < C) step(i, &pre[t * NW]);
-    }
-#pragma unroll 4
-    for (int i = max(0, min(C, P - t0)); i < C; ++i) {
-      uint4 wv[NW];
-#pragma unroll
-      for (int r = 0; r < NW; ++r) wv[r] = dev::load_weights(w[r] + lane * 8 + 256 * i);
-      step(i, wv);
     }
 #pragma unroll
-    for (int r = 0; r < NW; ++r) acc[r] = dev::warp_sum(acc[r]);
+    for (int n = 0; n < NW; ++n) acc[n] = dev::warp_sum(acc[n]);
     if (lane != 0) continue;
+    const int64_t f = r0 + r;
     if constexpr (EPI == 2) {
       // + 0.0f as linear.cu's absent bias does (it turns −0 into +0).
       const float g = acc[0] + 0.0f, u = acc[1] + 0.0f;
       y[f] = BF16 ? dev::swiglu_bf16(g, u) : __fmul_rn(__fmul_rn(g, dev::sigmoid_f32(g)), u);
     } else if constexpr (EPI == 1) {
-      const float old = __ldcg(y + f);
       y[f] = BF16 ? dev::round_bf16(old + dev::round_bf16(acc[0])) : old + acc[0];
     } else {
       y[f] = BF16 ? dev::round_bf16(acc[0]) : acc[0];
@@ -148,37 +179,97 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   return v;
 }
 
-// All blocks of the grid meet here; writes before it are visible to every block after it.
+constexpr int kPhasesPerLayer = 5;  // qkv, attention, o, gate/up, down
+
+// Diagnostics: thread 0 stamps %globaltimer at point k (0 phase start, 1 input staged, 2 arrival).
+__device__ __forceinline__ void stamp(const DecodeStackArgs& a, int phase, int k) {
+  if (a.trace == nullptr || threadIdx.x != 0) return;
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  a.trace[(static_cast<int64_t>(phase) * gridDim.x + blockIdx.x) * 3 + k] = t;
+}
+
+// All blocks of the grid meet here after `phase`; writes before it are visible to every block after it.
 // barrier[0] counts arrivals over the whole launch (barrier k of the launch waits for k·blocks), so
 // an arrival is one release-add and the wait one acquire poll, with no reset between barriers;
 // barrier[1] counts the blocks that finished, and the last one zeroes both for the next launch.
-__device__ __forceinline__ void grid_sync(unsigned* barrier, unsigned& target) {
+// `then` runs on thread 32 once the whole block has finished the phase (it issues weight copies),
+// beside thread 0's arrival: issued before the arrival they delayed it by 1–3 µs (measured).
+template <class Then>
+__device__ __forceinline__ void grid_sync(const DecodeStackArgs& a, unsigned& target, int phase, Then then) {
   target += gridDim.x;
   __syncthreads();
+  stamp(a, phase, 2);
+  if (threadIdx.x == 32) then();
   if (threadIdx.x == 0) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(barrier) : "memory");
-    while (load_acquire(barrier) < target) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.barrier) : "memory");
+    while (load_acquire(a.barrier) < target) {
     }
   }
+  stamp(a, phase + 1, 0);
   __syncthreads();
 }
 
-__device__ void grid_exit(unsigned* barrier) {
+__device__ void grid_exit(const DecodeStackArgs& a, int phase) {
   __syncthreads();
-  if (threadIdx.x == 0 && atomicAdd(barrier + 1, 1u) == gridDim.x - 1) {
-    barrier[0] = 0;
-    barrier[1] = 0;
+  stamp(a, phase, 2);
+  if (threadIdx.x == 0 && atomicAdd(a.barrier + 1, 1u) == gridDim.x - 1) {
+    a.barrier[0] = 0;
+    a.barrier[1] = 0;
   }
 }
 
-// Query head h of the row against keys 0..pos (attention.cu's fused decode kernel with as many
-// warps as it would use; the other warps only meet the block barriers).
+// Small contexts (the code predictor's ≤ 17 positions): the block that attends for head h gets the
+// head's cached keys and values of the earlier positions, its QK-norm weights and the rope
+// frequencies in shared memory by bulk copies issued a phase ahead, so after the barrier only the
+// new q/k/v row comes from L2 (each dependent L2 read there cost ~0.6 µs, measured).
+constexpr int kPreKeys = 32;
+struct AttnPreload {
+  float *keys, *values, *q_norm, *k_norm, *inv_freq;  // [kPreKeys][D] ×2, [D] ×2, [D/2]
+};
+__host__ __device__ inline int64_t preload_floats(int64_t D) { return 2 * kPreKeys * D + 2 * D + D / 2; }
+__device__ inline AttnPreload preload_layout(float* p, int D) {
+  return {p, p + kPreKeys * D, p + 2 * kPreKeys * D, p + 2 * kPreKeys * D + D, p + 2 * kPreKeys * D + 2 * D};
+}
+__device__ inline bool preloads(const DecodeStackArgs& a, int pos) {
+  return a.q_heads <= static_cast<int>(gridDim.x) && static_cast<int>(blockIdx.x) < a.q_heads && pos >= 0 &&
+         pos <= kPreKeys && pos < a.kv_capacity;
+}
+
+// Thread 32, after a block barrier that ended every read of the preload region.
+__device__ void issue_preload(const DecodeStackArgs& a, const StackLayerWeights& L, int layer, int seq,
+                                           int pos, const AttnPreload& p, uint64_t* bar) {
+  const int D = a.head_dim, g = static_cast<int>(blockIdx.x) / (a.q_heads / a.kv_heads);
+  const int64_t kstride = static_cast<int64_t>(a.kv_heads) * D, row = D * sizeof(float);
+  const float* kb = a.kv_base + 2 * static_cast<int64_t>(layer) * a.kv_layer_floats + seq * a.kv_seq_stride +
+                    static_cast<int64_t>(g) * D;
+  const float* vb = kb + a.kv_layer_floats;
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  const int64_t bytes = 2 * pos * row + (L.q_norm ? 2 * row : 0) + row / 2;
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+               "r"(static_cast<unsigned>(bytes))
+               : "memory");
+  for (int j = 0; j < pos; ++j) {
+    bulk_copy(p.keys + j * D, kb + j * kstride, row, bar);
+    bulk_copy(p.values + j * D, vb + j * kstride, row, bar);
+  }
+  if (L.q_norm) {
+    bulk_copy(p.q_norm, L.q_norm, row, bar);
+    bulk_copy(p.k_norm, L.k_norm, row, bar);
+  }
+  bulk_copy(p.inv_freq, a.inv_freq, row / 2, bar);
+}
+
+// Query head h of the row against keys 0..pos: the fused decode-attention kernel's steps
+// (attend_head.cuh) with as many warps as it would use; the other warps only meet the block
+// barriers. `pre`: this head's preloaded keys/values/norms (complete), or null to read them from
+// global memory.
 template <bool BF16>
-__device__ void attend_head(const DecodeStackArgs& a, int layer, int h, int seq, int pos, float* sm) {
+__device__ void attend_head(const DecodeStackArgs& a, const StackLayerWeights& L, int layer, int h, int seq, int pos,
+                            const AttnPreload* pre, float* sm) {
   const int Hq = a.q_heads, Hkv = a.kv_heads, D = a.head_dim;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int warps = a.kv_capacity > kSmallContext ? kWarps : 4;
-  const bool active = warp < warps;
+  const int warps = dev::attention_warps(a.kv_capacity);
+  const bool active = (threadIdx.x >> 5) < warps;
   const int n = min(pos + 1, static_cast<int>(a.kv_capacity));
   float* o = a.attn + static_cast<int64_t>(h) * D;
   if (n <= 0) {
@@ -190,165 +281,244 @@ __device__ void attend_head(const DecodeStackArgs& a, int layer, int h, int seq,
   float* vnew = knew + D;
   float* sc = vnew + D;
   float* part = sc + n;
-  const int group = Hq / Hkv, g = h / group;
+  const int g = h / (Hq / Hkv);
   const int64_t kstride = static_cast<int64_t>(Hkv) * D;
-  float* kcache = a.kv_base + 2 * static_cast<int64_t>(layer) * a.kv_layer_floats;
+  float* kcache = a.kv_base + 2 * static_cast<int64_t>(layer) * a.kv_layer_floats + seq * a.kv_seq_stride +
+                  static_cast<int64_t>(g) * D;
   float* vcache = kcache + a.kv_layer_floats;
-  const float* kb = kcache + seq * a.kv_seq_stride + static_cast<int64_t>(g) * D;
-  const float* vb = vcache + seq * a.kv_seq_stride + static_cast<int64_t>(g) * D;
-  const StackLayerWeights& L = a.layers[layer];
-  const float* row = a.qkv;
-  const bool store = h % group == 0 && pos < a.kv_capacity;
-  const int64_t off = seq * a.kv_seq_stride + static_cast<int64_t>(pos) * kstride + static_cast<int64_t>(g) * D;
-  if (warp == 0) {
-    for (int d = lane; d < D; d += 32) qs[d] = __ldcg(row + static_cast<int64_t>(h) * D + d);
-    __syncwarp();
-    dev::norm_rope_head(qs, D, L.q_norm, a.eps, a.inv_freq, pos, qs, BF16);
-  } else if (warp == 1) {
-    for (int d = lane; d < D; d += 32) knew[d] = __ldcg(row + static_cast<int64_t>(Hq + g) * D + d);
-    __syncwarp();
-    dev::norm_rope_head(knew, D, L.k_norm, a.eps, a.inv_freq, pos, knew, BF16);
-    __syncwarp();
-    if (store)
-      for (int d = lane; d < D; d += 32) kcache[off + d] = knew[d];
-  } else if (warp == 2) {
-    for (int d = lane; d < D; d += 32) {
-      const float v = __ldcg(row + static_cast<int64_t>(Hq + Hkv + g) * D + d);
-      vnew[d] = v;
-      if (store) vcache[off + d] = v;
-    }
-  }
+  const int64_t off = static_cast<int64_t>(pos) * kstride;
+  dev::head_new_row(a.qkv, h, g, Hq, Hkv, D, pre && L.q_norm ? pre->q_norm : L.q_norm,
+                    pre && L.k_norm ? pre->k_norm : L.k_norm, a.eps, pre ? pre->inv_freq : a.inv_freq, pos, BF16, qs,
+                    knew, vnew, h % (Hq / Hkv) == 0 && pos < a.kv_capacity, kcache + off, vcache + off);
   __syncthreads();
-  if (active)
-    for (int j0 = warp * kKeysPerWarp; j0 < n; j0 += warps * kKeysPerWarp) {
-      const float* kr[kKeysPerWarp];
-#pragma unroll
-      for (int u = 0; u < kKeysPerWarp; ++u) kr[u] = j0 + u == pos ? knew : kb + (j0 + u) * kstride;
-      float acc[kKeysPerWarp];
-#pragma unroll
-      for (int u = 0; u < kKeysPerWarp; ++u) acc[u] = 0.0f;
-      for (int d = lane; d < D; d += 32) {
-        const float qd = qs[d];
-#pragma unroll
-        for (int u = 0; u < kKeysPerWarp; ++u)
-          if (j0 + u < n) acc[u] = fmaf(qd, kr[u][d], acc[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < kKeysPerWarp; ++u) {
-        const float v = dev::warp_sum(acc[u]);
-        if (lane == 0 && j0 + u < n)
-          sc[j0 + u] = BF16 ? dev::round_bf16(__fmul_rn(dev::round_bf16(v), a.scale)) : v * a.scale;
-      }
-    }
+  // Earlier positions' keys and values: rows `kstep` floats apart, from shared or global memory.
+  const float* kb = pre ? pre->keys : kcache;
+  const float* vb = pre ? pre->values : vcache;
+  const int64_t kstep = pre ? D : kstride;
+  if (active) dev::head_scores<true>(qs, kb, kstep, knew, pos, n, warps, D, a.scale, BF16, sc);
   __syncthreads();
-  if (active) {
-    float mx = -__int_as_float(0x7f800000);
-    for (int j = lane; j < n; j += 32) mx = fmaxf(mx, sc[j]);
-    mx = dev::warp_max(mx);
-    double sum = 0.0;
-    for (int j = lane; j < n; j += 32) sum += expf(sc[j] - mx);
-    sum = dev::warp_sum(sum);
-    const float inv = static_cast<float>(1.0 / sum);
-    const float sum_f = static_cast<float>(sum);
-    float acc[kMaxDimChunks];
-#pragma unroll
-    for (int i = 0; i < kMaxDimChunks; ++i) acc[i] = 0.0f;
-#pragma unroll 4
-    for (int j = warp; j < n; j += warps) {
-      const float pj = BF16 ? dev::round_bf16(__fdiv_rn(expf(sc[j] - mx), sum_f)) : expf(sc[j] - mx) * inv;
-      const float* vr = j == pos ? vnew : vb + j * kstride;
-#pragma unroll
-      for (int i = 0; i < kMaxDimChunks; ++i) {
-        const int d = lane + 32 * i;
-        if (d < D) acc[i] = fmaf(pj, vr[d], acc[i]);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kMaxDimChunks; ++i) {
-      const int d = lane + 32 * i;
-      if (d < D) part[warp * D + d] = acc[i];
-    }
-  }
+  if (active) dev::head_values(sc, n, vb, kstep, vnew, pos, warps, D, BF16, part);
   __syncthreads();
-  for (int d = threadIdx.x; d < D; d += kThreads) {
-    float total = 0.0f;
-    for (int w = 0; w < warps; ++w) total += part[w * D + d];
-    o[d] = BF16 ? dev::round_bf16(total) : total;
-  }
+  dev::head_output(part, warps, D, kThreads, BF16, o);
   __syncthreads();  // the shared scratch is reused by the next head or phase
 }
 
 template <bool BF16>
 __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackArgs a) {
   extern __shared__ __align__(16) float sm[];
-  __shared__ float inv_s;
-  const int gw = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  const int W = gridDim.x * kWarps;
+  if (a.n_layers <= 0) return;  // the launch probe of decode_stack_reserve
   const int64_t H = a.hidden, D = a.head_dim, qw = a.q_heads * D, kvw = a.kv_heads * D, I = a.intermediate;
-  const int seq = a.seq[0], pos = a.pos[0];
   auto qkv_mat = [&](const StackLayerWeights& L) { return Mat{{L.q, L.k, L.v}, qw, kvw, qw + 2 * kvw, H}; };
   auto o_mat = [&](const StackLayerWeights& L) { return Mat{{L.o, nullptr, nullptr}, H, 0, H, qw}; };
   auto gu_mat = [&](const StackLayerWeights& L) { return Mat{{L.gate, L.up, nullptr}, I, 0, I, H}; };
   auto down_mat = [&](const StackLayerWeights& L) { return Mat{{L.down, nullptr, nullptr}, H, 0, H, I}; };
 
+  // Shared memory: the two weight buffers, then the staged input / attention scratch.
+  const WeightBuffers wbuf = weight_buffers(H, qw + 2 * kvw, qw, I, gridDim.x);
+  uint16_t* buf0 = reinterpret_cast<uint16_t*>(sm);
+  uint16_t* buf1 = buf0 + wbuf.bytes[0] / 2;
+  const AttnPreload pre = preload_layout(reinterpret_cast<float*>(buf1 + wbuf.bytes[1] / 2), static_cast<int>(D));
+  float* xs = pre.inv_freq + D / 2;  // 16-byte aligned: D is a multiple of 8
+  // bars[0], bars[1]: the weight buffers; bars[2]: the attention preload (parity = layer & 1).
+  __shared__ uint64_t bars[3];
+  __shared__ float inv_s;
+  const auto stage_in = [&](const float* x, int64_t K, const float* g) { stage<BF16>(x, K, g, a.eps, xs, &inv_s); };
+  const auto none = [] {};
+  if (threadIdx.x == 0) {
+    for (uint64_t& b : bars) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&b)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    issue_rows<1>(qkv_mat(a.layers[0]), buf0, &bars[0]);
+    issue_rows<1>(o_mat(a.layers[0]), buf1, &bars[1]);
+  }
+  // Weights are constant, so their copies start before the wait for the previous kernel (PDL);
+  // the row's position, input and caches come after it.
+  dev::pdl_wait();
+  const int seq = a.seq[0], pos = a.pos[0];
+  const bool preload = preloads(a, pos);
+  if (threadIdx.x == 0 && preload) issue_preload(a, a.layers[0], 0, seq, pos, pre, &bars[2]);
+  __syncthreads();
+  // Each buffer alternates between two phase kinds, so a kind's wait parity is fixed: qkv and o
+  // are the even uses of their buffers, gate/up and down the odd ones.
   unsigned target = 0;
-  uint4 pre[kPre];
-  prefetch<1>(qkv_mat(a.layers[0]), gw, W, pre);
+  stamp(a, 0, 0);
   for (int l = 0; l < a.n_layers; ++l) {
     const StackLayerWeights L = a.layers[l];
-    stage<BF16>(a.h, H, L.in_norm, a.eps, sm, &inv_s);
-    gemv_phase<1, 0, BF16>(qkv_mat(L), sm, pre, gw, W, a.qkv);
-    prefetch<1>(o_mat(L), gw, W, pre);
-    grid_sync(a.barrier, target);
+    const bool more = l + 1 < a.n_layers;
+    const int ph = l * kPhasesPerLayer;
+    stage_in(a.h, H, L.in_norm);
+    stamp(a, ph, 1);
+    gemv_rows<1, 0, BF16>(qkv_mat(L), xs, buf0, &bars[0], 0, a.qkv);
+    grid_sync(a, target, ph, [&] { issue_rows<2>(gu_mat(L), buf0, &bars[0]); });
 
-    for (int h = blockIdx.x; h < a.q_heads; h += gridDim.x) attend_head<BF16>(a, l, h, seq, pos, sm);
-    grid_sync(a.barrier, target);
+    stamp(a, ph + 1, 1);
+    if (preload) mbar_wait(&bars[2], l & 1);
+    for (int h = blockIdx.x; h < a.q_heads; h += gridDim.x)
+      attend_head<BF16>(a, L, l, h, seq, pos, preload ? &pre : nullptr, xs);
+    grid_sync(a, target, ph + 1, none);
 
-    stage<BF16>(a.attn, qw, nullptr, a.eps, sm, &inv_s);
-    gemv_phase<1, 1, BF16>(o_mat(L), sm, pre, gw, W, a.h);
-    prefetch<2>(gu_mat(L), gw, W, pre);
-    grid_sync(a.barrier, target);
+    stage_in(a.attn, qw, nullptr);
+    stamp(a, ph + 2, 1);
+    gemv_rows<1, 1, BF16>(o_mat(L), xs, buf1, &bars[1], 0, a.h);
+    grid_sync(a, target, ph + 2, [&] { issue_rows<1>(down_mat(L), buf1, &bars[1]); });
 
-    stage<BF16>(a.h, H, L.post_norm, a.eps, sm, &inv_s);
-    gemv_phase<2, 2, BF16>(gu_mat(L), sm, pre, gw, W, a.mlp);
-    prefetch<1>(down_mat(L), gw, W, pre);
-    grid_sync(a.barrier, target);
+    stage_in(a.h, H, L.post_norm);
+    stamp(a, ph + 3, 1);
+    gemv_rows<2, 2, BF16>(gu_mat(L), xs, buf0, &bars[0], 1, a.mlp);
+    grid_sync(a, target, ph + 3, [&] {
+      if (more) issue_rows<1>(qkv_mat(a.layers[l + 1]), buf0, &bars[0]);
+    });
 
-    stage<BF16>(a.mlp, I, nullptr, a.eps, sm, &inv_s);
-    gemv_phase<1, 1, BF16>(down_mat(L), sm, pre, gw, W, a.h);
-    if (l + 1 < a.n_layers) {
-      prefetch<1>(qkv_mat(a.layers[l + 1]), gw, W, pre);
-      grid_sync(a.barrier, target);
-    }
+    stage_in(a.mlp, I, nullptr);
+    stamp(a, ph + 4, 1);
+    gemv_rows<1, 1, BF16>(down_mat(L), xs, buf1, &bars[1], 1, a.h);
+    if (more)
+      grid_sync(a, target, ph + 4, [&] {
+        const StackLayerWeights& next = a.layers[l + 1];
+        issue_rows<1>(o_mat(next), buf1, &bars[1]);
+        if (preload) issue_preload(a, next, l + 1, seq, pos, pre, &bars[2]);
+      });
   }
-  grid_exit(a.barrier);
+  grid_exit(a, a.n_layers * kPhasesPerLayer - 1);
 }
 
 struct Launch {
   bool ok = false;
+  bool pdl = false;  // the cooperative launch also takes programmatic stream serialization
   int blocks = 0;
   int max_smem = 0;
 };
 Launch g_launch;
 std::once_flag g_once;
 
-int64_t smem_floats(const DecodeStackArgs& a) {
-  const int64_t D = a.head_dim;
-  const int64_t stage_in = std::max<int64_t>({a.hidden, a.q_heads * D, a.intermediate});
+// A cooperative launch (all blocks resident, for the grid barriers), with programmatic dependent
+// launch when `pdl`.
+struct StackLaunchConfig {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[2];
+  StackLaunchConfig(int blocks, size_t smem, cudaStream_t s, bool pdl) {
+    cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 2 : 1;
+  }
+};
+
+// Dynamic shared memory: the weight buffers, then the staged input or the attention scratch.
+int64_t smem_bytes(const DecodeStackArgs& a) {
+  const int64_t D = a.head_dim, qw = a.q_heads * D;
+  const int64_t stage_in = std::max<int64_t>({a.hidden, qw, a.intermediate});
   const int64_t attn = 3 * D + a.kv_capacity + kWarps * D;
-  return std::max(stage_in, attn);
+  const WeightBuffers w = weight_buffers(a.hidden, qw + 2 * a.kv_heads * D, qw, a.intermediate, g_launch.blocks);
+  return w.bytes[0] + w.bytes[1] + (preload_floats(D) + std::max(stage_in, attn)) * static_cast<int64_t>(sizeof(float));
 }
 
-// Opt-in until it has been measured and checked on the GPU machine: CHORUS_PERSISTENT=1.
-bool persistent_disabled() {
-  static const bool off = [] {
-    const char* e = std::getenv("CHORUS_PERSISTENT");
-    return !(e && std::strcmp(e, "1") == 0);
+// -1: as CHORUS_PERSISTENT says (on unless it is "0"); 0 / 1: set by decode_stack_set_enabled.
+std::atomic<int> g_enabled{-1};
+std::atomic<uint64_t> g_launches{0};
+
+bool persistent_enabled() {
+  const int e = g_enabled.load(std::memory_order_relaxed);
+  if (e >= 0) return e == 1;
+  static const bool from_env = [] {
+    const char* v = std::getenv("CHORUS_PERSISTENT");
+    return !(v && std::strcmp(v, "0") == 0);
   }();
-  return off;
+  return from_env;
+}
+
+// CHORUS_STACK_TRACE=1: stamps of the last launch per stack depth (up to kTraceSlots depths of at
+// most kTraceLayers layers), in buffers made by decode_stack_reserve, outside graph capture.
+constexpr int kTraceSlots = 4, kTraceLayers = 64;
+struct TraceSlot {
+  int layers = 0;
+  DeviceBuffer stamps;
+};
+TraceSlot g_trace[kTraceSlots];
+std::mutex g_trace_mutex;
+
+bool trace_requested() {
+  static const bool on = [] {
+    const char* e = std::getenv("CHORUS_STACK_TRACE");
+    return e && std::strcmp(e, "1") == 0;
+  }();
+  return on;
+}
+
+size_t trace_words() { return static_cast<size_t>(kTraceLayers) * kPhasesPerLayer * g_launch.blocks * 3; }
+
+unsigned long long* trace_buffer(int layers) {
+  std::lock_guard<std::mutex> lock(g_trace_mutex);
+  if (layers > kTraceLayers) return nullptr;
+  for (TraceSlot& t : g_trace) {
+    if (t.stamps.data() == nullptr) return nullptr;
+    if (t.layers == 0) t.layers = layers;
+    if (t.layers == layers) return t.stamps.as<unsigned long long>();
+  }
+  return nullptr;
+}
+
+// Mean over layers of each phase kind's times (µs): from the previous phase's last arrival to this
+// one's (total), to each block seeing the barrier open (barrier), staging, and the matrix work.
+std::string trace_summary(int layers, int blocks, const std::vector<unsigned long long>& st) {
+  static const char* kNames[kPhasesPerLayer] = {"qkv", "attention", "o", "gate/up", "down"};
+  auto at = [&](int phase, int b, int k) { return static_cast<double>(st[(static_cast<size_t>(phase) * blocks + b) * 3 + k]); };
+  auto last_arrival = [&](int phase) {
+    double m = 0;
+    for (int b = 0; b < blocks; ++b) m = std::max(m, at(phase, b, 2));
+    return m;
+  };
+  double sum[kPhasesPerLayer][5] = {};
+  int n[kPhasesPerLayer] = {};
+  const int phases = layers * kPhasesPerLayer;
+  for (int ph = 1; ph < phases; ++ph) {
+    const int kind = ph % kPhasesPerLayer;
+    const double prev = last_arrival(ph - 1), last = last_arrival(ph);
+    double barrier = 0, stage = 0, work = 0, work_max = 0;
+    for (int b = 0; b < blocks; ++b) {
+      barrier += at(ph, b, 0) - prev;
+      stage += at(ph, b, 1) - at(ph, b, 0);
+      work += at(ph, b, 2) - at(ph, b, 1);
+      work_max = std::max(work_max, at(ph, b, 2) - at(ph, b, 1));
+    }
+    const double v[5] = {last - prev, barrier / blocks, stage / blocks, work / blocks, work_max};
+    for (int i = 0; i < 5; ++i) sum[kind][i] += v[i] / 1000.0;
+    ++n[kind];
+  }
+  char line[200];
+  std::snprintf(line, sizeof line, "decode_stack trace, %d layers, %d blocks: launch span %.1f us\n", layers, blocks,
+                (last_arrival(phases - 1) - at(0, 0, 0)) / 1000.0);
+  std::string out = line;
+  out += "  phase      total  barrier  stage  work(mean)  work(max)  [us, mean over layers]\n";
+  for (int k = 0; k < kPhasesPerLayer; ++k) {
+    if (n[k] == 0) continue;
+    std::snprintf(line, sizeof line, "  %-9s %6.2f %8.2f %6.2f %11.2f %10.2f\n", kNames[k], sum[k][0] / n[k],
+                  sum[k][1] / n[k], sum[k][2] / n[k], sum[k][3] / n[k], sum[k][4] / n[k]);
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace
+
+std::string decode_stack_trace_report() {
+  std::lock_guard<std::mutex> lock(g_trace_mutex);
+  std::string out;
+  if (cudaDeviceSynchronize() != cudaSuccess) return "decode_stack trace: device error\n";
+  for (const TraceSlot& t : g_trace) {
+    if (t.layers == 0) continue;
+    std::vector<unsigned long long> st(trace_words());
+    if (cudaMemcpy(st.data(), t.stamps.data(), st.size() * sizeof(st[0]), cudaMemcpyDeviceToHost) != cudaSuccess)
+      return out + "decode_stack trace: copy failed\n";
+    out += trace_summary(t.layers, g_launch.blocks, st);
+  }
+  return out;
+}
 
 bool decode_stack_reserve() {
   std::call_once(g_once, [] {
@@ -375,38 +545,51 @@ bool decode_stack_reserve() {
     g_launch.blocks = sms;
     g_launch.max_smem = max_smem;
     g_launch.ok = true;
+    // Whether this driver takes a cooperative launch with PDL: one empty launch (n_layers = 0),
+    // here, outside any graph capture, where a refusal cannot break a capture.
+    if (pdl_enabled()) {
+      StackLaunchConfig probe(sms, 0, nullptr, true);
+      const bool launched = cudaLaunchKernelEx(&probe.cfg, decode_stack_kernel<false>, DecodeStackArgs{}) == cudaSuccess;
+      g_launch.pdl = launched && cudaDeviceSynchronize() == cudaSuccess;
+      cudaGetLastError();
+    }
+    if (trace_requested())
+      for (TraceSlot& t : g_trace) {
+        auto buf = DeviceBuffer::alloc(trace_words() * sizeof(unsigned long long));
+        if (!buf.ok()) break;
+        t.stamps = std::move(buf).value();
+      }
   });
   return g_launch.ok;
 }
 
 bool decode_stack_applies(const DecodeStackArgs& a) {
-  if (persistent_disabled() || !g_launch.ok) return false;
+  if (!persistent_enabled() || !g_launch.ok) return false;
   const int64_t D = a.head_dim;
   if (a.n_layers <= 0 || a.hidden <= 0 || a.q_heads <= 0 || a.kv_heads <= 0 || a.q_heads % a.kv_heads != 0 ||
-      D <= 0 || D % 2 != 0 || D > 32 * kMaxDimChunks)
+      D <= 0 || D % 8 != 0 || D > 32 * dev::kMaxDimChunks)
     return false;
   if (a.hidden % 256 != 0 || (a.q_heads * D) % 256 != 0 || a.intermediate <= 0 || a.intermediate % 256 != 0)
     return false;
   // Staged inputs are read as float4.
   for (const void* p : {static_cast<const void*>(a.h), static_cast<const void*>(a.attn), static_cast<const void*>(a.mlp)})
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  return smem_floats(a) * static_cast<int64_t>(sizeof(float)) <= g_launch.max_smem;
+  return smem_bytes(a) <= g_launch.max_smem;
 }
 
 Status decode_stack(const DecodeStackArgs& a, cudaStream_t s) {
   if (!decode_stack_applies(a)) return make_error(ErrorCode::kUnsupported, "decode_stack: shape not supported");
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(g_launch.blocks));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem_floats(a)) * sizeof(float);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  CHORUS_CUDA_TRY(cudaLaunchKernelEx(&cfg, a.bf16 ? decode_stack_kernel<true> : decode_stack_kernel<false>, a));
+  StackLaunchConfig lc(g_launch.blocks, static_cast<size_t>(smem_bytes(a)), s, g_launch.pdl);
+  cudaLaunchConfig_t& cfg = lc.cfg;
+  DecodeStackArgs args = a;
+  if (trace_requested()) args.trace = trace_buffer(a.n_layers);
+  CHORUS_CUDA_TRY(cudaLaunchKernelEx(&cfg, a.bf16 ? decode_stack_kernel<true> : decode_stack_kernel<false>, args));
+  g_launches.fetch_add(1, std::memory_order_relaxed);
   return ok_status();
 }
+
+void decode_stack_set_enabled(bool on) { g_enabled.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+uint64_t decode_stack_launches() { return g_launches.load(std::memory_order_relaxed); }
 
 }  // namespace chorus::cuda

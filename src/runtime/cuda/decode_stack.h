@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "core/error.h"
 
@@ -46,14 +47,25 @@ struct DecodeStackArgs {
   float* mlp = nullptr;          // scratch [intermediate]
   unsigned* barrier = nullptr;   // 2 zeroed words per concurrently running stack (left reusable)
   bool bf16 = false;             // bf16-activation mode, as cuda::linear / attention_decode
+  // Diagnostics (CHORUS_STACK_TRACE=1, set by decode_stack): per phase and block, %globaltimer at
+  // the phase's start, after its input is staged and when the block arrives at the next barrier.
+  unsigned long long* trace = nullptr;
 };
 
 // Once per process, outside graph capture (sets the kernel's shared-memory limit); false when the
 // GPU cannot run it (then decode_stack always answers kUnsupported).
 bool decode_stack_reserve();
 // Whether decode_stack runs this shape and KV capacity (dimensions multiples of 256, head_dim ≤
-// 256, shared memory). Off unless CHORUS_PERSISTENT=1 is in the environment (not yet measured).
+// 256, the block's weight rows and scratch in shared memory) and the path is enabled.
 bool decode_stack_applies(const DecodeStackArgs& a);
 Status decode_stack(const DecodeStackArgs& a, cudaStream_t s);
+// Turns the persistent path on or off for this process (tests, measurements); by default it is on
+// unless CHORUS_PERSISTENT=0 is in the environment.
+void decode_stack_set_enabled(bool on);
+// Launches enqueued so far (tests check that the persistent path really ran).
+uint64_t decode_stack_launches();
+// With CHORUS_STACK_TRACE=1: where the last traced launch of each stack depth spent its time, per
+// phase kind (grid barrier, input staging, matrix work), as text; empty otherwise. Synchronises.
+std::string decode_stack_trace_report();
 
 }  // namespace chorus::cuda

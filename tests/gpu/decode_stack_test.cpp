@@ -1,0 +1,154 @@
+// The persistent decoder-stack kernel (runtime/cuda/decode_stack) against the per-kernel path of
+// DeviceStack::forward, bit for bit, on real-size layer shapes (the golden models are too small
+// for it to apply). Both paths run the same decode steps on their own KV caches.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "gpu_test_util.h"
+#include "io/safetensors.h"
+#include "models/qwen3_tts/device_model_cuda.h"
+#include "models/weight_table.h"
+#include "runtime/cuda/decode_stack.h"
+
+namespace chorus::gpu_test {
+namespace {
+
+namespace q3 = qwen3_tts::gpu;
+
+struct HostTensor {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  std::vector<uint16_t> bf16;
+  std::vector<float> f32;
+};
+
+// A random Qwen3 stack (with QK-norm) written as a safetensors file under `dir`.
+io::Checkpoint random_stack(const nn::Qwen3Dims& d, const std::string& dir, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<HostTensor> ts;
+  const auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    std::normal_distribution<float> n(0.0f, 1.0f / std::sqrt(static_cast<float>(cols)));
+    HostTensor t{name, DType::kBF16, {rows, cols}, {}, {}};
+    t.bf16.resize(static_cast<size_t>(rows * cols));
+    for (auto& v : t.bf16) v = f32_to_bf16(n(rng));
+    ts.push_back(std::move(t));
+  };
+  const auto vec = [&](const std::string& name, int64_t n) {
+    HostTensor t{name, DType::kF32, {n}, {}, random_vec(rng, static_cast<size_t>(n), 0.8f, 1.2f)};
+    ts.push_back(std::move(t));
+  };
+  const int64_t qw = d.heads * d.head_dim, kvw = d.kv_heads * d.head_dim;
+  for (int64_t i = 0; i < d.layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    matrix(p + "self_attn.q_proj.weight", qw, d.hidden);
+    matrix(p + "self_attn.k_proj.weight", kvw, d.hidden);
+    matrix(p + "self_attn.v_proj.weight", kvw, d.hidden);
+    matrix(p + "self_attn.o_proj.weight", d.hidden, qw);
+    matrix(p + "mlp.gate_proj.weight", d.intermediate, d.hidden);
+    matrix(p + "mlp.up_proj.weight", d.intermediate, d.hidden);
+    matrix(p + "mlp.down_proj.weight", d.hidden, d.intermediate);
+    vec(p + "input_layernorm.weight", d.hidden);
+    vec(p + "post_attention_layernorm.weight", d.hidden);
+    vec(p + "self_attn.q_norm.weight", d.head_dim);
+    vec(p + "self_attn.k_norm.weight", d.head_dim);
+  }
+  vec("norm.weight", d.hidden);
+  std::vector<io::TensorToWrite> out;
+  for (const HostTensor& t : ts)
+    out.push_back({t.name, Tensor::view(t.dtype, t.shape,
+                                        t.dtype == DType::kBF16 ? static_cast<const void*>(t.bf16.data()) : t.f32.data())});
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/model.safetensors";
+  EXPECT_TRUE(io::write_safetensors(path, out).ok());
+  auto ckpt = io::Checkpoint::open_dir(dir);
+  EXPECT_TRUE(ckpt.ok()) << ckpt.error().to_string();
+  return std::move(ckpt).value();
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// `steps` decode rows at positions 0.. through both paths; every output, residual and cache equal.
+void check_stack(const nn::Qwen3Dims& d, int64_t capacity, int steps, bool bf16, uint32_t seed) {
+  const std::string dir = ::testing::TempDir() + "/decode_stack_" + std::to_string(seed);
+  const io::Checkpoint ckpt = random_stack(d, dir, seed);
+  auto stack = q3::DeviceStack::load(Weights(ckpt), d);
+  ASSERT_TRUE(stack.ok()) << stack.error().to_string();
+  auto ws = cuda::LinearWorkspace::create(1, stack->max_linear_k(), stack->max_linear_n_total());
+  ASSERT_TRUE(ws.ok());
+  const int64_t width = d.kv_heads * d.head_dim;
+  const size_t kv_floats = static_cast<size_t>(q3::KvCacheRef::floats(d.layers, 1, capacity, width));
+  cuda::DeviceBuffer kv[2] = {to_device(std::vector<float>(kv_floats, 0.0f)),
+                              to_device(std::vector<float>(kv_floats, 0.0f))};
+  std::vector<q3::StackScratch> scratch;
+  for (int i = 0; i < 2; ++i) {
+    auto sc = q3::StackScratch::create(d, 1);
+    ASSERT_TRUE(sc.ok());
+    scratch.push_back(std::move(sc).value());
+  }
+  cuda::DeviceBuffer seq = to_device(std::vector<int32_t>{0});
+  cuda::DeviceBuffer pos = to_device(std::vector<int32_t>{0});
+  const cuda::RowMap rows{seq.as<const int32_t>(), pos.as<const int32_t>(), 1, true};
+  std::mt19937 rng(seed + 1);
+  const uint64_t launches_before = cuda::decode_stack_launches();
+  int differing_steps = 0;
+  for (int p = 0; p < steps; ++p) {
+    const std::vector<float> x = random_vec(rng, static_cast<size_t>(d.hidden), -2.0f, 2.0f);
+    ASSERT_EQ(cudaMemcpy(pos.data(), &p, sizeof p, cudaMemcpyHostToDevice), cudaSuccess);
+    std::vector<float> h[2], out[2];
+    for (int path = 0; path < 2; ++path) {
+      cuda::DeviceBuffer hd = to_device(x), od = poisoned(static_cast<size_t>(d.hidden));
+      cuda::decode_stack_set_enabled(path == 1);
+      const q3::KvCacheRef ref{kv[path].as<float>(), 1, capacity, width};
+      const Status st = stack->forward(hd.as<float>(), od.as<float>(), rows, ref, scratch[static_cast<size_t>(path)], *ws,
+                                       nullptr, bf16);
+      ASSERT_TRUE(st.ok()) << st.error().to_string();
+      h[path] = to_host<float>(hd, x.size());
+      out[path] = to_host<float>(od, x.size());
+    }
+    if (!same_bits(h[0], h[1]) || !same_bits(out[0], out[1])) {
+      if (differing_steps++ == 0) {
+        float worst = 0.0f;
+        for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(out[0][i] - out[1][i]));
+        ADD_FAILURE() << "step " << p << ": outputs differ, max |diff| " << worst;
+      }
+    }
+  }
+  cuda::decode_stack_set_enabled(false);
+  EXPECT_EQ(differing_steps, 0);
+  // Non-vacuity: the persistent kernel really ran once per step.
+  EXPECT_EQ(cuda::decode_stack_launches() - launches_before, static_cast<uint64_t>(steps));
+  EXPECT_TRUE(same_bits(to_host<float>(kv[0], kv_floats), to_host<float>(kv[1], kv_floats))) << "KV caches differ";
+  std::filesystem::remove_all(dir);
+}
+
+nn::Qwen3Dims code_predictor_dims(int64_t layers) {
+  return nn::qwen3_dims(1024, 3072, layers, 16, 8, 128, 1e-6, 1e6, 32768);
+}
+
+TEST(GpuDecodeStack, SmallContextEqualsThePerKernelPath) {
+  REQUIRE_GPU();
+  check_stack(code_predictor_dims(3), 24, 17, false, 11);
+}
+
+TEST(GpuDecodeStack, LongContextEqualsThePerKernelPath) {
+  REQUIRE_GPU();
+  check_stack(code_predictor_dims(2), 160, 90, false, 12);
+}
+
+TEST(GpuDecodeStack, Bf16ActivationsEqualThePerKernelPath) {
+  REQUIRE_GPU();
+  check_stack(code_predictor_dims(2), 24, 17, true, 13);
+}
+
+}  // namespace
+}  // namespace chorus::gpu_test
