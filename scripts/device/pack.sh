@@ -12,6 +12,10 @@ cp "$build/chorus" "$build/tests/test_gpu" "$dst/"
 strip "$dst/chorus" "$dst/test_gpu"
 # An earlier build to compare against in the same run (stackvariants06), when one was saved there.
 if [ -f "$build/chorus_base" ]; then cp "$build/chorus_base" "$dst/" && strip "$dst/chorus_base"; fi
+# Suites built with planted bugs (run_planted.sh), when saved there.
+for planted in "$build"/tests/test_gpu_planted*; do
+  if [ -f "$planted" ]; then cp "$planted" "$dst/" && strip "$dst/$(basename "$planted")"; fi
+done
 ldd "$build/chorus" "$build/tests/test_gpu" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*) ;;
