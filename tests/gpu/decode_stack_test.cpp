@@ -1,9 +1,10 @@
 // The persistent decoder-stack kernel (runtime/cuda/decode_stack) against the per-kernel path of
-// DeviceStack::forward, bit for bit, on real-size layer shapes (the golden models are too small
-// for it to apply). Both paths run the same decode steps on their own KV caches.
+// DeviceStack::forward on real-size layer shapes (the golden models are too small for it to
+// apply), bit for bit. Both paths run the same decode steps on their own KV caches.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -73,12 +74,22 @@ io::Checkpoint random_stack(const nn::Qwen3Dims& d, const std::string& dir, uint
   return std::move(ckpt).value();
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+// max |a − b| / max |a| (0 when equal bit for bit; NaN-safe: a NaN anywhere gives infinity).
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  if (std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0) return 0.0;
+  double worst = 0.0, scale = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(a[i])));
+  }
+  return scale > 0.0 ? worst / scale : INFINITY;
 }
 
-// `steps` decode rows at positions 0.. through both paths; every output, residual and cache equal.
-void check_stack(const nn::Qwen3Dims& d, int64_t capacity, int steps, bool bf16, uint32_t seed) {
+// `steps` decode rows at positions 0.. through both paths: every output, residual and cache within
+// `tol` (relative to the largest magnitude; 0: bit for bit).
+void check_stack(const nn::Qwen3Dims& d, int64_t capacity, int steps, bool bf16, uint32_t seed, double tol) {
   const std::string dir = ::testing::TempDir() + "/decode_stack_" + std::to_string(seed);
   const io::Checkpoint ckpt = random_stack(d, dir, seed);
   auto stack = q3::DeviceStack::load(Weights(ckpt), d);
@@ -101,6 +112,7 @@ void check_stack(const nn::Qwen3Dims& d, int64_t capacity, int steps, bool bf16,
   std::mt19937 rng(seed + 1);
   const uint64_t launches_before = cuda::decode_stack_launches();
   int differing_steps = 0;
+  double worst = 0.0;
   for (int p = 0; p < steps; ++p) {
     const std::vector<float> x = random_vec(rng, static_cast<size_t>(d.hidden), -2.0f, 2.0f);
     ASSERT_EQ(cudaMemcpy(pos.data(), &p, sizeof p, cudaMemcpyHostToDevice), cudaSuccess);
@@ -115,19 +127,17 @@ void check_stack(const nn::Qwen3Dims& d, int64_t capacity, int steps, bool bf16,
       h[path] = to_host<float>(hd, x.size());
       out[path] = to_host<float>(od, x.size());
     }
-    if (!same_bits(h[0], h[1]) || !same_bits(out[0], out[1])) {
-      if (differing_steps++ == 0) {
-        float worst = 0.0f;
-        for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(out[0][i] - out[1][i]));
-        ADD_FAILURE() << "step " << p << ": outputs differ, max |diff| " << worst;
-      }
-    }
+    const double diff = std::max(rel_diff(h[0], h[1]), rel_diff(out[0], out[1]));
+    worst = std::max(worst, diff);
+    if (diff > tol && differing_steps++ == 0) ADD_FAILURE() << "step " << p << ": relative difference " << diff;
   }
   cuda::decode_stack_set_enabled(false);
+  std::printf("[gpu stack] %lld layers, capacity %lld, %d steps%s: outputs within %.3g of the per-kernel path\n",
+              static_cast<long long>(d.layers), static_cast<long long>(capacity), steps, bf16 ? ", bf16" : "", worst);
   EXPECT_EQ(differing_steps, 0);
   // Non-vacuity: the persistent kernel really ran once per step.
   EXPECT_EQ(cuda::decode_stack_launches() - launches_before, static_cast<uint64_t>(steps));
-  EXPECT_TRUE(same_bits(to_host<float>(kv[0], kv_floats), to_host<float>(kv[1], kv_floats))) << "KV caches differ";
+  EXPECT_LE(rel_diff(to_host<float>(kv[0], kv_floats), to_host<float>(kv[1], kv_floats)), tol) << "KV caches differ";
   std::filesystem::remove_all(dir);
 }
 
@@ -137,17 +147,18 @@ nn::Qwen3Dims code_predictor_dims(int64_t layers) {
 
 TEST(GpuDecodeStack, SmallContextEqualsThePerKernelPath) {
   REQUIRE_GPU();
-  check_stack(code_predictor_dims(3), 24, 17, false, 11);
+  check_stack(code_predictor_dims(3), 24, 17, false, 11, 0.0);
 }
 
+// Past 32 positions the attention reads the caches from global memory instead of a preload.
 TEST(GpuDecodeStack, LongContextEqualsThePerKernelPath) {
   REQUIRE_GPU();
-  check_stack(code_predictor_dims(2), 160, 90, false, 12);
+  check_stack(code_predictor_dims(2), 160, 90, false, 12, 0.0);
 }
 
 TEST(GpuDecodeStack, Bf16ActivationsEqualThePerKernelPath) {
   REQUIRE_GPU();
-  check_stack(code_predictor_dims(2), 24, 17, true, 13);
+  check_stack(code_predictor_dims(2), 160, 60, true, 13, 0.0);
 }
 
 }  // namespace
