@@ -9,7 +9,8 @@
 #   STEPS="tests say bench06 variants06 ncu06 bench17 breeze breeze_variants" (default: tests bench06 variants06 bench17)
 #   persistent06: 0.6B single stream with and without the persistent decode kernel, alternating
 #   trace06: 0.6B with the persistent kernel's per-phase timing (CHORUS_STACK_TRACE=1)
-#   stackvariants06: the per-kernel path and the persistent kernel, this build and chorus_base
+#   stackvariants06 / stackvariants17 / stackvariantsbreeze: the per-kernel path and the persistent
+#     kernel, this build and chorus_base, on the 0.6B / 1.7B / Breeze real-size random checkpoints
 #   TEST_FILTER=gtest filter for the GPU suite (default: all)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
@@ -82,22 +83,35 @@ if has trace06; then
   CHORUS_PERSISTENT=1 CHORUS_STACK_TRACE=1 bench /tmp/q06 "$out/bench_06.txt" --frames 100
   rm -rf /tmp/q06
 fi
-if has stackvariants06; then
-  # The per-kernel path and the persistent kernel, of this build and (when packed) of chorus_base,
-  # an earlier build, side by side: two rounds.
-  make_model 0.6b /tmp/q06
-  builds="chorus"
+# stack_variants <name> <model dir>: the per-kernel path and the persistent kernel, of this build and
+# (when packed) of chorus_base, an earlier build, side by side: two rounds.
+stack_variants() {
+  local name=$1 m=$2 builds="chorus"
   [ -x "$bin/chorus_base" ] && builds="chorus_base chorus"
   for round in 1 2; do
     for b in $builds; do
       for p in 0 1; do
-        echo "== 0.6b round $round, $b, CHORUS_PERSISTENT=$p" | tee -a "$out/bench_06.txt"
-        CHORUS_PERSISTENT=$p CHORUS_STACK_TRACE=$p timeout 150 "$bin/$b" bench --device cuda --model /tmp/q06 \
-          --frames 100 2>&1 | tee -a "$out/bench_06.txt" | grep -E "^single stream|^decode_stack|^  [a-z]"
+        echo "== $name round $round, $b, CHORUS_PERSISTENT=$p" | tee -a "$out/stack_variants.txt"
+        CHORUS_PERSISTENT=$p CHORUS_STACK_TRACE=$p timeout 150 "$bin/$b" bench --device cuda --model "$m" \
+          --frames 100 2>&1 | tee -a "$out/stack_variants.txt" | grep -E "^single stream|^decode_stack|^  [a-z]"
       done
     done
   done
+}
+if has stackvariants06; then
+  make_model 0.6b /tmp/q06
+  stack_variants 0.6b /tmp/q06
   rm -rf /tmp/q06
+fi
+if has stackvariants17; then
+  make_model 1.7b /tmp/q17
+  stack_variants 1.7b /tmp/q17
+  rm -rf /tmp/q17
+fi
+if has stackvariantsbreeze; then
+  "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
+  stack_variants breeze /tmp/breeze
+  rm -rf /tmp/breeze
 fi
 if has bench06 || has variants06 || has ncu06; then
   make_model 0.6b /tmp/q06
