@@ -10,7 +10,7 @@
 #   persistent06: 0.6B single stream with and without the persistent decode kernel, alternating
 #   trace06: 0.6B with the persistent kernel's per-phase timing (CHORUS_STACK_TRACE=1)
 #   stackvariants06 / stackvariants17 / stackvariantsbreeze: the per-kernel path and the persistent
-#     kernel, this build and chorus_base, on the 0.6B / 1.7B / Breeze real-size random checkpoints
+#     kernel, this build and each packed chorus_<name>, on the 0.6B / 1.7B / Breeze checkpoints
 #   TEST_FILTER=gtest filter for the GPU suite (default: all)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
@@ -84,10 +84,10 @@ if has trace06; then
   rm -rf /tmp/q06
 fi
 # stack_variants <name> <model dir>: the per-kernel path and the persistent kernel, of this build and
-# (when packed) of chorus_base, an earlier build, side by side: two rounds.
+# of every other build packed beside it (chorus_<name>, e.g. chorus_base), side by side: two rounds.
 stack_variants() {
-  local name=$1 m=$2 builds="chorus"
-  [ -x "$bin/chorus_base" ] && builds="chorus_base chorus"
+  local name=$1 m=$2 builds b
+  builds="$(cd "$bin" && ls chorus_* 2>/dev/null | tr '\n' ' ')chorus"
   for round in 1 2; do
     for b in $builds; do
       for p in 0 1; do

@@ -10,8 +10,11 @@ dst=.devcarry/gpu
 rm -rf "$dst" && mkdir -p "$dst/lib"
 cp "$build/chorus" "$build/tests/test_gpu" "$dst/"
 strip "$dst/chorus" "$dst/test_gpu"
-# An earlier build to compare against in the same run (stackvariants06), when one was saved there.
-if [ -f "$build/chorus_base" ]; then cp "$build/chorus_base" "$dst/" && strip "$dst/chorus_base"; fi
+# Other builds to compare against in the same run (the stackvariants steps), saved there as
+# chorus_<name> (e.g. chorus_base).
+for other in "$build"/chorus_*; do
+  if [ -f "$other" ]; then cp "$other" "$dst/" && strip "$dst/$(basename "$other")"; fi
+done
 # Suites built with planted bugs (run_planted.sh), when saved there.
 for planted in "$build"/tests/test_gpu_planted*; do
   if [ -f "$planted" ]; then cp "$planted" "$dst/" && strip "$dst/$(basename "$planted")"; fi
