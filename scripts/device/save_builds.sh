@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Run here, with a clean working tree: builds `chorus` at other revisions in build-cuda (incremental:
+# only the files that differ are rebuilt) and saves each as build-cuda/chorus_<name>, for the
+# side-by-side stackvariants steps of gpu_session.sh (pack.sh packs them). Then rebuilds the current
+# checkout, so build-cuda/chorus is this revision again.
+#   scripts/device/save_builds.sh base=main pieces=wip/stack-pieces~1
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -gt 0 ] || { echo "usage: $0 NAME=REVISION..." >&2; exit 2; }
+if ! git diff --quiet || ! git diff --cached --quiet; then
+  echo "save_builds: commit or stash your changes first" >&2
+  exit 1
+fi
+here=$(git symbolic-ref -q --short HEAD || git rev-parse HEAD)
+restore() { git checkout -q "$here"; }
+trap restore EXIT
+for spec in "$@"; do
+  name=${spec%%=*} rev=${spec#*=}
+  [ -n "$name" ] && [ "$name" != "$spec" ] || { echo "save_builds: expected NAME=REVISION, got '$spec'" >&2; exit 2; }
+  git checkout -q "$rev"
+  ninja -C build-cuda chorus > /dev/null
+  cp build-cuda/chorus "build-cuda/chorus_$name"
+  echo "build-cuda/chorus_$name = $(git rev-parse --short HEAD) ($rev)"
+done
+restore
+trap - EXIT
+ninja -C build-cuda chorus test_gpu > /dev/null
+echo "build-cuda/chorus = $(git rev-parse --short HEAD) ($here)"
