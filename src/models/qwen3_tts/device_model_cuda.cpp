@@ -151,7 +151,7 @@ Result<bool> DeviceStack::forward_persistent(float* h, float* out, const cuda::R
   a.inv_freq = inv_freq_.f32();
   const cuda::KvLayer l0 = kv.layer(0);
   a.kv_base = kv.base;
-  a.kv_layer_floats = kv.seqs * kv.capacity * kv.width;
+  a.kv_layer_floats = kv.layer_floats();
   a.kv_seq_stride = l0.seq_stride;
   a.kv_capacity = l0.capacity;
   a.seq = rows.seq;

@@ -41,8 +41,9 @@ Result<DeviceTensor> upload_vector_f32(const Tensor& t);
 struct KvCacheRef {
   float* base = nullptr;
   int64_t seqs = 0, capacity = 0, width = 0;
+  int64_t layer_floats() const { return seqs * capacity * width; }  // keys (or values) of one layer
   cuda::KvLayer layer(int64_t l) const {
-    const int64_t per = seqs * capacity * width;
+    const int64_t per = layer_floats();
     return {base + 2 * l * per, base + (2 * l + 1) * per, capacity * width, capacity};
   }
   static int64_t floats(int64_t layers, int64_t seqs, int64_t capacity, int64_t width) {

@@ -14,6 +14,19 @@ constexpr int kSmallContext = 64;  // KV capacities up to this attend with 4 war
 
 __host__ __device__ inline int attention_warps(int64_t capacity) { return capacity > kSmallContext ? 16 : 4; }
 
+// The shared scratch of one head's attention over n keys: q, the new key and value [D each],
+// scores [n], per-warp partial outputs [warps, D].
+struct HeadScratch {
+  float *q, *knew, *vnew, *scores, *part;
+};
+__device__ inline HeadScratch head_scratch(float* sm, int D, int n) {
+  return {sm, sm + D, sm + 2 * D, sm + 3 * D, sm + 3 * D + n};
+}
+// Its floats for up to `capacity` keys.
+__host__ __device__ inline int64_t head_scratch_floats(int64_t D, int64_t capacity, int warps) {
+  return 3 * D + capacity + warps * D;
+}
+
 // Warps 0..2: the new row's query head h (QK-normed, rotated) → qs, its kv group's key → knew,
 // value → vnew; when `store`, the key and value also go to the caches at kdst / vdst. `row` is
 // [q heads | k heads | v heads] of head_dim each, read through L2 (another block may have

@@ -91,11 +91,8 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
     for (int d = threadIdx.x; d < D; d += blockDim.x) o[d] = 0.0f;
     return;
   }
-  float* qs = smem;
-  float* knew = qs + D;
-  float* vnew = knew + D;
-  float* sc = vnew + D;
-  float* part = sc + n;
+  const dev::HeadScratch w = dev::head_scratch(smem, D, n);
+  float *qs = w.q, *knew = w.knew, *vnew = w.vnew, *sc = w.scores, *part = w.part;
   const int group = Hq / Hkv, g = h / group;
   const int64_t kstride = static_cast<int64_t>(Hkv) * D;
   const float* kb = kv.k + seq * kv.seq_stride + static_cast<int64_t>(g) * D;
@@ -119,8 +116,8 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
 std::atomic<int64_t> g_reserved_smem{48 * 1024};
 
 size_t attention_smem(int64_t capacity, int64_t head_dim) {
-  const int64_t warps = attention_threads(capacity) / 32;
-  return static_cast<size_t>(3 * head_dim + capacity + warps * head_dim) * sizeof(float);
+  return static_cast<size_t>(dev::head_scratch_floats(head_dim, capacity, dev::attention_warps(capacity))) *
+         sizeof(float);
 }
 
 Status check_shape(const HeadShape& h) {

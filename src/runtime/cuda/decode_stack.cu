@@ -276,11 +276,8 @@ __device__ void attend_head(const DecodeStackArgs& a, const StackLayerWeights& L
     for (int d = threadIdx.x; d < D; d += kThreads) o[d] = 0.0f;
     return;
   }
-  float* qs = sm;
-  float* knew = qs + D;
-  float* vnew = knew + D;
-  float* sc = vnew + D;
-  float* part = sc + n;
+  const dev::HeadScratch w = dev::head_scratch(sm, D, n);
+  float *qs = w.q, *knew = w.knew, *vnew = w.vnew, *sc = w.scores, *part = w.part;
   const int g = h / (Hq / Hkv);
   const int64_t kstride = static_cast<int64_t>(Hkv) * D;
   float* kcache = a.kv_base + 2 * static_cast<int64_t>(layer) * a.kv_layer_floats + seq * a.kv_seq_stride +
@@ -413,7 +410,7 @@ struct StackLaunchConfig {
 int64_t smem_bytes(const DecodeStackArgs& a) {
   const int64_t D = a.head_dim, qw = a.q_heads * D;
   const int64_t stage_in = std::max<int64_t>({a.hidden, qw, a.intermediate});
-  const int64_t attn = 3 * D + a.kv_capacity + kWarps * D;
+  const int64_t attn = dev::head_scratch_floats(D, a.kv_capacity, kWarps);
   const WeightBuffers w = weight_buffers(a.hidden, qw + 2 * a.kv_heads * D, qw, a.intermediate, g_launch.blocks);
   return w.bytes[0] + w.bytes[1] + (preload_floats(D) + std::max(stage_in, attn)) * static_cast<int64_t>(sizeof(float));
 }
