@@ -105,6 +105,16 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, int64_t by
                : "memory");
 }
 
+// Weights are read once per step and outnumber L2 many times over: their copies carry an
+// evict-first L2 policy, so they do not push out what is read again soon (KV caches, activations).
+__device__ __forceinline__ void bulk_copy_weights(void* dst, const void* src, int64_t bytes, uint64_t* bar) {
+  asm volatile(
+      "{ .reg .b64 pol; createpolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
+      "  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], pol; }"
+      ::"r"(smem_addr(dst)), "l"(src), "r"(static_cast<unsigned>(bytes)), "r"(smem_addr(bar))
+      : "memory");
+}
+
 // This block's rows of `m` → dst (for NW = 2 the gate rows, then the up rows), completing on `bar`.
 // Thread 0 only, after a block barrier that ended all reads of dst.
 template <int NW>
@@ -117,14 +127,14 @@ __device__ void issue_rows(const Mat& m, uint16_t* dst, uint64_t* bar) {
                : "memory");
   if (r1 <= r0) return;
   if constexpr (NW == 2) {
-    bulk_copy(dst, m.w[0] + r0 * m.K, (r1 - r0) * row_bytes, bar);
-    bulk_copy(dst + (r1 - r0) * m.K, m.w[1] + r0 * m.K, (r1 - r0) * row_bytes, bar);
+    bulk_copy_weights(dst, m.w[0] + r0 * m.K, (r1 - r0) * row_bytes, bar);
+    bulk_copy_weights(dst + (r1 - r0) * m.K, m.w[1] + r0 * m.K, (r1 - r0) * row_bytes, bar);
   } else {
     const int64_t seg_end[3] = {m.n0, m.n0 + m.n1, m.F};
     int64_t seg_begin = 0;
     for (int s = 0; s < 3; seg_begin = seg_end[s], ++s) {
       const int64_t a = max(r0, seg_begin), b = min(r1, seg_end[s]);
-      if (a < b) bulk_copy(dst + (a - r0) * m.K, m.w[s] + (a - seg_begin) * m.K, (b - a) * row_bytes, bar);
+      if (a < b) bulk_copy_weights(dst + (a - r0) * m.K, m.w[s] + (a - seg_begin) * m.K, (b - a) * row_bytes, bar);
     }
   }
 }
