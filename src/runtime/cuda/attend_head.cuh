@@ -27,6 +27,19 @@ __host__ __device__ inline int64_t head_scratch_floats(int64_t D, int64_t capaci
   return 3 * D + capacity + warps * D;
 }
 
+// Long contexts: part `part` of `parts` of one sequence's cached keys and values of the earlier
+// positions (`floats` each from k and v: whole rows of every kv head, so contiguous) prefetched into
+// L2, so that the attention's chain of dependent reads hits L2 instead of queueing in HBM behind the
+// weight stream. One thread; a hint only (a stale position prefetches a row less).
+__device__ inline void prefetch_kv_l2(const float* k, const float* v, int64_t floats, int part, int parts) {
+  const int64_t chunk = ((floats + parts - 1) / parts + 3) & ~int64_t{3};  // whole 16-byte units
+  const int64_t begin = part * chunk, end = min(floats, begin + chunk);
+  if (begin >= end) return;
+  const unsigned bytes = static_cast<unsigned>((end - begin) * sizeof(float));
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(k + begin), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(v + begin), "r"(bytes) : "memory");
+}
+
 // Warps 0..2: the new row's query head h (QK-normed, rotated) → qs, its kv group's key → knew,
 // value → vnew; when `store`, the key and value also go to the caches at kdst / vdst. `row` is
 // [q heads | k heads | v heads] of head_dim each, read through L2 (another block may have

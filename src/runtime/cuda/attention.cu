@@ -77,6 +77,15 @@ struct AttnParams {
 template <bool FUSED>
 __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a) {
   extern __shared__ float smem[];
+  if (FUSED && threadIdx.x == 0 && a.kv.capacity > dev::kSmallContext) {
+    // While the previous kernel runs: the earlier positions' keys and values into L2, this block's
+    // share. The position read before the wait is a hint (the caches below are only read after it).
+    const int64_t r = blockIdx.y, seq = a.seqs[r];
+    const int64_t earlier = min(static_cast<int64_t>(a.poss[r]), a.kv.capacity);
+    if (earlier > 0 && seq >= 0)
+      dev::prefetch_kv_l2(a.kv.k + seq * a.kv.seq_stride, a.kv.v + seq * a.kv.seq_stride,
+                          earlier * a.Hkv * a.D, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+  }
   dev::pdl_wait();
   const int Hq = a.Hq, Hkv = a.Hkv, D = a.D;
   const KvLayer& kv = a.kv;

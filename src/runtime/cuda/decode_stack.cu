@@ -270,6 +270,16 @@ __device__ void issue_preload(const DecodeStackArgs& a, const StackLayerWeights&
   bulk_copy(p.inv_freq, a.inv_freq, row / 2, bar);
 }
 
+// Long contexts (not preloaded): this block's share of layer `layer`'s cached keys and values of
+// the earlier positions into L2, two phases before its attention reads them. Thread 32.
+__device__ void prefetch_layer_kv(const DecodeStackArgs& a, int layer, int seq, int pos) {
+  const float* k = a.kv_base + 2 * static_cast<int64_t>(layer) * a.kv_layer_floats + seq * a.kv_seq_stride;
+  const int64_t earlier = min(static_cast<int64_t>(pos), a.kv_capacity);
+  if (earlier > 0)
+    dev::prefetch_kv_l2(k, k + a.kv_layer_floats, earlier * a.kv_heads * a.head_dim, static_cast<int>(blockIdx.x),
+                        static_cast<int>(gridDim.x));
+}
+
 // Query head h of the row against keys 0..pos: the fused decode-attention kernel's steps
 // (attend_head.cuh) with as many warps as it would use; the other warps only meet the block
 // barriers. `pre`: this head's preloaded keys/values/norms (complete), or null to read them from
@@ -343,6 +353,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
   const int seq = a.seq[0], pos = a.pos[0];
   const bool preload = preloads(a, pos);
   if (threadIdx.x == 0 && preload) issue_preload(a, a.layers[0], 0, seq, pos, pre, &bars[2]);
+  if (threadIdx.x == 32 && !preload) prefetch_layer_kv(a, 0, seq, pos);
   __syncthreads();
   // Each buffer alternates between two phase kinds, so a kind's wait parity is fixed: qkv and o
   // are the even uses of their buffers, gate/up and down the odd ones.
@@ -372,7 +383,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     stamp(a, ph + 3, 1);
     gemv_rows<2, 2, BF16>(gu_mat(L), xs, buf0, &bars[0], 1, a.mlp);
     grid_sync(a, target, ph + 3, [&] {
-      if (more) issue_rows<1>(qkv_mat(a.layers[l + 1]), buf0, &bars[0]);
+      if (!more) return;
+      issue_rows<1>(qkv_mat(a.layers[l + 1]), buf0, &bars[0]);
+      if (!preload) prefetch_layer_kv(a, l + 1, seq, pos);
     });
 
     stage_in(a.mlp, I, nullptr);
