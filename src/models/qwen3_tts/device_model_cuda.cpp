@@ -165,7 +165,7 @@ Result<bool> DeviceStack::forward_persistent(float* h, float* out, const cuda::R
   if (!a.barrier || !cuda::decode_stack_applies(a)) return false;
   if (bf16) CHORUS_TRY(cuda::round_bf16(h, d.hidden, s));
   CHORUS_TRY(cuda::decode_stack(a, s));
-  CHORUS_TRY(cuda::rms_norm(h, final_norm_.f32(), out, 1, d.hidden, a.eps, s, bf16));
+  if (out) CHORUS_TRY(cuda::rms_norm(h, final_norm_.f32(), out, 1, d.hidden, a.eps, s, bf16));
   return true;
 }
 
@@ -242,7 +242,7 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     dn.bf16 = bf16;
     CHORUS_TRY(cuda::linear(dn, &ws, s));
   }
-  return cuda::rms_norm(h, final_norm_.f32(), out, R, H, eps, s, bf16);
+  return out ? cuda::rms_norm(h, final_norm_.f32(), out, R, H, eps, s, bf16) : ok_status();
 }
 
 Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model> model) {

@@ -101,7 +101,6 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   CHORUS_TRY(f.alloc(f.logits_t_, static_cast<size_t>(B * f.V_) * F));
   CHORUS_TRY(f.alloc(f.xt_, static_cast<size_t>(2 * B * H) * F));
   if (m.has_projection()) CHORUS_TRY(f.alloc(f.xc_, static_cast<size_t>(2 * B * C) * F));
-  CHORUS_TRY(f.alloc(f.cp_out_, static_cast<size_t>(2 * B * C) * F));
   CHORUS_TRY(f.alloc(f.logits_cp_, static_cast<size_t>(B * f.CV_) * F));
   const int64_t vmax = std::max(f.V_, f.CV_);
   CHORUS_TRY(f.alloc(f.scratch_w_, static_cast<size_t>(B * vmax) * sizeof(double)));
@@ -243,7 +242,6 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
   const KvCacheRef kv{cp_kv_.as<float>(), B_, G_, cd.kv_heads * cd.head_dim};
   float* xt = xt_.as<float>();
   float* h = m.has_projection() ? xc_.as<float>() : xt;
-  float* out = cp_out_.as<float>();
   int32_t* codes = codes_.as<int32_t>();
   cuda::SampleArgs sa;
   sa.logits = logits_cp_.as<float>();
@@ -271,11 +269,14 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
     }
     const cuda::RowMap map = k == 0 ? cuda::RowMap{cp_first_seq_.as<int32_t>(), cp_first_pos_.as<int32_t>(), rows, false}
                                     : cuda::RowMap{iota_.as<int32_t>(), cp_pos_.as<int32_t>() + k * B_, rows, true};
-    CHORUS_TRY(m.code_predictor().forward(h, out, map, kv, cp_scratch_, ws_, s));
-    cuda::LinearArgs head;  // on each stream's last row
-    head.x = k == 0 ? out + C_ : out;
+    // The final norm runs inside the head's linear, on each stream's last row.
+    CHORUS_TRY(m.code_predictor().forward(h, nullptr, map, kv, cp_scratch_, ws_, s));
+    cuda::LinearArgs head;
+    head.x = k == 0 ? h + C_ : h;
     head.ldx = k == 0 ? 2 * C_ : C_;
     head.M = B_;
+    head.norm_weight = m.code_predictor().final_norm();
+    head.norm_eps = m.code_predictor().norm_eps();
     head.out[0] = {m.cp_head(k).matrix(), nullptr, logits_cp_.as<float>(), CV_};
     CHORUS_TRY(cuda::linear(head, &ws_, s));
     sa.codebook = static_cast<uint32_t>(k + 1);

@@ -75,7 +75,7 @@ class FrameBatch {
   cuda::LinearWorkspace ws_;
   StackScratch talker_scratch_, cp_scratch_;
   cuda::DeviceBuffer talker_kv_, cp_kv_;
-  cuda::DeviceBuffer talker_h_, talker_out_, z_, logits_t_, xt_, xc_, cp_out_, logits_cp_;
+  cuda::DeviceBuffer talker_h_, talker_out_, z_, logits_t_, xt_, xc_, logits_cp_;
   cuda::DeviceBuffer scratch_w_, scratch_ids_;
   cuda::DeviceBuffer codes_, frames_, prompt_rows_, talker_pos_, min_frames_, errors_, history_;
   cuda::DeviceBuffer params_t_, params_cp_, text_rows_, text_off_, text_count_, pad_;
