@@ -220,14 +220,13 @@ __device__ __forceinline__ void stamp(const DecodeStackArgs& a, int phase, int k
 // barrier[0] counts arrivals over the whole launch (barrier k of the launch waits for k·blocks), so
 // an arrival is one release-add and the wait one acquire poll, with no reset between barriers;
 // barrier[1] counts the blocks that finished, and the last one zeroes both for the next launch.
-// `then` runs on thread 32 once the whole block has finished the phase (it issues weight copies),
-// beside thread 0's arrival: issued before the arrival they delayed it by 1–3 µs (measured).
+// `then` runs on thread 32 once the barrier has opened (it issues weight copies): issued before
+// the arrival they delayed it by 1–3 µs, and beside it they slowed the barrier's polls (measured).
 template <class Then>
 __device__ __forceinline__ void grid_sync(const DecodeStackArgs& a, unsigned& target, int phase, Then then) {
   target += gridDim.x;
   __syncthreads();
   stamp(a, phase, 2);
-  if (threadIdx.x == 32) then();
   if (threadIdx.x == 0) {
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.barrier) : "memory");
     while (load_acquire(a.barrier) < target) {
@@ -235,6 +234,7 @@ __device__ __forceinline__ void grid_sync(const DecodeStackArgs& a, unsigned& ta
   }
   stamp(a, phase + 1, 0);
   __syncthreads();
+  if (threadIdx.x == 32) then();
 }
 
 __device__ void grid_exit(const DecodeStackArgs& a, int phase) {
