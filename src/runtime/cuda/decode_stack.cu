@@ -42,18 +42,9 @@ struct Mat {
 
 // x (written by other blocks) → xs in shared memory, RMS-normed with `g` when given: the sum of
 // squares as cuda::linear's single-row kernel forms it (lane-strided float4s in f64, one warp).
-// (Every warp forming the sum itself, with g loaded beside x, measured no faster.) The first
-// kNormRegs · kThreads norm weights are read into registers first, so that their round trip
-// overlaps the input's instead of following the sum.
-constexpr int kNormRegs = 4;
+// (Every warp forming the sum itself, with g loaded beside x, measured no faster.)
 template <bool BF16>
 __device__ void stage(const float* x, int64_t K, const float* g, float eps, float* xs, float* inv_s) {
-  float gr[kNormRegs];
-#pragma unroll
-  for (int i = 0; i < kNormRegs; ++i) {
-    const int64_t k = threadIdx.x + static_cast<int64_t>(i) * kThreads;
-    gr[i] = g && k < K ? __ldg(g + k) : 0.0f;
-  }
   for (int64_t k = threadIdx.x * 4; k < K; k += kThreads * 4)
     *reinterpret_cast<float4*>(xs + k) = __ldcg(reinterpret_cast<const float4*>(x + k));
   __syncthreads();
@@ -73,16 +64,8 @@ __device__ void stage(const float* x, int64_t K, const float* g, float eps, floa
   }
   __syncthreads();
   const float inv = *inv_s;
-  const auto normed = [&](float v, float gk) {
-    return BF16 ? dev::norm_bf16(v, inv, gk) : __fmul_rn(__fmul_rn(v, inv), gk);
-  };
-#pragma unroll
-  for (int i = 0; i < kNormRegs; ++i) {
-    const int64_t k = threadIdx.x + static_cast<int64_t>(i) * kThreads;
-    if (k < K) xs[k] = normed(xs[k], gr[i]);
-  }
-  for (int64_t k = threadIdx.x + static_cast<int64_t>(kNormRegs) * kThreads; k < K; k += kThreads)
-    xs[k] = normed(xs[k], g[k]);
+  for (int64_t k = threadIdx.x; k < K; k += kThreads)
+    xs[k] = BF16 ? dev::norm_bf16(xs[k], inv, g[k]) : __fmul_rn(__fmul_rn(xs[k], inv), g[k]);
   __syncthreads();
 }
 
