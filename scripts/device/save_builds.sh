@@ -14,10 +14,18 @@ fi
 here=$(git symbolic-ref -q --short HEAD || git rev-parse HEAD)
 restore() { git checkout -q "$here"; }
 trap restore EXIT
+# Every revision is resolved first: a relative one (HEAD~2) names a commit from here, not from the
+# previous checkout.
+specs=()
 for spec in "$@"; do
   name=${spec%%=*} rev=${spec#*=}
   [ -n "$name" ] && [ "$name" != "$spec" ] || { echo "save_builds: expected NAME=REVISION, got '$spec'" >&2; exit 2; }
-  git checkout -q "$rev"
+  commit=$(git rev-parse --verify -q "$rev^{commit}") || { echo "save_builds: no revision '$rev'" >&2; exit 2; }
+  specs+=("$name=$commit=$rev")
+done
+for spec in "${specs[@]}"; do
+  IFS='=' read -r name commit rev <<< "$spec"
+  git checkout -q "$commit"
   ninja -C build-cuda chorus > /dev/null
   cp build-cuda/chorus "build-cuda/chorus_$name"
   echo "build-cuda/chorus_$name = $(git rev-parse --short HEAD) ($rev)"
