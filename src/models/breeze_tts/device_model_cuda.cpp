@@ -37,11 +37,9 @@ Result<std::shared_ptr<const DeviceModel>> DeviceModel::upload(const Config& c, 
     return make_error(ErrorCode::kUnsupported, "breeze gpu: the audio table and backbone widths must match");
   std::shared_ptr<DeviceModel> m(new DeviceModel());
   m->config_ = c;
-  // Weight loads without the evict-first L2 policy: it made Breeze's decode 6 % slower on the H200
-  // (Qwen3-TTS's 4-7 % faster; docs/PERFORMANCE.md).
-  CHORUS_ASSIGN(m->backbone_, DeviceStack::load(Weights(main, kBackbonePrefix), c.backbone.dims, {}, false));
+  CHORUS_ASSIGN(m->backbone_, DeviceStack::load(Weights(main, kBackbonePrefix), c.backbone.dims));
   const std::vector<float> inv = depth_rope_inv_freq(c.depth);
-  CHORUS_ASSIGN(m->depth_, DeviceStack::load(Weights(main, kDepthPrefix), c.depth.dims, inv, false));
+  CHORUS_ASSIGN(m->depth_, DeviceStack::load(Weights(main, kDepthPrefix), c.depth.dims, inv));
   CHORUS_ASSIGN(m->lm_head_, qwen3_tts::gpu::upload_matrix(main.tensor(kLmHead)));
   CHORUS_ASSIGN(m->projector_, qwen3_tts::gpu::upload_matrix(main.tensor(kDepthProjector)));
   CHORUS_ASSIGN(m->table_, qwen3_tts::gpu::upload_matrix(main.tensor(kAudioTable)));

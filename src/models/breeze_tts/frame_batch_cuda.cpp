@@ -183,7 +183,6 @@ Status FrameBatch::sample_backbone(cudaStream_t s) {
   head.ldx = H_;
   head.M = Q_;
   head.out[0] = {m.lm_head().matrix(), nullptr, logits_b_.as<float>(), C_};
-  head.evict_first_weights = false;  // as the stacks (device_model_cuda.cpp)
   CHORUS_TRY(cuda::linear(head, &ws_, s));
   CHORUS_TRY(guide_logits(logits_b_.as<float>(), C_, guides_.as<Guide>(), S_, NB_, C_, guided_b_.as<float>(), C_, s));
   const int32_t eos = static_cast<int32_t>(m.config().backbone_eos());
@@ -294,7 +293,6 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
     p.M = rows;
     p.out[0] = {m.projector().matrix(), nullptr, dx, D_};
     p.bf16 = bf16_;  // the projected rows are stored as bf16 (DepthDecoder::project_*)
-    p.evict_first_weights = false;
     CHORUS_TRY(cuda::linear(p, &ws_, s));
     const cuda::RowMap map = k == 1 ? cuda::RowMap{first_seq_.as<int32_t>(), first_pos_.as<int32_t>(), rows, false}
                                     : cuda::RowMap{iota_.as<int32_t>(), depth_pos_.as<int32_t>() + k * Q_, rows, true};
@@ -305,7 +303,6 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
     head.ldx = k == 1 ? 2 * D_ : D_;
     head.M = Q_;
     head.out[0] = {m.head(k - 1).matrix(), nullptr, logits, V_};
-    head.evict_first_weights = false;
     CHORUS_TRY(cuda::linear(head, &ws_, s));
     CHORUS_TRY(guide_logits(logits, V_, guides_.as<Guide>(), S_, NB_, V_, guided_d_.as<float>(), V_, s));
     sa.codebook = static_cast<uint32_t>(k);

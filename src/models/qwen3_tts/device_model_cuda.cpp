@@ -78,11 +78,9 @@ Result<StackScratch> StackScratch::create(const nn::Qwen3Dims& d, int64_t rows) 
   return s;
 }
 
-Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d, std::span<const float> inv_freq,
-                                      bool evict_first_weights) {
+Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d, std::span<const float> inv_freq) {
   DeviceStack s;
   s.dims_ = d;
-  s.evict_first_weights_ = evict_first_weights;
   s.layers_.resize(static_cast<size_t>(d.layers));
   for (int64_t i = 0; i < d.layers; ++i) {
     const Weights lw = w.sub("layers." + std::to_string(i) + ".");
@@ -201,7 +199,6 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     a.out[2] = {L.v.matrix(), nullptr, qkv + qw + kvw, ld_qkv};
     a.outputs = 3;
     a.bf16 = bf16;
-    a.evict_first_weights = evict_first_weights_;
     CHORUS_TRY(cuda::linear(a, &ws, s));
     const cuda::KvLayer layer = kv.layer(li);
     const float* qn = L.q_norm.empty() ? nullptr : L.q_norm.f32();
@@ -221,7 +218,6 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     o.out[0] = {L.o.matrix(), nullptr, h, H};
     o.epilogue = cuda::Epilogue::kAdd;
     o.bf16 = bf16;
-    o.evict_first_weights = evict_first_weights_;
     CHORUS_TRY(cuda::linear(o, &ws, s));
 
     cuda::LinearArgs g;
@@ -235,7 +231,6 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     g.outputs = 2;
     g.epilogue = cuda::Epilogue::kSwiGlu;
     g.bf16 = bf16;
-    g.evict_first_weights = evict_first_weights_;
     CHORUS_TRY(cuda::linear(g, &ws, s));
 
     cuda::LinearArgs dn;
@@ -245,7 +240,6 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     dn.out[0] = {L.down.matrix(), nullptr, h, H};
     dn.epilogue = cuda::Epilogue::kAdd;
     dn.bf16 = bf16;
-    dn.evict_first_weights = evict_first_weights_;
     CHORUS_TRY(cuda::linear(dn, &ws, s));
   }
   return out ? cuda::rms_norm(h, final_norm_.f32(), out, R, H, eps, s, bf16) : ok_status();

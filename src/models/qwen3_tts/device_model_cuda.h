@@ -64,9 +64,7 @@ class DeviceStack {
   // `w` is prefixed like nn::Qwen3Stack::load's argument ("talker.model."). Layers without q/k
   // norm weights skip the QK-norm; `inv_freq` ([head_dim / 2], e.g. llama3-scaled) replaces the
   // default frequencies of dims.rope_theta when given.
-  // evict_first_weights: cuda::LinearArgs::evict_first_weights for every matrix of the stack.
-  static Result<DeviceStack> load(const Weights& w, const nn::Qwen3Dims& d, std::span<const float> inv_freq = {},
-                                  bool evict_first_weights = true);
+  static Result<DeviceStack> load(const Weights& w, const nn::Qwen3Dims& d, std::span<const float> inv_freq = {});
 
   const nn::Qwen3Dims& dims() const { return dims_; }
   int64_t kv_width() const { return dims_.kv_heads * dims_.head_dim; }
@@ -96,7 +94,6 @@ class DeviceStack {
   std::vector<Layer> layers_;
   cuda::DeviceBuffer layer_table_;  // [layers] cuda::StackLayerWeights
   DeviceTensor final_norm_, inv_freq_;
-  bool evict_first_weights_ = true;
   size_t bytes_ = 0;
 };
 

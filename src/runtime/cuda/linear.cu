@@ -43,7 +43,6 @@ struct GemvParams {
   int nseg;
   int64_t rows_total;  // features computed (for SwiGLU: the gate's rows)
   bool bf16;           // bf16-activation mode: normed inputs and outputs stored as bf16
-  bool evict_first;    // weight loads with an evict-first L2 policy
 };
 
 // 1 / RMS from a row's f64 sum of squares: cpu::rms_norm's formula, or nn::bf16::rms_norm's.
@@ -96,7 +95,7 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
                                          const uint4 (&pre)[NW][kPrefetch], int64_t m0, const float* inv,
                                          float (&acc)[NW][MT]) {
   const int lane = threadIdx.x & 31;
-  const uint64_t pol = dev::weight_l2_policy(p.evict_first);
+  const uint64_t pol = dev::weight_l2_policy();
   const int64_t K = p.K;
   const float* xr[MT];
 #pragma unroll
@@ -183,7 +182,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
     w[0] = p.seg[si].w + n * p.K;
   }
   uint4 pre[NW][kPrefetch];
-  const uint64_t pol = dev::weight_l2_policy(p.evict_first);
+  const uint64_t pol = dev::weight_l2_policy();
 #pragma unroll
   for (int r = 0; r < NW; ++r)
 #pragma unroll
@@ -250,7 +249,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kG1Warps + warp) * ROWS;
   const int64_t K = p.K;
-  const uint64_t pol = dev::weight_l2_policy(p.evict_first);
+  const uint64_t pol = dev::weight_l2_policy();
   const uint16_t* w[ROWS][NW];
   int seg[ROWS];
   int64_t nrow[ROWS];
@@ -493,16 +492,6 @@ Result<LinearWorkspace> LinearWorkspace::create(int64_t max_rows, int64_t max_k,
   return std::move(w);
 }
 
-// Whether weight loads carry an evict-first L2 policy: as the caller asks, unless
-// CHORUS_WEIGHTS_EVICT_FIRST=0 or 1 in the environment says otherwise (for measurements).
-static bool weights_evict_first(bool asked) {
-  static const int forced = [] {
-    const char* e = std::getenv("CHORUS_WEIGHTS_EVICT_FIRST");
-    return e && (e[0] == '0' || e[0] == '1') && e[1] == 0 ? e[0] - '0' : -1;
-  }();
-  return forced >= 0 ? forced == 1 : asked;
-}
-
 Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path) {
   if (a.M <= 0) return ok_status();
   if (a.outputs < 1 || a.outputs > 3 || (a.epilogue == Epilogue::kSwiGlu && a.outputs != 2))
@@ -518,7 +507,6 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   p.nseg = a.outputs;
   p.rows_total = 0;
   p.bf16 = a.bf16;
-  p.evict_first = weights_evict_first(a.evict_first_weights);
   bool vec = K % 8 == 0 && a.ldx % 4 == 0 && aligned16(a.x) && (!a.norm_weight || aligned16(a.norm_weight));
   for (int i = 0; i < a.outputs; ++i) {
     const LinearOut& o = a.out[i];

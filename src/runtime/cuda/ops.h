@@ -53,10 +53,6 @@ struct LinearArgs {
   // bf16(w · bf16(x · rsqrt(mean x² + eps))); each output is rounded to bf16, kAdd rounds the sum
   // again, kSwiGlu gives bf16(bf16(silu(bf16 g)) · bf16 u). false: the f32 path, unchanged.
   bool bf16 = false;
-  // Weight loads with an evict-first L2 policy, so the weights, streamed once per step and many
-  // times L2's size, do not push out the KV caches and activations. Measured on the H200
-  // (docs/PERFORMANCE.md): Qwen3-TTS decode 4-7 % faster with it, Breeze TTS 2 6 % slower.
-  bool evict_first_weights = true;
 };
 
 // Scratch for the tensor-core path (cuBLAS): the inputs split into bf16 high and low parts
