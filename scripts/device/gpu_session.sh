@@ -11,6 +11,8 @@
 #   trace06: 0.6B with the persistent kernel's per-phase timing (CHORUS_STACK_TRACE=1)
 #   stackvariants06 / stackvariants17 / stackvariantsbreeze: the per-kernel path and the persistent
 #     kernel, this build and each packed chorus_<name>, on the 0.6B / 1.7B / Breeze checkpoints
+#   ncubreeze: Nsight Compute time per kernel of Breeze's decode (2 frames after prefill), summed
+#     per kernel by scripts/device/ncu_summary.py
 #   TEST_FILTER=gtest filter for the GPU suite (default: all)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
@@ -164,6 +166,19 @@ if has breeze; then
     echo "== breeze, single rows through the general matrix-vector kernel (CHORUS_GEMV1=0)" | tee -a "$out/bench_breeze.txt"
     CHORUS_GEMV1=0 bench /tmp/breeze "$out/bench_breeze.txt" --frames 100
   fi
+  rm -rf /tmp/breeze
+fi
+if has ncubreeze; then
+  # Which of Breeze's per-kernel launches fall short of the bandwidth floor.
+  "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  echo "== ncu breeze ($ncu_bin)"
+  timeout 240 "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv --launch-count 3000 \
+    --log-file "$out/ncu_breeze.csv" "$bin/chorus" bench --device cuda --model /tmp/breeze --frames 3 --warmup 0 \
+    > /tmp/ncu_stdout.txt 2>&1
+  echo "ncu exit $?"; tail -3 /tmp/ncu_stdout.txt
+  # The first ~900 launches are the text encoder, prefill and frame 0.
+  python3 scripts/device/ncu_summary.py "$out/ncu_breeze.csv" --skip "${NCU_SKIP:-900}" | head -30
   rm -rf /tmp/breeze
 fi
 echo "session ${SECONDS} s"
