@@ -74,10 +74,10 @@ class DeviceStack {
 
   // h [rows, hidden]: the rows' input, used as the residual stream (overwritten); out: the final
   // norm of each row, or null to leave it to the caller (a linear that norms its input with
-  // final_norm(), one kernel less per step). New keys and values go into `kv` at (rows.seq, rows.pos). bf16: the
-  // bf16-activation mode of nn::Qwen3Stack (Rounding::kBF16; the input rows are rounded first, the
-  // caches hold bf16 values); false: the f32 path. One decode row runs as one persistent kernel
-  // (cuda::decode_stack, bit-identical) where it applies.
+  // final_norm(), one kernel less per step). New keys and values go into `kv` at (rows.seq,
+  // rows.pos). bf16: the bf16-activation mode of nn::Qwen3Stack (Rounding::kBF16; the input rows
+  // are rounded first, the caches hold bf16 values); false: the f32 path. One decode row runs as
+  // one persistent kernel (cuda::decode_stack, bit-identical) where it applies.
   const float* final_norm() const { return final_norm_.f32(); }
   float norm_eps() const { return static_cast<float>(dims_.rms_eps); }
   Status forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& scratch,

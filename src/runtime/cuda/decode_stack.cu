@@ -105,13 +105,12 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, int64_t by
                : "memory");
 }
 
-// Weights are read once per step and outnumber L2 many times over: their copies carry an
-// evict-first L2 policy, so they do not push out what is read again soon (KV caches, activations).
+// A weight copy: bulk_copy with the weight loads' L2 policy (dev::weight_l2_policy, evict-first).
 __device__ __forceinline__ void bulk_copy_weights(void* dst, const void* src, int64_t bytes, uint64_t* bar) {
   asm volatile(
-      "{ .reg .b64 pol; createpolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
-      "  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], pol; }"
-      ::"r"(smem_addr(dst)), "l"(src), "r"(static_cast<unsigned>(bytes)), "r"(smem_addr(bar))
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+      ::"r"(smem_addr(dst)), "l"(src), "r"(static_cast<unsigned>(bytes)), "r"(smem_addr(bar)),
+        "l"(dev::weight_l2_policy())
       : "memory");
 }
 
@@ -234,6 +233,12 @@ __device__ void grid_exit(const DecodeStackArgs& a, int phase) {
 // frequencies in shared memory by bulk copies issued a phase ahead, so after the barrier only the
 // new q/k/v row comes from L2 (each dependent L2 read there cost ~0.6 µs, measured).
 constexpr int kPreKeys = 32;
+
+// Layer `layer`'s cached keys of sequence `seq` (all kv heads, position-major); its values follow
+// kv_layer_floats later.
+__device__ __forceinline__ float* sequence_keys(const DecodeStackArgs& a, int layer, int seq) {
+  return a.kv_base + 2 * static_cast<int64_t>(layer) * a.kv_layer_floats + seq * a.kv_seq_stride;
+}
 struct AttnPreload {
   float *keys, *values, *q_norm, *k_norm, *inv_freq;  // [kPreKeys][D] ×2, [D] ×2, [D/2]
 };
@@ -251,8 +256,7 @@ __device__ void issue_preload(const DecodeStackArgs& a, const StackLayerWeights&
                                            int pos, const AttnPreload& p, uint64_t* bar) {
   const int D = a.head_dim, g = static_cast<int>(blockIdx.x) / (a.q_heads / a.kv_heads);
   const int64_t kstride = static_cast<int64_t>(a.kv_heads) * D, row = D * sizeof(float);
-  const float* kb = a.kv_base + 2 * static_cast<int64_t>(layer) * a.kv_layer_floats + seq * a.kv_seq_stride +
-                    static_cast<int64_t>(g) * D;
+  const float* kb = sequence_keys(a, layer, seq) + static_cast<int64_t>(g) * D;
   const float* vb = kb + a.kv_layer_floats;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   const int64_t bytes = 2 * pos * row + (L.q_norm ? 2 * row : 0) + row / 2;
@@ -273,7 +277,7 @@ __device__ void issue_preload(const DecodeStackArgs& a, const StackLayerWeights&
 // Long contexts (not preloaded): this block's share of layer `layer`'s cached keys and values of
 // the earlier positions into L2, two phases before its attention reads them. Thread 32.
 __device__ void prefetch_layer_kv(const DecodeStackArgs& a, int layer, int seq, int pos) {
-  const float* k = a.kv_base + 2 * static_cast<int64_t>(layer) * a.kv_layer_floats + seq * a.kv_seq_stride;
+  const float* k = sequence_keys(a, layer, seq);
   const int64_t earlier = min(static_cast<int64_t>(pos), a.kv_capacity);
   if (earlier > 0)
     dev::prefetch_kv_l2(k, k + a.kv_layer_floats, earlier * a.kv_heads * a.head_dim, static_cast<int>(blockIdx.x),
@@ -300,8 +304,7 @@ __device__ void attend_head(const DecodeStackArgs& a, const StackLayerWeights& L
   float *qs = w.q, *knew = w.knew, *vnew = w.vnew, *sc = w.scores, *part = w.part;
   const int g = h / (Hq / Hkv);
   const int64_t kstride = static_cast<int64_t>(Hkv) * D;
-  float* kcache = a.kv_base + 2 * static_cast<int64_t>(layer) * a.kv_layer_floats + seq * a.kv_seq_stride +
-                  static_cast<int64_t>(g) * D;
+  float* kcache = sequence_keys(a, layer, seq) + static_cast<int64_t>(g) * D;
   float* vcache = kcache + a.kv_layer_floats;
   const int64_t off = static_cast<int64_t>(pos) * kstride;
   dev::head_new_row(a.qkv, h, g, Hq, Hkv, D, pre && L.q_norm ? pre->q_norm : L.q_norm,
