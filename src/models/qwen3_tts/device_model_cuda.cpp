@@ -245,6 +245,34 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
   return out ? cuda::rms_norm(h, final_norm_.f32(), out, R, H, eps, s, bf16) : ok_status();
 }
 
+// Each code-predictor embedding table through the projection, once: every row as the depth step's
+// single-row product would form it (the matrix-vector kernels' per-feature order does not depend on
+// the row count), so the step can take the projected row from the sampler instead.
+Status DeviceModel::project_cp_embeddings() {
+  DeviceModel& m = *this;
+  for (int k = 1; k < m.groups(); ++k) {
+    const DeviceTensor& e = m.cp_embedding(k);
+    CHORUS_ASSIGN(cuda::DeviceBuffer ids, cuda::DeviceBuffer::alloc(static_cast<size_t>(e.rows) * sizeof(int32_t)));
+    CHORUS_ASSIGN(cuda::DeviceBuffer rows, cuda::DeviceBuffer::alloc(static_cast<size_t>(e.rows * e.cols) * sizeof(float)));
+    CHORUS_ASSIGN(cuda::DeviceBuffer out,
+                  cuda::DeviceBuffer::alloc(static_cast<size_t>(e.rows * m.cp_hidden()) * sizeof(float)));
+    std::vector<int32_t> iota(static_cast<size_t>(e.rows));
+    for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int32_t>(i);
+    CHORUS_CUDA_TRY(cudaMemcpy(ids.data(), iota.data(), iota.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    CHORUS_TRY(cuda::embedding(e.matrix(), ids.as<int32_t>(), e.rows, rows.as<float>(), nullptr));
+    cuda::LinearArgs p;
+    p.x = rows.as<float>();
+    p.ldx = e.cols;
+    p.M = e.rows;
+    p.out[0] = {m.projection().matrix(), m.projection_bias().f32(), out.as<float>(), m.cp_hidden()};
+    CHORUS_TRY(cuda::linear(p, nullptr, nullptr, cuda::kLinearGemv));
+    CHORUS_CUDA_TRY(cudaDeviceSynchronize());
+    m.bytes_ += out.bytes();
+    m.cp_projected_.push_back(std::move(out));
+  }
+  return ok_status();
+}
+
 Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model> model) {
   if (!model) return make_error(ErrorCode::kInternal, "upload_model: no model");
   std::shared_ptr<DeviceModel> m(new DeviceModel());
@@ -273,6 +301,7 @@ Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Mo
     CHORUS_ASSIGN(m->proj_w_, matrix(cp, "small_to_mtp_projection.weight"));
     CHORUS_ASSIGN(m->proj_b_, vector_f32(cp, "small_to_mtp_projection.bias"));
     m->bytes_ += m->proj_w_.buf.bytes() + m->proj_b_.buf.bytes();
+    CHORUS_TRY(m->project_cp_embeddings());
   }
   CHORUS_ASSIGN(m->tables_, cuda::DeviceBuffer::alloc(tables.size() * sizeof(const uint16_t*)));
   CHORUS_CUDA_TRY(cudaMemcpy(m->tables_.data(), tables.data(), tables.size() * sizeof(const uint16_t*),

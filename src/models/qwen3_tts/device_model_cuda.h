@@ -114,6 +114,11 @@ class DeviceModel {
   bool has_projection() const { return !proj_w_.empty(); }
   const DeviceTensor& projection() const { return proj_w_; }
   const DeviceTensor& projection_bias() const { return proj_b_; }
+  // With a projection: codebook k's embedding table already projected, [cp vocab, cp_hidden] f32
+  // (k >= 1), so that a depth step's input needs no matrix product; null without one.
+  const float* cp_projected_embedding(int k) const {
+    return cp_projected_.empty() ? nullptr : cp_projected_[static_cast<size_t>(k - 1)].as<const float>();
+  }
   // Device array of groups() table pointers: the codec embedding, then codebooks 1..G−1.
   const uint16_t* const* embedding_tables() const { return tables_.as<const uint16_t* const>(); }
   size_t weight_bytes() const { return bytes_; }
@@ -127,11 +132,13 @@ class DeviceModel {
   DeviceStack talker_, cp_;
   DeviceTensor codec_embedding_, codec_head_, proj_w_, proj_b_;
   std::vector<DeviceTensor> cp_embeddings_, cp_heads_;
+  std::vector<cuda::DeviceBuffer> cp_projected_;
   cuda::DeviceBuffer tables_;
   size_t bytes_ = 0;
   int32_t eos_id_ = 0;
   int64_t allowed_below_ = 0;
   friend Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model>);
+  Status project_cp_embeddings();
 };
 
 // Keeps `model` alive as long as the device copy.

@@ -259,7 +259,8 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
     const int64_t rows = k == 0 ? 2 * B_ : B_;
     // (Pass k >= 1 finds its input row CPE_k(c_k) already in xt: the sampler of c_k wrote it.)
     if (k == 0) CHORUS_TRY(cp_first_inputs(z_.as<float>(), m.codec_embedding().bf16(), H_, codes, G_, B_, xt, s));
-    if (m.has_projection()) {
+    // Passes k >= 1 find their row already projected: the sampler took it from the projected table.
+    if (m.has_projection() && (k == 0 || !m.cp_projected_embedding(k))) {
       cuda::LinearArgs p;
       p.x = xt;
       p.ldx = H_;
@@ -282,9 +283,11 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
     sa.codebook = static_cast<uint32_t>(k + 1);
     sa.out = codes + k + 1;
     const bool next_pass = k + 2 < G_;
-    sa.embed_table = next_pass ? m.cp_embedding(k + 1).bf16() : nullptr;
-    sa.embed_out = next_pass ? xt : nullptr;
-    sa.embed_dim = H_;
+    const float* projected = next_pass ? m.cp_projected_embedding(k + 1) : nullptr;
+    sa.embed_table = next_pass && !projected ? m.cp_embedding(k + 1).bf16() : nullptr;
+    sa.embed_table_f32 = projected;
+    sa.embed_out = !next_pass ? nullptr : projected ? h : xt;
+    sa.embed_dim = projected ? C_ : H_;
     CHORUS_TRY(cuda::sample(sa, s));
   }
   CHORUS_CUDA_TRY(cudaMemcpyAsync(host_codes_.data(), codes, static_cast<size_t>(B_ * G_) * sizeof(int32_t),

@@ -173,8 +173,10 @@ struct SampleArgs {
   int64_t out_stride = 1;
   uint8_t* mark_chosen = nullptr;  // [rows, vocab]: the chosen id's flag is set (penalty history)
   int32_t* error = nullptr;        // [rows]: kSample* on failure, untouched otherwise
-  // When set: embed_out[r·embed_dim …] = embed_table row of the chosen id (f32), the next step's input.
+  // When set: embed_out[r·embed_dim …] = embed_table row of the chosen id (f32), the next step's input;
+  // embed_table_f32 instead: rows that are f32 already (precomputed products).
   const uint16_t* embed_table = nullptr;
+  const float* embed_table_f32 = nullptr;
   float* embed_out = nullptr;
   int64_t embed_dim = 0;
   double* scratch_w = nullptr;     // [rows, vocab]
