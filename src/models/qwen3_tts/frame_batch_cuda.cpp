@@ -257,9 +257,9 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
   for (int k = 0; k + 1 < G_; ++k) {
     // Pass k: rows [z, CE(c0)] at positions 0, 1 (k = 0), else CPE_k(c_k) at position k + 1.
     const int64_t rows = k == 0 ? 2 * B_ : B_;
-    // (Pass k >= 1 finds its input row CPE_k(c_k) already in xt: the sampler of c_k wrote it.)
+    // Pass k >= 1 finds its input row CPE_k(c_k) already written by the sampler of c_k: in xt, or
+    // with a projection in h, taken from the table projected at load (so no matrix product here).
     if (k == 0) CHORUS_TRY(cp_first_inputs(z_.as<float>(), m.codec_embedding().bf16(), H_, codes, G_, B_, xt, s));
-    // Passes k >= 1 find their row already projected: the sampler took it from the projected table.
     if (m.has_projection() && (k == 0 || !m.cp_projected_embedding(k))) {
       cuda::LinearArgs p;
       p.x = xt;
