@@ -13,7 +13,7 @@
 #     kernel, this build and each packed chorus_<name>, on the 0.6B / 1.7B / Breeze checkpoints
 #   ncubreeze: Nsight Compute time per kernel of Breeze's decode (2 frames after prefill), summed
 #     per kernel by scripts/device/ncu_summary.py
-#   TEST_FILTER=gtest filter for the GPU suite (default: all)
+#   TEST_FILTER=gtest filter for the GPU suite (default: all); TEST_TIMEOUT seconds (default 240)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
 mkdir -p "$out"
@@ -37,7 +37,7 @@ if ! "$test_bin" --gtest_list_tests > /dev/null 2> /tmp/prebuilt.err; then
   test_bin=$bin/tests/test_gpu
 fi
 if has tests; then
-  timeout 240 "$test_bin" --gtest_filter="${TEST_FILTER:-*}" > "$out/test_gpu.txt" 2>&1
+  timeout "${TEST_TIMEOUT:-240}" "$test_bin" --gtest_filter="${TEST_FILTER:-*}" > "$out/test_gpu.txt" 2>&1
   echo "test_gpu exit $?"
   grep -E "^\[  (FAILED|PASSED) |^\[gpu|Failure|Expected|Which is|actual|  gen_|frame .* codebook" "$out/test_gpu.txt" | head -60
 fi
