@@ -14,6 +14,7 @@
 #include "models/codec/codec_folder.h"
 #include "models/codec/decoder_cuda.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/decode_stack.h"
 #include "runtime/cuda/cuda_handles.h"
 
 namespace chorus::engine {
@@ -110,6 +111,10 @@ Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
                "%.4f with the CPU codec\n",
           one.step_ms / frame_ms, frame_ms / one.step_ms, (one.step_ms + gc.mean_ms) / frame_ms,
           (one.step_ms + codec_ms) / frame_ms);
+  // Which decode path ran: persistent stack launches so far (0: every step went kernel by kernel).
+  appendf(rep, "persistent decode-stack launches so far: %llu\n",
+          static_cast<unsigned long long>(cuda::decode_stack_launches()));
+  rep += cuda::decode_stack_trace_report();  // CHORUS_STACK_TRACE=1
   appendf(rep, "first audio      %.2f ms median, best %.2f ms (warm, 10 requests: prompt on the GPU text encoder %.2f ms "
                "median, request -> frame 0's codes %.2f ms median, then frame 0's audio on the GPU codec)\n",
           fa.median_ms, fa.best_ms, fa.prompt_median_ms, fa.codes_median_ms);
