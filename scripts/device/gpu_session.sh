@@ -6,13 +6,15 @@
 # start there, else builds with build.sh; then runs the GPU test suite and `chorus bench --device
 # cuda` on real-size random checkpoints, plus comparison runs and an Nsight Compute per-kernel
 # profile. Logs go to $OUT (at most a few files: the device tool returns 8).
-#   STEPS="tests say bench06 variants06 ncu06 bench17 breeze breeze_variants" (default: tests bench06 variants06 bench17)
+#   STEPS="tests branchtests say bench06 variants06 ncu06 bench17 breeze breeze_variants" (default: tests bench06 variants06 bench17)
 #   persistent06: 0.6B single stream with and without the persistent decode kernel, alternating
 #   trace06: 0.6B with the persistent kernel's per-phase timing (CHORUS_STACK_TRACE=1)
 #   stackvariants06 / stackvariants17 / stackvariantsbreeze: the per-kernel path and the persistent
 #     kernel, this build and each packed chorus_<name>, on the 0.6B / 1.7B / Breeze checkpoints
 #   ncubreeze: Nsight Compute time per kernel of Breeze's decode (2 frames after prefill), summed
 #     per kernel by scripts/device/ncu_summary.py
+#   branchtests: every other revision's GPU suite packed beside this one (test_gpu_at_<name>, from
+#     save_builds.sh with SAVE_TESTS=1), with TEST_FILTER
 #   TEST_FILTER=gtest filter for the GPU suite (default: all); TEST_TIMEOUT seconds (default 240)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
@@ -40,6 +42,15 @@ if has tests; then
   timeout "${TEST_TIMEOUT:-240}" "$test_bin" --gtest_filter="${TEST_FILTER:-*}" > "$out/test_gpu.txt" 2>&1
   echo "test_gpu exit $?"
   grep -E "^\[  (FAILED|PASSED) |^\[gpu|Failure|Expected|Which is|actual|  gen_|frame .* codebook" "$out/test_gpu.txt" | head -60
+fi
+if has branchtests; then
+  for t in "$bin"/test_gpu_at_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    timeout "${TEST_TIMEOUT:-240}" "$t" --gtest_filter="${TEST_FILTER:-*}" > "$out/$name.txt" 2>&1
+    echo "$name exit $?"
+    grep -E "^\[  (FAILED|PASSED) |^\[gpu (stack|greedy)\]|Failure" "$out/$name.txt" | head -20
+  done
 fi
 if has say; then
   # `chorus say --device cuda` end to end on tiny models: greedy codes and audio against the CPU.

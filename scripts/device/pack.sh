@@ -15,8 +15,9 @@ strip "$dst/chorus" "$dst/test_gpu"
 for other in "$build"/chorus_*; do
   if [ -f "$other" ]; then cp "$other" "$dst/" && strip "$dst/$(basename "$other")"; fi
 done
-# Suites built with planted bugs (run_planted.sh), when saved there.
-for planted in "$build"/tests/test_gpu_planted*; do
+# Suites built with planted bugs (run_planted.sh) and other revisions' suites (save_builds.sh
+# SAVE_TESTS=1; the branchtests step), when saved there.
+for planted in "$build"/tests/test_gpu_planted* "$build"/tests/test_gpu_at_*; do
   if [ -f "$planted" ]; then cp "$planted" "$dst/" && strip "$dst/$(basename "$planted")"; fi
 done
 ldd "$build/chorus" "$build/tests/test_gpu" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do

@@ -4,6 +4,8 @@
 # side-by-side stackvariants steps of gpu_session.sh (pack.sh packs them). Then rebuilds the current
 # checkout, so build-cuda/chorus is this revision again.
 #   scripts/device/save_builds.sh base=main pieces=wip/stack-pieces~1
+# SAVE_TESTS=1 also saves each revision's GPU suite as build-cuda/tests/test_gpu_at_<name> (pack.sh
+# packs it; the `branchtests` step of gpu_session.sh runs every one).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || { echo "usage: $0 NAME=REVISION..." >&2; exit 2; }
@@ -26,7 +28,12 @@ done
 for spec in "${specs[@]}"; do
   IFS='=' read -r name commit rev <<< "$spec"
   git checkout -q "$commit"
-  ninja -C build-cuda chorus > /dev/null
+  if [ "${SAVE_TESTS:-0}" = 1 ]; then
+    ninja -C build-cuda chorus test_gpu > /dev/null
+    cp build-cuda/tests/test_gpu "build-cuda/tests/test_gpu_at_$name"
+  else
+    ninja -C build-cuda chorus > /dev/null
+  fi
   cp build-cuda/chorus "build-cuda/chorus_$name"
   echo "build-cuda/chorus_$name = $(git rev-parse --short HEAD) ($rev)"
 done
