@@ -71,6 +71,16 @@ print('samples', len(a), len(b), 'max |diff| (16-bit steps)', max((abs(x - y) fo
   "$bin/chorus" make-tiny --family breeze-tts --seed 3 --out /tmp/tbz > /dev/null
   say_pair breeze /tmp/tbz --activations f32 --text "Hello there, this runs on the GPU."
 fi
+# ncu_bench <model dir> <log name> <launches> <timeout s>: Nsight Compute time of each kernel of a
+# 3-frame bench (no warm-up) → $out/<log name>.
+ncu_bench() {
+  local ncu_bin
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  echo "== ncu $2 ($ncu_bin)"
+  timeout "$4" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv --launch-count "$3" \
+    --log-file "$out/$2" "$bin/chorus" bench --device cuda --model "$1" --frames 3 --warmup 0 > /tmp/ncu_stdout.txt 2>&1
+  echo "ncu exit $?; $(wc -l < "$out/$2") lines"; tail -3 /tmp/ncu_stdout.txt
+}
 make_model() {  # make_model <size> <dir>
   /usr/bin/time -f "make-tiny $1: %e s" "$bin/chorus" make-tiny --variant custom_voice --dims "real-$1" --seed 1 \
     --out "$2" > /tmp/make.txt 2>&1 || cat /tmp/make.txt
@@ -145,12 +155,7 @@ if has bench06 || has variants06 || has ncu06; then
     CHORUS_GEMV1=0 bench /tmp/q06 "$out/bench_06.txt" --frames 250
   fi
   if has ncu06 && (( SECONDS < ${DEADLINE_S:-400} )); then
-    ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-    echo "== ncu ($ncu_bin)"
-    timeout 150 "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv --launch-count 1300 \
-      --log-file "$out/ncu_06.csv" "$bin/chorus" bench --device cuda --model /tmp/q06 --frames 3 --warmup 0 \
-      > /tmp/ncu_stdout.txt 2>&1
-    echo "ncu exit $?; $(wc -l < "$out/ncu_06.csv") lines"; tail -3 /tmp/ncu_stdout.txt
+    ncu_bench /tmp/q06 ncu_06.csv 1300 150
   fi
   rm -rf /tmp/q06
 fi
@@ -182,12 +187,7 @@ fi
 if has ncubreeze; then
   # Which of Breeze's per-kernel launches fall short of the bandwidth floor.
   "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
-  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  echo "== ncu breeze ($ncu_bin)"
-  timeout 240 "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv --launch-count 3000 \
-    --log-file "$out/ncu_breeze.csv" "$bin/chorus" bench --device cuda --model /tmp/breeze --frames 3 --warmup 0 \
-    > /tmp/ncu_stdout.txt 2>&1
-  echo "ncu exit $?"; tail -3 /tmp/ncu_stdout.txt
+  ncu_bench /tmp/breeze ncu_breeze.csv 3000 240
   # The first ~900 launches are the text encoder, prefill and frame 0.
   python3 scripts/device/ncu_summary.py "$out/ncu_breeze.csv" --skip "${NCU_SKIP:-900}" | head -30
   rm -rf /tmp/breeze

@@ -17,8 +17,8 @@ for other in "$build"/chorus_*; do
 done
 # Suites built with planted bugs (run_planted.sh) and other revisions' suites (save_builds.sh
 # SAVE_TESTS=1; the branchtests step), when saved there.
-for planted in "$build"/tests/test_gpu_planted* "$build"/tests/test_gpu_at_*; do
-  if [ -f "$planted" ]; then cp "$planted" "$dst/" && strip "$dst/$(basename "$planted")"; fi
+for suite in "$build"/tests/test_gpu_planted* "$build"/tests/test_gpu_at_*; do
+  if [ -f "$suite" ]; then cp "$suite" "$dst/" && strip "$dst/$(basename "$suite")"; fi
 done
 ldd "$build/chorus" "$build/tests/test_gpu" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in

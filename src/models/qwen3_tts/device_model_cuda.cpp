@@ -249,13 +249,12 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
 // single-row product would form it (the matrix-vector kernels' per-feature order does not depend on
 // the row count), so the step can take the projected row from the sampler instead.
 Status DeviceModel::project_cp_embeddings() {
-  DeviceModel& m = *this;
-  for (int k = 1; k < m.groups(); ++k) {
-    const DeviceTensor& e = m.cp_embedding(k);
+  for (int k = 1; k < groups(); ++k) {
+    const DeviceTensor& e = cp_embedding(k);
     CHORUS_ASSIGN(cuda::DeviceBuffer ids, cuda::DeviceBuffer::alloc(static_cast<size_t>(e.rows) * sizeof(int32_t)));
     CHORUS_ASSIGN(cuda::DeviceBuffer rows, cuda::DeviceBuffer::alloc(static_cast<size_t>(e.rows * e.cols) * sizeof(float)));
     CHORUS_ASSIGN(cuda::DeviceBuffer out,
-                  cuda::DeviceBuffer::alloc(static_cast<size_t>(e.rows * m.cp_hidden()) * sizeof(float)));
+                  cuda::DeviceBuffer::alloc(static_cast<size_t>(e.rows * cp_hidden()) * sizeof(float)));
     std::vector<int32_t> iota(static_cast<size_t>(e.rows));
     for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int32_t>(i);
     CHORUS_CUDA_TRY(cudaMemcpy(ids.data(), iota.data(), iota.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
@@ -264,11 +263,11 @@ Status DeviceModel::project_cp_embeddings() {
     p.x = rows.as<float>();
     p.ldx = e.cols;
     p.M = e.rows;
-    p.out[0] = {m.projection().matrix(), m.projection_bias().f32(), out.as<float>(), m.cp_hidden()};
+    p.out[0] = {projection().matrix(), projection_bias().f32(), out.as<float>(), cp_hidden()};
     CHORUS_TRY(cuda::linear(p, nullptr, nullptr, cuda::kLinearGemv));
     CHORUS_CUDA_TRY(cudaDeviceSynchronize());
-    m.bytes_ += out.bytes();
-    m.cp_projected_.push_back(std::move(out));
+    bytes_ += out.bytes();
+    cp_projected_.push_back(std::move(out));
   }
   return ok_status();
 }

@@ -260,7 +260,7 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
     // Pass k >= 1 finds its input row CPE_k(c_k) already written by the sampler of c_k: in xt, or
     // with a projection in h, taken from the table projected at load (so no matrix product here).
     if (k == 0) CHORUS_TRY(cp_first_inputs(z_.as<float>(), m.codec_embedding().bf16(), H_, codes, G_, B_, xt, s));
-    if (m.has_projection() && (k == 0 || !m.cp_projected_embedding(k))) {
+    if (m.has_projection() && k == 0) {
       cuda::LinearArgs p;
       p.x = xt;
       p.ldx = H_;
