@@ -329,16 +329,19 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
       step(k, wv);
     }
   }
+  // Chunk k of every row of this warp → wv.
+  auto load_chunk = [&](int64_t k, uint4 (&wv)[ROWS][NW]) {
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+      for (int m = 0; m < NW; ++m) wv[r][m] = dev::load_weights(w[r][m] + k, pol);
+  };
   int64_t k_rest = lane * 8 + 256 * kPrefetch;
   if constexpr (DEEP) {
     for (; k_rest + 256 * (kDeepChunks - 1) < K; k_rest += 256 * kDeepChunks) {
       uint4 wv[kDeepChunks][ROWS][NW];
 #pragma unroll
-      for (int c = 0; c < kDeepChunks; ++c)
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r)
-#pragma unroll
-          for (int m = 0; m < NW; ++m) wv[c][r][m] = dev::load_weights(w[r][m] + k_rest + 256 * c, pol);
+      for (int c = 0; c < kDeepChunks; ++c) load_chunk(k_rest + 256 * c, wv[c]);
 #pragma unroll
       for (int c = 0; c < kDeepChunks; ++c) step(k_rest + 256 * c, wv[c]);
     }
@@ -346,10 +349,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
 #pragma unroll 2
   for (int64_t k = k_rest; k < K; k += 256) {
     uint4 wv[ROWS][NW];
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r)
-#pragma unroll
-      for (int m = 0; m < NW; ++m) wv[r][m] = dev::load_weights(w[r][m] + k, pol);
+    load_chunk(k, wv);
     step(k, wv);
   }
 #pragma unroll
