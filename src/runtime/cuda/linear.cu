@@ -244,7 +244,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
 // waits for its inputs, derives the RMS of x by itself (x is L1-resident), then reduces.
 constexpr int kG1Warps = 8;
 
-template <int NW, int EPI, int ROWS, bool BF16>
+// DEEP (long rows, K >= kDeepK): the loop after the prefetched chunks loads kDeepChunks chunks per
+// row before it multiplies any of them, so a warp keeps 8x more of its row in flight. The chunks
+// are still summed in k order, so the result is bit-identical to the shallow loop. Only long rows
+// get it: its registers would lower the occupancy of the short-row launches.
+constexpr int kDeepChunks = 8;
+constexpr int64_t kDeepK = 4096;
+
+template <int NW, int EPI, int ROWS, bool BF16, bool DEEP>
 __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kG1Warps + warp) * ROWS;
@@ -322,13 +329,27 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
       step(k, wv);
     }
   }
-#pragma unroll 2
-  for (int64_t k = lane * 8 + 256 * kPrefetch; k < K; k += 256) {
-    uint4 wv[ROWS][NW];
+  // Chunk k of every row of this warp → wv.
+  auto load_chunk = [&](int64_t k, uint4 (&wv)[ROWS][NW]) {
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
       for (int m = 0; m < NW; ++m) wv[r][m] = dev::load_weights(w[r][m] + k, pol);
+  };
+  int64_t k_rest = lane * 8 + 256 * kPrefetch;
+  if constexpr (DEEP) {
+    for (; k_rest + 256 * (kDeepChunks - 1) < K; k_rest += 256 * kDeepChunks) {
+      uint4 wv[kDeepChunks][ROWS][NW];
+#pragma unroll
+      for (int c = 0; c < kDeepChunks; ++c) load_chunk(k_rest + 256 * c, wv[c]);
+#pragma unroll
+      for (int c = 0; c < kDeepChunks; ++c) step(k_rest + 256 * c, wv[c]);
+    }
+  }
+#pragma unroll 2
+  for (int64_t k = k_rest; k < K; k += 256) {
+    uint4 wv[ROWS][NW];
+    load_chunk(k, wv);
     step(k, wv);
   }
 #pragma unroll
@@ -352,16 +373,31 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   }
 }
 
-template <int EPI, bool BF16>
-cudaError_t launch_gemv1(const GemvParams& p, cudaStream_t s) {
+template <int EPI, bool BF16, bool DEEP>
+cudaError_t launch_gemv1_depth(const GemvParams& p, cudaStream_t s) {
   constexpr int NW = EPI == 2 ? 2 : 1;
   // Two features per warp for the large matrices keeps one wave of warps on the GPU.
   if (NW == 1 && p.rows_total > 2048) {
     const unsigned blocks = static_cast<unsigned>((p.rows_total + 2 * kG1Warps - 1) / (2 * kG1Warps));
-    return launch(gemv1_kernel<NW, EPI, 2, BF16>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
+    return launch(gemv1_kernel<NW, EPI, 2, BF16, DEEP>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
   }
   const unsigned blocks = static_cast<unsigned>((p.rows_total + kG1Warps - 1) / kG1Warps);
-  return launch(gemv1_kernel<NW, EPI, 1, BF16>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
+  return launch(gemv1_kernel<NW, EPI, 1, BF16, DEEP>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
+}
+
+// CHORUS_GEMV_DEEP=0 keeps long rows on the shallow loop (for side-by-side measurements).
+bool deep_rows_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("CHORUS_GEMV_DEEP");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+template <int EPI, bool BF16>
+cudaError_t launch_gemv1(const GemvParams& p, cudaStream_t s) {
+  if (p.K >= kDeepK && deep_rows_enabled()) return launch_gemv1_depth<EPI, BF16, true>(p, s);
+  return launch_gemv1_depth<EPI, BF16, false>(p, s);
 }
 
 template <int MT, int EPI, bool BF16>
