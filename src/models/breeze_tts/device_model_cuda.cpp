@@ -2,6 +2,7 @@
 
 #include "models/breeze_tts/device_model_cuda.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "models/breeze_tts/rope.h"
@@ -53,6 +54,14 @@ Result<std::shared_ptr<const DeviceModel>> DeviceModel::upload(const Config& c, 
                m->table_.buf.bytes();
   if (m->lm_head_.rows != c.lm_head_rows() || m->table_.rows != c.num_codebooks * c.audio_vocab)
     return make_error(ErrorCode::kInternal, "breeze gpu: lm_head or audio table of an unexpected shape");
+  for (int k = 1; k + 1 < m->codebooks(); ++k) {
+    const int64_t V = c.audio_vocab, W = c.audio_embed;
+    const cuda::DeviceMatrix slice{m->table_.bf16() + k * V * W, V, W};
+    const int64_t ids = std::max(V, m->heads_[static_cast<size_t>(k - 1)].rows);  // the sampler's vocabulary
+    CHORUS_ASSIGN(cuda::DeviceBuffer rows, qwen3_tts::gpu::project_rows(slice, m->projector_.matrix(), nullptr, ids));
+    m->bytes_ += rows.bytes();
+    m->projected_.push_back(std::move(rows));
+  }
   return std::shared_ptr<const DeviceModel>(std::move(m));
 }
 

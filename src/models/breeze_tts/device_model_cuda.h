@@ -39,6 +39,10 @@ class DeviceModel {
   int64_t classes() const { return lm_head_.rows; }  // audio vocab + EOS class
   int64_t vocab() const { return config_.audio_vocab; }
   int codebooks() const { return static_cast<int>(config_.num_codebooks); }
+  // Codebook k's audio-table rows (1 <= k <= codebooks − 2) through the depth projector, f32,
+  // [head(k − 1).rows, depth hidden] (ids past the table's codes: zero rows, as the table gather
+  // gives), so that a single-branch depth step k + 1 takes its input row from step k's sampler.
+  const float* projected_depth_rows(int k) const { return projected_[static_cast<size_t>(k - 1)].as<const float>(); }
   size_t weight_bytes() const { return bytes_; }
 
  private:
@@ -46,6 +50,7 @@ class DeviceModel {
   DeviceStack backbone_, depth_;
   DeviceTensor lm_head_, projector_, table_;
   std::vector<DeviceTensor> heads_;
+  std::vector<cuda::DeviceBuffer> projected_;
   size_t bytes_ = 0;
 };
 

@@ -184,10 +184,12 @@ Status FrameBatch::sample_backbone(cudaStream_t s) {
   head.M = Q_;
   head.out[0] = {m.lm_head().matrix(), nullptr, logits_b_.as<float>(), C_};
   CHORUS_TRY(cuda::linear(head, &ws_, s));
-  CHORUS_TRY(guide_logits(logits_b_.as<float>(), C_, guides_.as<Guide>(), S_, NB_, C_, guided_b_.as<float>(), C_, s));
+  // One branch per stream: guidance would only copy the logits, so the sampler reads them directly.
+  if (NB_ > 1)
+    CHORUS_TRY(guide_logits(logits_b_.as<float>(), C_, guides_.as<Guide>(), S_, NB_, C_, guided_b_.as<float>(), C_, s));
   const int32_t eos = static_cast<int32_t>(m.config().backbone_eos());
   cuda::SampleArgs a;
-  a.logits = guided_b_.as<float>();
+  a.logits = NB_ > 1 ? guided_b_.as<float>() : logits_b_.as<float>();
   a.ld = C_;
   a.vocab = static_cast<int32_t>(C_);
   a.rows = S_;
@@ -279,21 +281,27 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
   sa.error = errors_.as<int32_t>();
   sa.scratch_w = scratch_w_.as<double>();
   sa.scratch_ids = scratch_ids_.as<int32_t>();
+  // One branch per stream (no guidance): the sampler's rows are the depth rows, so step k's sampler
+  // writes step k + 1's projected input row (DeviceModel::projected_depth_rows) and guidance, which
+  // would only copy the logits, is skipped.
+  const bool single = NB_ == 1;
   for (int k = 1; k < G_; ++k) {
     // Step k: rows [h, E_0(c0)] at positions 0, 1 (k = 1), else E_{k−1}(c_{k−1}) at position k.
     const int64_t rows = k == 1 ? 2 * Q_ : Q_;
     if (k == 1) {
       CHORUS_TRY(depth_first_rows(z_.as<float>(), table, codes, G_, S_, NB_, din, s));
-    } else {
+    } else if (!single) {
       CHORUS_TRY(depth_code_rows(table, codes, G_, k, S_, NB_, din, s));
     }
-    cuda::LinearArgs p;
-    p.x = din;
-    p.ldx = H_;
-    p.M = rows;
-    p.out[0] = {m.projector().matrix(), nullptr, dx, D_};
-    p.bf16 = bf16_;  // the projected rows are stored as bf16 (DepthDecoder::project_*)
-    CHORUS_TRY(cuda::linear(p, &ws_, s));
+    if (k == 1 || !single) {
+      cuda::LinearArgs p;
+      p.x = din;
+      p.ldx = H_;
+      p.M = rows;
+      p.out[0] = {m.projector().matrix(), nullptr, dx, D_};
+      p.bf16 = bf16_;  // the projected rows are stored as bf16 (DepthDecoder::project_*)
+      CHORUS_TRY(cuda::linear(p, &ws_, s));
+    }
     const cuda::RowMap map = k == 1 ? cuda::RowMap{first_seq_.as<int32_t>(), first_pos_.as<int32_t>(), rows, false}
                                     : cuda::RowMap{iota_.as<int32_t>(), depth_pos_.as<int32_t>() + k * Q_, rows, true};
     CHORUS_TRY(m.depth().forward(dx, out, map, kv, depth_scratch_, ws_, s, bf16_));
@@ -304,9 +312,15 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
     head.M = Q_;
     head.out[0] = {m.head(k - 1).matrix(), nullptr, logits, V_};
     CHORUS_TRY(cuda::linear(head, &ws_, s));
-    CHORUS_TRY(guide_logits(logits, V_, guides_.as<Guide>(), S_, NB_, V_, guided_d_.as<float>(), V_, s));
+    if (!single) CHORUS_TRY(guide_logits(logits, V_, guides_.as<Guide>(), S_, NB_, V_, guided_d_.as<float>(), V_, s));
+    sa.logits = single ? logits : guided_d_.as<float>();
     sa.codebook = static_cast<uint32_t>(k);
     sa.out = codes + k;
+    const float* next_rows = single && k + 1 < G_ ? m.projected_depth_rows(k) : nullptr;
+    sa.embed_table_f32 = next_rows;
+    sa.embed_round_bf16 = bf16_;
+    sa.embed_out = next_rows ? dx : nullptr;
+    sa.embed_dim = D_;
     CHORUS_TRY(cuda::sample(sa, s));
   }
   CHORUS_CUDA_TRY(cudaMemcpyAsync(host_codes_.data(), codes, static_cast<size_t>(S_ * G_) * sizeof(int32_t),

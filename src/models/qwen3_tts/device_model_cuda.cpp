@@ -245,27 +245,32 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
   return out ? cuda::rms_norm(h, final_norm_.f32(), out, R, H, eps, s, bf16) : ok_status();
 }
 
-// Each code-predictor embedding table through the projection, once: every row as the depth step's
-// single-row product would form it (the matrix-vector kernels' per-feature order does not depend on
-// the row count), so the step can take the projected row from the sampler instead.
+Result<cuda::DeviceBuffer> project_rows(const cuda::DeviceMatrix& table, const cuda::DeviceMatrix& proj,
+                                        const float* bias, int64_t out_rows) {
+  if (out_rows < table.rows || table.cols != proj.cols)
+    return make_error(ErrorCode::kInternal, "project_rows: table and projection do not match");
+  CHORUS_ASSIGN(cuda::DeviceBuffer ids, cuda::DeviceBuffer::alloc(static_cast<size_t>(table.rows) * sizeof(int32_t)));
+  CHORUS_ASSIGN(cuda::DeviceBuffer rows,
+                cuda::DeviceBuffer::alloc(static_cast<size_t>(table.rows * table.cols) * sizeof(float)));
+  CHORUS_ASSIGN(cuda::DeviceBuffer out, cuda::DeviceBuffer::alloc(static_cast<size_t>(out_rows * proj.rows) * sizeof(float)));
+  std::vector<int32_t> iota(static_cast<size_t>(table.rows));
+  for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int32_t>(i);
+  CHORUS_CUDA_TRY(cudaMemcpy(ids.data(), iota.data(), iota.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  CHORUS_TRY(cuda::embedding(table, ids.as<int32_t>(), table.rows, rows.as<float>(), nullptr));
+  cuda::LinearArgs p;
+  p.x = rows.as<float>();
+  p.ldx = table.cols;
+  p.M = table.rows;
+  p.out[0] = {proj, bias, out.as<float>(), proj.rows};
+  CHORUS_TRY(cuda::linear(p, nullptr, nullptr, cuda::kLinearGemv));
+  CHORUS_CUDA_TRY(cudaDeviceSynchronize());
+  return out;
+}
+
 Status DeviceModel::project_cp_embeddings() {
   for (int k = 1; k < groups(); ++k) {
     const DeviceTensor& e = cp_embedding(k);
-    CHORUS_ASSIGN(cuda::DeviceBuffer ids, cuda::DeviceBuffer::alloc(static_cast<size_t>(e.rows) * sizeof(int32_t)));
-    CHORUS_ASSIGN(cuda::DeviceBuffer rows, cuda::DeviceBuffer::alloc(static_cast<size_t>(e.rows * e.cols) * sizeof(float)));
-    CHORUS_ASSIGN(cuda::DeviceBuffer out,
-                  cuda::DeviceBuffer::alloc(static_cast<size_t>(e.rows * cp_hidden()) * sizeof(float)));
-    std::vector<int32_t> iota(static_cast<size_t>(e.rows));
-    for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int32_t>(i);
-    CHORUS_CUDA_TRY(cudaMemcpy(ids.data(), iota.data(), iota.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-    CHORUS_TRY(cuda::embedding(e.matrix(), ids.as<int32_t>(), e.rows, rows.as<float>(), nullptr));
-    cuda::LinearArgs p;
-    p.x = rows.as<float>();
-    p.ldx = e.cols;
-    p.M = e.rows;
-    p.out[0] = {projection().matrix(), projection_bias().f32(), out.as<float>(), cp_hidden()};
-    CHORUS_TRY(cuda::linear(p, nullptr, nullptr, cuda::kLinearGemv));
-    CHORUS_CUDA_TRY(cudaDeviceSynchronize());
+    CHORUS_ASSIGN(cuda::DeviceBuffer out, project_rows(e.matrix(), projection().matrix(), projection_bias().f32(), e.rows));
     bytes_ += out.bytes();
     cp_projected_.push_back(std::move(out));
   }

@@ -141,6 +141,13 @@ class DeviceModel {
   Status project_cp_embeddings();
 };
 
+// Every row of `table` ([rows, cols] bf16) through `proj` ([out, cols], + bias when given): [out_rows,
+// out] f32, rows past table.rows zero. Each row as a single-row step would form it (the
+// matrix-vector kernels' per-feature order does not depend on the row count), so a step can copy
+// the projected row instead of running the product. Synchronises; for load time.
+Result<cuda::DeviceBuffer> project_rows(const cuda::DeviceMatrix& table, const cuda::DeviceMatrix& proj,
+                                        const float* bias, int64_t out_rows);
+
 // Keeps `model` alive as long as the device copy.
 Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model> model);
 

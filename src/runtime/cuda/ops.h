@@ -177,6 +177,7 @@ struct SampleArgs {
   // embed_table_f32 instead: rows that are f32 already (precomputed products).
   const uint16_t* embed_table = nullptr;
   const float* embed_table_f32 = nullptr;
+  bool embed_round_bf16 = false;  // embed_table_f32 rows rounded to bf16 on the way (bf16 mode)
   float* embed_out = nullptr;
   int64_t embed_dim = 0;
   double* scratch_w = nullptr;     // [rows, vocab]
