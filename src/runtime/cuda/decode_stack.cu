@@ -42,9 +42,20 @@ struct Mat {
 
 // x (written by other blocks) → xs in shared memory, RMS-normed with `g` when given: the sum of
 // squares as cuda::linear's single-row kernel forms it (lane-strided float4s in f64, one warp).
-// (Every warp forming the sum itself, with g loaded beside x, measured no faster.)
+// (Every warp forming the sum itself measured no faster, in session 5, when staging still queued
+// behind the weight copies.)
 template <bool BF16>
 __device__ void stage(const float* x, int64_t K, const float* g, float eps, float* xs, float* inv_s) {
+  // The norm weights of inputs up to kNormRegs·kThreads wide are loaded with x, into registers, so
+  // their round trip overlaps x's instead of following the sum of squares.
+  constexpr int kNormRegs = 4;
+  const bool g_early = g && K <= kNormRegs * kThreads;
+  float gv[kNormRegs];
+#pragma unroll
+  for (int i = 0; i < kNormRegs; ++i) {
+    const int64_t k = threadIdx.x + static_cast<int64_t>(i) * kThreads;
+    gv[i] = g_early && k < K ? g[k] : 0.0f;
+  }
   for (int64_t k = threadIdx.x * 4; k < K; k += kThreads * 4)
     *reinterpret_cast<float4*>(xs + k) = __ldcg(reinterpret_cast<const float4*>(x + k));
   __syncthreads();
@@ -64,8 +75,18 @@ __device__ void stage(const float* x, int64_t K, const float* g, float eps, floa
   }
   __syncthreads();
   const float inv = *inv_s;
-  for (int64_t k = threadIdx.x; k < K; k += kThreads)
-    xs[k] = BF16 ? dev::norm_bf16(xs[k], inv, g[k]) : __fmul_rn(__fmul_rn(xs[k], inv), g[k]);
+  const auto normed = [&](float v, float w) {
+    return BF16 ? dev::norm_bf16(v, inv, w) : __fmul_rn(__fmul_rn(v, inv), w);
+  };
+  if (g_early) {
+#pragma unroll
+    for (int i = 0; i < kNormRegs; ++i) {
+      const int64_t k = threadIdx.x + static_cast<int64_t>(i) * kThreads;
+      if (k < K) xs[k] = normed(xs[k], gv[i]);
+    }
+  } else {
+    for (int64_t k = threadIdx.x; k < K; k += kThreads) xs[k] = normed(xs[k], g[k]);
+  }
   __syncthreads();
 }
 

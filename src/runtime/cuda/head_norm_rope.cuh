@@ -7,30 +7,53 @@
 
 namespace chorus::cuda::dev {
 
-// One head vector (D values in `buf`, a warp's shared scratch): RMS-norm with `nw` when set, then
-// rotary embedding at `pos`, written to dst (which may be buf). bf16: as nn::bf16::rms_norm and
-// nn::bf16::rope (bf16 cos/sin, every product and sum rounded).
+constexpr int kMaxHeadDim = 256;
+
+// One head vector (D ≤ kMaxHeadDim values in `buf`, a warp's shared scratch): RMS-norm with `nw`
+// when set, then rotary embedding at `pos`, written to dst (which may be buf). bf16: as
+// nn::bf16::rms_norm and nn::bf16::rope (bf16 cos/sin, every product and sum rounded). The norm
+// weights and frequencies are loaded first, so their round trips overlap the sum of squares
+// instead of following it.
 __device__ inline void norm_rope_head(float* buf, int D, const float* nw, float eps, const float* inv_freq, int pos,
                                       float* dst, bool bf16) {
+  constexpr int kChunks = kMaxHeadDim / 32;
   const int lane = threadIdx.x & 31;
+  const int half = D / 2;
+  float wv[kChunks], fv[kChunks / 2];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int d = lane + 32 * i;
+    wv[i] = nw && d < D ? nw[d] : 0.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < kChunks / 2; ++i) {
+    const int j = lane + 32 * i;
+    fv[i] = j < half ? inv_freq[j] : 0.0f;
+  }
   if (nw) {
     double ss = 0.0;
-    for (int d = lane; d < D; d += 32) ss += static_cast<double>(buf[d]) * buf[d];
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int d = lane + 32 * i;
+      if (d < D) ss += static_cast<double>(buf[d]) * buf[d];
+    }
     ss = warp_sum(ss);
     __syncwarp();
-    if (bf16) {
-      const float inv = inv_rms_bf16(ss, D, eps);
-      for (int d = lane; d < D; d += 32) buf[d] = norm_bf16(buf[d], inv, nw[d]);
-    } else {
-      const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(D) + static_cast<double>(eps)));
-      for (int d = lane; d < D; d += 32) buf[d] = __fmul_rn(__fmul_rn(buf[d], inv), nw[d]);
+    const float inv = bf16 ? inv_rms_bf16(ss, D, eps)
+                           : static_cast<float>(1.0 / sqrt(ss / static_cast<double>(D) + static_cast<double>(eps)));
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int d = lane + 32 * i;
+      if (d < D) buf[d] = bf16 ? norm_bf16(buf[d], inv, wv[i]) : __fmul_rn(__fmul_rn(buf[d], inv), wv[i]);
     }
     __syncwarp();
   }
-  const int half = D / 2;
   const float fpos = static_cast<float>(pos);
-  for (int i = lane; i < half; i += 32) {
-    const float angle = __fmul_rn(fpos, inv_freq[i]);
+#pragma unroll
+  for (int k = 0; k < kChunks / 2; ++k) {
+    const int i = lane + 32 * k;
+    if (i >= half) break;
+    const float angle = __fmul_rn(fpos, fv[k]);
     float s, c;
     sincosf(angle, &s, &c);
     const float a = buf[i], b = buf[i + half];
