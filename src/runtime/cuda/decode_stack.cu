@@ -2,9 +2,9 @@
 // cooperatively so all blocks are resident.
 //
 // Matrix phases: block b owns the contiguous feature rows [b·F/G, (b+1)·F/G) of the phase (G blocks)
-// and receives them whole in shared memory by bulk asynchronous copies (TMA), issued one phase
+// and receives them whole in shared memory by bulk asynchronous copies (TMA), issued about a phase
 // ahead into one of two buffers (qkv and gate/up alternate in one, o and down in the other), so
-// the weight stream runs on under barriers and staging and costs no registers. Within the block
+// the weight stream runs on under barriers and costs no registers. Within the block
 // row r goes to warp r mod 16; a lane reads 16 bytes (8 bf16) per chunk, chunk i covering
 // k = 8·lane + 256·i, summed in i order and then over lanes by a butterfly: the order of
 // cuda::linear's single-row kernel, so the results are bit-identical. The phase input is staged once
