@@ -110,7 +110,8 @@ fi
 # of every other build packed beside it (chorus_<name>, e.g. chorus_base), side by side: two rounds.
 #   SV_ROUNDS (default 2); SV_BUILDS_<name> (e.g. SV_BUILDS_breeze="chorus_base chorus"): the builds
 #   for that model (default all); SV_PERSIST_<name> (default "0 1"); SV_TRACE=0 leaves the persistent
-#   kernel's per-phase timing off (default: on with it).
+#   kernel's per-phase timing off (default: on with it); SV_FRAMES frames per run (default 100; the
+#   targets are stated at 250).
 stack_variants() {
   local name=$1 m=$2 builds b pick persist
   builds="$(cd "$bin" && ls chorus_* 2>/dev/null | tr '\n' ' ')chorus"
@@ -123,7 +124,7 @@ stack_variants() {
       for p in $persist; do
         echo "== $name round $round, $b, CHORUS_PERSISTENT=$p" | tee -a "$out/stack_variants.txt"
         CHORUS_PERSISTENT=$p CHORUS_STACK_TRACE=${SV_TRACE:-$p} timeout 150 "$bin/$b" bench --device cuda --model "$m" \
-          --frames 100 2>&1 | tee -a "$out/stack_variants.txt" | grep -E "^single stream|^decode_stack|^  [a-z]"
+          --frames "${SV_FRAMES:-100}" 2>&1 | tee -a "$out/stack_variants.txt" | grep -E "^single stream|^decode_stack|^  [a-z]"
       done
     done
   done
