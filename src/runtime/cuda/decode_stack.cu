@@ -42,7 +42,7 @@ struct Mat {
 
 // x (written by other blocks) → xs in shared memory, RMS-normed with `g` when given: the sum of
 // squares as cuda::linear's single-row kernel forms it (lane-strided float4s in f64, one warp).
-// (Every warp forming the sum itself measured no faster, in session 5, when staging still queued
+// (Every warp forming the sum itself measured no faster, but that was while staging still queued
 // behind the weight copies.)
 template <bool BF16>
 __device__ void stage(const float* x, int64_t K, const float* g, float eps, float* xs, float* inv_s) {
