@@ -14,8 +14,8 @@
 #include "models/codec/codec_folder.h"
 #include "models/codec/decoder_cuda.h"
 #include "runtime/cuda/cuda_device.h"
-#include "runtime/cuda/decode_stack.h"
 #include "runtime/cuda/cuda_handles.h"
+#include "runtime/cuda/decode_stack.h"
 
 namespace chorus::engine {
 

@@ -277,10 +277,10 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
     for (int64_t d = tid; d < a.embed_dim; d += kThreads)
       a.embed_out[r * a.embed_dim + d] = dev::bf16_bits_to_f32(a.embed_table[static_cast<int64_t>(c) * a.embed_dim + d]);
   if (a.embed_table_f32 && c >= 0 && c < V)
-    for (int64_t d = tid; d < a.embed_dim; d += kThreads)
-      a.embed_out[r * a.embed_dim + d] = a.embed_round_bf16
-                                             ? dev::round_bf16(a.embed_table_f32[static_cast<int64_t>(c) * a.embed_dim + d])
-                                             : a.embed_table_f32[static_cast<int64_t>(c) * a.embed_dim + d];
+    for (int64_t d = tid; d < a.embed_dim; d += kThreads) {
+      const float v = a.embed_table_f32[static_cast<int64_t>(c) * a.embed_dim + d];
+      a.embed_out[r * a.embed_dim + d] = a.embed_round_bf16 ? dev::round_bf16(v) : v;
+    }
 }
 
 }  // namespace
