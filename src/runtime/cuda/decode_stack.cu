@@ -387,6 +387,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
   // them, not at the barrier: staging's L2 reads no longer queue behind them (measured). The gate/up
   // copy stays at the barrier: after the attention it delayed the o phase.
   const bool issuer = threadIdx.x == 32;
+  // Blocks that attend issue their gate/up copy after the o phase's staging instead: at the barrier
+  // it queued ahead of the attention's L2 reads, and right after the attention ahead of the staging.
+  const bool attends = static_cast<int>(blockIdx.x) < a.q_heads;
   for (int l = 0; l < a.n_layers; ++l) {
     const StackLayerWeights& L = a.layers[l];
     const bool more = l + 1 < a.n_layers;
@@ -395,7 +398,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     if (issuer && l > 0) issue_rows<1>(o_mat(L), buf1, &bars[1]);
     stamp(a, ph, 1);
     gemv_rows<1, 0, BF16>(qkv_mat(L), xs, buf0, &bars[0], 0, a.qkv);
-    grid_sync(a, target, ph, [&] { issue_rows<2>(gu_mat(L), buf0, &bars[0]); });
+    grid_sync(a, target, ph, [&] {
+      if (!attends) issue_rows<2>(gu_mat(L), buf0, &bars[0]);
+    });
 
     stamp(a, ph + 1, 1);
     if (preload) mbar_wait(&bars[2], l & 1);
@@ -404,6 +409,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     grid_sync(a, target, ph + 1, none);
 
     stage_in(a.attn, qw, nullptr);
+    if (issuer && attends) issue_rows<2>(gu_mat(L), buf0, &bars[0]);
     stamp(a, ph + 2, 1);
     gemv_rows<1, 1, BF16>(o_mat(L), xs, buf1, &bars[1], 0, a.h);
     grid_sync(a, target, ph + 2, none);
