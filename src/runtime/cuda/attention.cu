@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
   const int new_pos = FUSED ? pos : -1;  // the fused kernel's new key and value are in shared memory
   dev::head_scores<false>(qs, kb, kstride, knew, new_pos, n, warps, D, a.scale, a.bf16, sc);
   __syncthreads();
-  dev::head_values(sc, n, vb, kstride, vnew, new_pos, warps, D, a.bf16, part);
+  dev::head_values<8>(sc, n, vb, kstride, vnew, new_pos, warps, D, a.bf16, part);
   __syncthreads();
   dev::head_output(part, warps, D, blockDim.x, a.bf16, o);
 }

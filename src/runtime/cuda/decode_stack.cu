@@ -338,7 +338,7 @@ __device__ void attend_head(const DecodeStackArgs& a, const StackLayerWeights& L
   const int64_t kstep = pre ? D : kstride;
   if (active) dev::head_scores<true>(qs, kb, kstep, knew, pos, n, warps, D, a.scale, BF16, sc);
   __syncthreads();
-  if (active) dev::head_values(sc, n, vb, kstep, vnew, pos, warps, D, BF16, part);
+  if (active) dev::head_values<4>(sc, n, vb, kstep, vnew, pos, warps, D, BF16, part);
   __syncthreads();
   dev::head_output(part, warps, D, kThreads, BF16, o);
   __syncthreads();  // the shared scratch is reused by the next head or phase
