@@ -307,27 +307,32 @@ TEST(GpuSampler, Uniform53IsBitExact) {
 }
 
 // Rows with every combination of sampler settings and rules, against sampling::sample.
-TEST(GpuSampler, EveryRowPicksTheCpuId) {
-  REQUIRE_GPU();
-  std::mt19937 rng(31);
-  const int V = 3072, R = 96;
-  const int32_t eos = 2150;
+// R rows of V logits (rules as the talker's: ids from 2048 masked except eos) through cuda::sample,
+// each against sampling::sample. Kinds (r % 7): greedy, top-k, top-p, both, temperature 0, top-k
+// above the vocabulary's finite count, and top-k over logits on a coarse grid (many values tie
+// with the k-th largest, all of which are kept).
+void expect_every_row_picks_the_cpu_id(int V, int R, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int32_t eos = std::min(2150, V - 1);
   std::vector<float> logits(static_cast<size_t>(R) * V);
   std::normal_distribution<float> nd(0.0f, 3.0f);
   for (auto& l : logits) l = nd(rng);
   for (int i = 0; i < 200; ++i) logits[rng() % logits.size()] = 1.5f;  // ties
+  for (int r = 6; r < R; r += 7)
+    for (int i = 0; i < V; ++i) logits[static_cast<size_t>(r) * V + i] = std::round(logits[static_cast<size_t>(r) * V + i] * 2) / 2;
   std::vector<cuda::DeviceSampler> params(R);
   std::vector<int32_t> frame(R), until(R);
   std::vector<uint8_t> pen(static_cast<size_t>(R) * V, 0);
   for (int r = 0; r < R; ++r) {
     cuda::DeviceSampler& p = params[r];
-    switch (r % 6) {
+    switch (r % 7) {
       case 0: p.greedy = 1; break;
       case 1: p.temperature = 0.9f; p.top_k = 50; break;
       case 2: p.temperature = 1.3f; p.top_p = 0.8f; break;
       case 3: p.temperature = 0.7f; p.top_k = 5; p.top_p = 0.9f; break;
       case 4: p.temperature = 0.0f; break;
-      default: p.temperature = 2.0f; p.top_k = 3000; break;
+      case 5: p.temperature = 2.0f; p.top_k = 3000; break;
+      default: p.temperature = 0.9f; p.top_k = 50; break;
     }
     p.repetition_penalty = 1.05f;
     const uint64_t seed = rng();
@@ -351,7 +356,7 @@ TEST(GpuSampler, EveryRowPicksTheCpuId) {
   a.frame = df.as<int32_t>();
   a.codebook = 0;
   a.penalized = dpen.as<uint8_t>();
-  a.allowed_below = 2048;
+  a.allowed_below = std::min(2048, V);
   a.also_allowed = eos;
   a.blocked_id = eos;
   a.block_until_frame = du.as<int32_t>();
@@ -369,7 +374,7 @@ TEST(GpuSampler, EveryRowPicksTheCpuId) {
       if (pen[static_cast<size_t>(r) * V + i]) penalized.push_back(i);
     sampling::LogitRules rules;
     rules.penalized = penalized;
-    rules.allowed_below = 2048;
+    rules.allowed_below = std::min(2048, V);
     rules.also_allowed = {&eos, 1};
     if (frame[r] < until[r]) rules.blocked = {&eos, 1};
     sampling::SamplerParams sp;
@@ -383,10 +388,20 @@ TEST(GpuSampler, EveryRowPicksTheCpuId) {
     auto want = sampling::sample(l, rules, sp, {seed, p.rng_stream, static_cast<uint32_t>(frame[r]), 0, 0});
     ASSERT_TRUE(want.ok());
     EXPECT_EQ(err[r], 0) << "row " << r;
-    EXPECT_EQ(got[r], *want) << "row " << r << " (kind " << r % 6 << ")";
+    EXPECT_EQ(got[r], *want) << "vocabulary " << V << ", row " << r << " (kind " << r % 7 << ")";
     distinct.insert(*want);
   }
-  EXPECT_GT(distinct.size(), 40u);  // the rows are not trivially alike
+  EXPECT_GT(distinct.size(), static_cast<size_t>(R) * 2 / 5) << "vocabulary " << V;  // rows not trivially alike
+}
+
+// Vocabularies of the talker (3072: 8 ids per thread), the code predictor (2048: 4 per thread),
+// Breeze's depth decoder (2051) and one that leaves the last warp part empty.
+TEST(GpuSampler, EveryRowPicksTheCpuId) {
+  REQUIRE_GPU();
+  expect_every_row_picks_the_cpu_id(3072, 112, 31);
+  expect_every_row_picks_the_cpu_id(2048, 112, 32);
+  expect_every_row_picks_the_cpu_id(2051, 56, 33);
+  expect_every_row_picks_the_cpu_id(700, 56, 34);
 }
 
 TEST(GpuSampler, NonFiniteAndFullyMaskedRowsReportErrors) {

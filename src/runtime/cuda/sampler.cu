@@ -14,7 +14,7 @@ namespace chorus::cuda {
 
 namespace {
 
-constexpr int kThreads = 1024;
+constexpr int kMaxThreads = 512;
 
 __device__ __forceinline__ void philox(uint32_t (&c)[4], uint32_t k0, uint32_t k1) {
   for (int round = 0; round < 10; ++round) {
@@ -55,53 +55,51 @@ __device__ __forceinline__ uint32_t order_key(float v) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// Exclusive prefix sum of one count per thread (block of kThreads); returns the total via *total.
-__device__ int block_exclusive_scan(int v, int* warp_sums, int* total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int x = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, x, o);
-    if (lane >= o) x += y;
-  }
-  __syncthreads();
-  if (lane == 31) warp_sums[warp] = x;
-  __syncthreads();
-  if (warp == 0) {
-    int w = warp_sums[lane];
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, w, o);
-      if (lane >= o) w += y;
-    }
-    warp_sums[lane] = w;  // inclusive
-  }
-  __syncthreads();
-  *total = warp_sums[31];
-  return x - v + (warp > 0 ? warp_sums[warp - 1] : 0);
-}
-
-constexpr int kPer = 4;          // ids per thread (contiguous): vocabularies up to kThreads·kPer
 constexpr int kSmemKept = 1024;  // kept ids listed in shared memory; more go to the global scratch
 
-// Block-wide argmax-free helpers keep every value in registers: thread t owns ids [kPer·t, kPer·t + kPer).
-__global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
-  __shared__ float fscratch[32];
-  __shared__ int iscratch[32];
-  __shared__ unsigned hist[256];
-  __shared__ unsigned sh_prefix, sh_remaining;
+// One warp's share of the block-wide reductions of step 2 (validity counts, largest value and its
+// first id), combined by every thread after a single barrier.
+struct WarpPartial {
+  int packed;  // 65536 · (NaN or +inf values) + finite values
+  float best;
+  int best_i;
+};
+
+// (value, id) of the larger value, the smaller id among equals: argmax keeping the first id.
+__device__ __forceinline__ void keep_best(float& best, int& best_i, float v, int i) {
+  if (v > best || (v == best && i < best_i)) {
+    best = v;
+    best_i = i;
+  }
+}
+
+// Barriers are the sampler's cost (one block, a chain of block-wide steps per row), so each
+// block-wide step takes one: partials go to shared memory and every thread combines them itself.
+// Thread t owns ids [kPer·t, kPer·t + kPer); the block has just enough warps for the vocabulary.
+template <int kPer>
+__global__ void __launch_bounds__(kMaxThreads) sample_kernel(SampleArgs a) {
+  __shared__ WarpPartial partial[32];
+  __shared__ int warp_kept[32];
+  __shared__ unsigned hist[4][256];  // one per radix pass, so no pass waits for a clear
   __shared__ int sh_choice;
   __shared__ double s_w[kSmemKept];
   __shared__ int s_id[kSmemKept], s_sorted[kSmemKept];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
+  for (int i = tid; i < 4 * 256; i += blockDim.x) hist[i >> 8][i & 255] = 0;
   dev::pdl_wait();
   const int r = blockIdx.x;
   const int V = a.vocab;
-  const int tid = threadIdx.x;
   const int i0 = tid * kPer;
   const float* l = a.logits + static_cast<int64_t>(r) * a.ld;
   const DeviceSampler p = a.params[r];
   const int frame = a.frame ? a.frame[r] + a.frame_offset : a.frame_offset;
   float v[kPer];
+  unsigned flagged = 0;  // bit j: id i0 + j has the repetition penalty
 #pragma unroll
-  for (int j = 0; j < kPer; ++j) v[j] = i0 + j < V ? l[i0 + j] : kNegInf;
+  for (int j = 0; j < kPer; ++j) {
+    v[j] = i0 + j < V ? l[i0 + j] : kNegInf;
+    if (a.penalized && i0 + j < V && a.penalized[static_cast<int64_t>(r) * V + i0 + j]) flagged |= 1u << j;
+  }
 
   // 1. Rules (sampling::apply_rules).
   if (a.penalized || a.allowed_below >= 0 || a.blocked_id >= 0) {
@@ -111,20 +109,38 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
       const int i = i0 + j;
       if (i >= V) continue;
       float x = v[j];
-      if (a.penalized && p.repetition_penalty != 1.0f && a.penalized[static_cast<int64_t>(r) * V + i])
-        x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;
+      if ((flagged >> j & 1u) && p.repetition_penalty != 1.0f) x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;
       if (block_now && i == a.blocked_id) x = kNegInf;
       if (a.allowed_below >= 0 && i >= a.allowed_below && i != a.also_allowed) x = kNegInf;
       v[j] = x;
     }
   }
-  // 2. Validity: no NaN / +inf, at least one finite logit (both counts in one reduction).
-  int packed = 0;
+  // 2. Validity (no NaN / +inf, at least one finite logit), and the largest value: of the logits
+  // for greedy (with its first id), of the scaled logits otherwise (step 3, temperature, comes
+  // first; division by a positive number keeps the order, so this is the CPU's max after top-k).
+  const bool greedy = p.greedy || p.temperature == 0.0f;
+  WarpPartial mine{0, kNegInf, V};
 #pragma unroll
-  for (int j = 0; j < kPer; ++j)
-    if (i0 + j < V) packed += (isnan(v[j]) || v[j] == -kNegInf ? 65536 : 0) + (v[j] != kNegInf ? 1 : 0);
-  packed = dev::block_sum(packed, iscratch);
-  const int finite = packed & 65535, bad = packed >> 16;
+  for (int j = 0; j < kPer; ++j) {
+    if (i0 + j >= V) continue;
+    mine.packed += (isnan(v[j]) || v[j] == -kNegInf ? 65536 : 0) + (v[j] != kNegInf ? 1 : 0);
+    if (!greedy) v[j] = v[j] / p.temperature;
+    if (!isnan(v[j])) keep_best(mine.best, mine.best_i, v[j], i0 + j);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    mine.packed += __shfl_xor_sync(0xffffffffu, mine.packed, o);
+    keep_best(mine.best, mine.best_i, __shfl_xor_sync(0xffffffffu, mine.best, o),
+              __shfl_xor_sync(0xffffffffu, mine.best_i, o));
+  }
+  if (lane == 0) partial[warp] = mine;
+  __syncthreads();
+  WarpPartial all{0, kNegInf, V};
+  for (int w = 0; w < warps; ++w) {
+    const WarpPartial q = partial[w];
+    all.packed += q.packed;
+    keep_best(all.best, all.best_i, q.best, q.best_i);
+  }
+  const int finite = all.packed & 65535, bad = all.packed >> 16;
   if (bad || finite == 0) {
     if (tid == 0) {
       if (a.error) a.error[r] = bad ? kSampleNonFinite : kSampleAllMasked;
@@ -133,87 +149,72 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
     return;
   }
 
-  if (p.greedy || p.temperature == 0.0f) {  // first id of the largest logit
-    float best = kNegInf;
-    int best_i = V;
-#pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      if (i0 + j < V && (v[j] > best || best_i == V)) {
-        best = v[j];
-        best_i = i0 + j;
-      }
-    const float mx = dev::block_max(best, fscratch);
-    int cand = best == mx ? best_i : V;
-    for (int o = 16; o > 0; o >>= 1) cand = min(cand, __shfl_xor_sync(0xffffffffu, cand, o));
-    if ((tid & 31) == 0) iscratch[tid >> 5] = cand;
-    __syncthreads();
-    if (tid < 32) {
-      int c = iscratch[tid];
-      for (int o = 16; o > 0; o >>= 1) c = min(c, __shfl_xor_sync(0xffffffffu, c, o));
-      if (tid == 0) sh_choice = c;
-    }
-    __syncthreads();
-  } else {
-    // 3. Temperature.
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) v[j] = v[j] / p.temperature;
+  int choice = all.best_i;  // greedy: the first id of the largest logit
+  if (!greedy) {
     // 4. Top-k: the k-th largest finite value by radix select over order keys, 8 bits at a time.
+    // Every warp finds the bin itself from the pass's histogram, and the select ends early when
+    // every value of that bin is kept (the bin's lowest key then separates kept from dropped).
     if (p.top_k > 0 && p.top_k < finite) {
       uint32_t prefix = 0, mask = 0, remaining = static_cast<uint32_t>(p.top_k);
-      for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = tid; i < 256; i += kThreads) hist[i] = 0;
-        __syncthreads();
+      for (int pass = 0; pass < 4; ++pass) {
+        const int shift = 24 - 8 * pass;
+        unsigned* h = hist[pass];
 #pragma unroll
         for (int j = 0; j < kPer; ++j) {
           if (v[j] == kNegInf) continue;
           const uint32_t key = order_key(v[j]);
-          if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
+          if ((key & mask) == prefix) atomicAdd(&h[(key >> shift) & 255u], 1u);
         }
         __syncthreads();
-        if (tid < 32) {  // the bin holding the remaining-th largest: lane l scans bins 255−8l down to 248−8l
-          uint32_t local = 0;
-          for (int i = 0; i < 8; ++i) local += hist[255 - 8 * tid - i];
-          uint32_t incl = local;
-          for (int o = 1; o < 32; o <<= 1) {
-            const uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
-            if (tid >= o) incl += y;
-          }
-          uint32_t cum = incl - local;
-          if (cum < remaining && remaining <= incl) {
-            int b = 255 - 8 * tid;
-            for (int i = 0; i < 7; ++i, --b) {
-              if (cum + hist[b] >= remaining) break;
-              cum += hist[b];
-            }
-            sh_remaining = remaining - cum;
-            sh_prefix = prefix | (static_cast<uint32_t>(b) << shift);
-          }
+        // Lane l holds bins 255−8l down to 248−8l; the bin with the remaining-th largest value.
+        uint32_t local = 0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) local += h[255 - 8 * lane - i];
+        uint32_t incl = local;
+        for (int o = 1; o < 32; o <<= 1) {
+          const uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
+          if (lane >= o) incl += y;
         }
-        __syncthreads();
-        prefix = sh_prefix;
-        remaining = sh_remaining;
+        uint32_t cum = incl - local;
+        const int holder = __ffs(__ballot_sync(0xffffffffu, cum < remaining && remaining <= incl)) - 1;
+        int b = 255 - 8 * lane;
+        if (lane == holder)
+          for (int i = 0; i < 7; ++i, --b) {
+            if (cum + h[b] >= remaining) break;
+            cum += h[b];
+          }
+        b = __shfl_sync(0xffffffffu, b, holder);
+        cum = __shfl_sync(0xffffffffu, cum, holder);
+        remaining -= cum;
+        prefix |= static_cast<uint32_t>(b) << shift;
         mask |= 255u << shift;
+        if (h[b] == remaining) break;
       }
 #pragma unroll
       for (int j = 0; j < kPer; ++j)
         if (v[j] != kNegInf && order_key(v[j]) < prefix) v[j] = kNegInf;
     }
     // 5. Weights w = exp(f64(s) − f64(max s)).
-    float mx = kNegInf;
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) mx = fmaxf(mx, v[j]);
-    mx = dev::block_max(mx, fscratch);
+    const double mx = static_cast<double>(all.best);
     double w[kPer];
-    int mine = 0;
+    int count = 0;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
-      w[j] = v[j] != kNegInf ? exp(static_cast<double>(v[j]) - static_cast<double>(mx)) : 0.0;
-      mine += w[j] > 0.0;
+      w[j] = v[j] != kNegInf ? exp(static_cast<double>(v[j]) - mx) : 0.0;
+      count += w[j] > 0.0;
     }
     // 6. The ids with w > 0 in ascending order (threads own contiguous ids), in shared memory when
-    // they fit.
-    int kept = 0;
-    int off = block_exclusive_scan(mine, iscratch, &kept);
+    // they fit: a warp scan, then each warp adds the counts of the warps before it.
+    int incl = count;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += y;
+    }
+    if (lane == 31) warp_kept[warp] = incl;
+    __syncthreads();
+    const int other = lane < warps ? warp_kept[lane] : 0;
+    const int kept = dev::warp_sum(other);
+    int off = incl - count + dev::warp_sum(lane < warp ? other : 0);
     const bool in_smem = kept <= kSmemKept;
     double* cw = in_smem ? s_w : a.scratch_w + static_cast<int64_t>(r) * V;
     int32_t* cid = in_smem ? s_id : a.scratch_ids + static_cast<int64_t>(r) * 2 * V;
@@ -228,7 +229,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
     __syncthreads();
     // 7. Top-p: rank the kept ids by (w descending, id ascending), keep the fewest reaching top_p·Σw.
     if (p.top_p < 1.0f) {
-      for (int e = tid; e < kept; e += kThreads) {
+      for (int e = tid; e < kept; e += blockDim.x) {
         const double we = cw[e];
         int rank = 0;
         for (int f = 0; f < kept; ++f) rank += cw[f] > we || (cw[f] == we && f < e);
@@ -246,38 +247,43 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
       }
       __syncthreads();
     }
-    // 8. Inverse CDF in ascending id order (sequential f64 sums, as the CPU).
+    // 8. Inverse CDF in ascending id order, with the CPU's sequential f64 sums in one pass: the
+    // running sums replace the weights (adding a zero weight leaves a sum unchanged, so they equal
+    // the CPU's sums at every kept id), the total is the last, and the chosen id is the first whose
+    // running sum exceeds the target (a binary search: the sums never decrease).
     if (tid == 0) {
-      double total = 0.0;
-      for (int e = 0; e < kept; ++e) total += cw[e];
-      const double target =
-          uniform53(p.seed_lo, p.seed_hi, p.rng_stream, static_cast<uint32_t>(frame), a.codebook) * total;
+      const double u = uniform53(p.seed_lo, p.seed_hi, p.rng_stream, static_cast<uint32_t>(frame), a.codebook);
       double cum = 0.0;
-      int last = -1, choice = -1;
+      int last = -1;
+#pragma unroll 4
       for (int e = 0; e < kept; ++e) {
         const double we = cw[e];
-        if (we <= 0.0) continue;
+        if (we > 0.0) last = e;
         cum += we;
-        last = cid[e];
-        if (cum > target) {
-          choice = last;
-          break;
-        }
+        cw[e] = cum;
       }
-      sh_choice = choice >= 0 ? choice : last;
+      const double target = u * cum;
+      int lo = 0, hi = kept;  // the first e with cw[e] > target lies in [lo, hi]
+      while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (cw[mid] > target) hi = mid;
+        else lo = mid + 1;
+      }
+      sh_choice = lo < kept ? cid[lo] : (last >= 0 ? cid[last] : -1);
     }
     __syncthreads();
+    choice = sh_choice;
   }
-  const int c = sh_choice;
+  const int c = choice;
   if (tid == 0) {
     a.out[static_cast<int64_t>(r) * a.out_stride] = c;
     if (a.mark_chosen && c >= 0 && c < V) a.mark_chosen[static_cast<int64_t>(r) * V + c] = 1;
   }
   if (a.embed_table && c >= 0 && c < V)
-    for (int64_t d = tid; d < a.embed_dim; d += kThreads)
+    for (int64_t d = tid; d < a.embed_dim; d += blockDim.x)
       a.embed_out[r * a.embed_dim + d] = dev::bf16_bits_to_f32(a.embed_table[static_cast<int64_t>(c) * a.embed_dim + d]);
   if (a.embed_table_f32 && c >= 0 && c < V)
-    for (int64_t d = tid; d < a.embed_dim; d += kThreads) {
+    for (int64_t d = tid; d < a.embed_dim; d += blockDim.x) {
       const float v = a.embed_table_f32[static_cast<int64_t>(c) * a.embed_dim + d];
       a.embed_out[r * a.embed_dim + d] = a.embed_round_bf16 ? dev::round_bf16(v) : v;
     }
@@ -290,8 +296,13 @@ Status sample(const SampleArgs& a, cudaStream_t s) {
   if (!a.logits || !a.params || !a.out || a.vocab <= 0 || a.ld < a.vocab)
     return make_error(ErrorCode::kInternal, "cuda sample: incomplete arguments");
   if (!a.scratch_w || !a.scratch_ids) return make_error(ErrorCode::kInternal, "cuda sample: no scratch");
-  if (a.vocab > kThreads * kPer) return make_error(ErrorCode::kUnsupported, "cuda sample: vocabulary above 4096");
-  CHORUS_CUDA_TRY(launch(sample_kernel, dim3(static_cast<unsigned>(a.rows)), dim3(kThreads), 0, s, a));
+  if (a.vocab > kMaxThreads * 8) return make_error(ErrorCode::kUnsupported, "cuda sample: vocabulary above 4096");
+  // Whole warps of 4 ids per thread (8 above 2048 ids); at most 512 threads, so no register spills.
+  const dim3 rows(static_cast<unsigned>(a.rows));
+  if (a.vocab <= kMaxThreads * 4)
+    CHORUS_CUDA_TRY(launch(sample_kernel<4>, rows, dim3((a.vocab + 127) / 128 * 32), 0, s, a));
+  else
+    CHORUS_CUDA_TRY(launch(sample_kernel<8>, rows, dim3((a.vocab + 255) / 256 * 32), 0, s, a));
   return ok_status();
 }
 
