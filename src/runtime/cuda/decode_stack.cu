@@ -240,6 +240,17 @@ __device__ __forceinline__ void grid_sync(const DecodeStackArgs& a, unsigned& ta
   if (threadIdx.x == 32) then();
 }
 
+// The other blocks' gate/up copy waits this long after the qkv barrier, so the attending blocks'
+// reads of the new q/k/v row (the attention's first, L2-bound step) do not queue behind it.
+constexpr unsigned long long kGateUpDelayNs = 1000;
+__device__ __forceinline__ void wait_ns(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
 __device__ void grid_exit(const DecodeStackArgs& a, int phase) {
   __syncthreads();
   stamp(a, phase, 2);
@@ -399,7 +410,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     stamp(a, ph, 1);
     gemv_rows<1, 0, BF16>(qkv_mat(L), xs, buf0, &bars[0], 0, a.qkv);
     grid_sync(a, target, ph, [&] {
-      if (!attends) issue_rows<2>(gu_mat(L), buf0, &bars[0]);
+      if (!attends) {
+        wait_ns(kGateUpDelayNs);
+        issue_rows<2>(gu_mat(L), buf0, &bars[0]);
+      }
     });
 
     stamp(a, ph + 1, 1);
