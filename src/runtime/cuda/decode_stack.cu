@@ -240,8 +240,10 @@ __device__ __forceinline__ void grid_sync(const DecodeStackArgs& a, unsigned& ta
   if (threadIdx.x == 32) then();
 }
 
-// The other blocks' gate/up copy waits this long after the qkv barrier, so the attending blocks'
-// reads of the new q/k/v row (the attention's first, L2-bound step) do not queue behind it.
+// The non-attending blocks' gate/up copy waits this long after the qkv barrier, so the attending
+// blocks' reads of the new q/k/v row (the attention's first, L2-bound step) do not queue behind
+// it. On the H200 1 µs made the 0.6B 2 % faster, 3 µs nothing, and issuing after the attention
+// (the copy then delays the o phase) 1 % slower (PERFORMANCE.md, session 8).
 constexpr unsigned long long kGateUpDelayNs = 1000;
 __device__ __forceinline__ void wait_ns(unsigned long long ns) {
   unsigned long long t0, t;
