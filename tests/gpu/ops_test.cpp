@@ -306,7 +306,6 @@ TEST(GpuSampler, Uniform53IsBitExact) {
     ASSERT_EQ(g[i], sampling::uniform53({0x123456789abcdefull, 7, 42, static_cast<uint32_t>(i), 0})) << i;
 }
 
-// Rows with every combination of sampler settings and rules, against sampling::sample.
 // R rows of V logits (rules as the talker's: ids from 2048 masked except eos) through cuda::sample,
 // each against sampling::sample. Kinds (r % 7): greedy, top-k, top-p, both, temperature 0, top-k
 // above the vocabulary's finite count, and top-k over logits on a coarse grid (many values tie

@@ -398,10 +398,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
   stamp(a, 0, 0);
   // The o, down and qkv copies are issued after the staging of the phase before the one that reads
   // them, not at the barrier: staging's L2 reads no longer queue behind them (measured). The gate/up
-  // copy stays at the barrier: after the attention it delayed the o phase.
+  // copy: blocks that attend issue it after the o phase's staging (at the barrier it queued ahead of
+  // their attention's L2 reads, right after the attention ahead of the staging); the others
+  // kGateUpDelayNs after the qkv barrier.
   const bool issuer = threadIdx.x == 32;
-  // Blocks that attend issue their gate/up copy after the o phase's staging instead: at the barrier
-  // it queued ahead of the attention's L2 reads, and right after the attention ahead of the staging.
   const bool attends = static_cast<int>(blockIdx.x) < a.q_heads;
   for (int l = 0; l < a.n_layers; ++l) {
     const StackLayerWeights& L = a.layers[l];

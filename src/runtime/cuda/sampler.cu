@@ -299,10 +299,11 @@ Status sample(const SampleArgs& a, cudaStream_t s) {
   if (a.vocab > kMaxThreads * 8) return make_error(ErrorCode::kUnsupported, "cuda sample: vocabulary above 4096");
   // Whole warps of 4 ids per thread (8 above 2048 ids); at most 512 threads, so no register spills.
   const dim3 rows(static_cast<unsigned>(a.rows));
+  const auto threads = [&](int per_thread) { return dim3((a.vocab + 32 * per_thread - 1) / (32 * per_thread) * 32); };
   if (a.vocab <= kMaxThreads * 4)
-    CHORUS_CUDA_TRY(launch(sample_kernel<4>, rows, dim3((a.vocab + 127) / 128 * 32), 0, s, a));
+    CHORUS_CUDA_TRY(launch(sample_kernel<4>, rows, threads(4), 0, s, a));
   else
-    CHORUS_CUDA_TRY(launch(sample_kernel<8>, rows, dim3((a.vocab + 255) / 256 * 32), 0, s, a));
+    CHORUS_CUDA_TRY(launch(sample_kernel<8>, rows, threads(8), 0, s, a));
   return ok_status();
 }
 
