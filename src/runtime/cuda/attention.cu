@@ -70,6 +70,30 @@ struct AttnParams {
   bool bf16;  // eager attention under bf16: scores, probabilities and outputs rounded (nn::bf16::attention)
 };
 
+// Small caches (Breeze's depth decoder: 16 positions): the fused kernel copies its kv group's
+// earlier keys and values into shared memory before it waits for the previous kernel, so after the
+// wait only the new q/k/v row is read from L2 (as the persistent stack's preload).
+constexpr int kPreloadKeys = 32;
+
+__host__ __device__ inline bool preloads(int64_t capacity, int64_t D) { return capacity <= kPreloadKeys && D % 4 == 0; }
+
+// The preloaded keys' offset in the dynamic shared memory (16-byte aligned), and the floats after it.
+__host__ __device__ inline int64_t preload_offset(int64_t D, int64_t capacity) {
+  return (dev::head_scratch_floats(D, capacity, dev::attention_warps(capacity)) + 3) & ~int64_t{3};
+}
+
+// Rows 0..earlier−1 of one kv head's keys and values (row stride `stride` floats) → keys, values
+// [earlier][D], through L2 (written by earlier kernels). All threads of the block.
+__device__ inline void preload_rows(const float* k, const float* v, int64_t stride, int earlier, int D, float* keys,
+                                    float* values) {
+  const int per_row = D / 4;
+  for (int i = threadIdx.x; i < earlier * per_row; i += blockDim.x) {
+    const int j = i / per_row, d = 4 * (i % per_row);
+    *reinterpret_cast<float4*>(keys + j * D + d) = __ldcg(reinterpret_cast<const float4*>(k + j * stride + d));
+    *reinterpret_cast<float4*>(values + j * D + d) = __ldcg(reinterpret_cast<const float4*>(v + j * stride + d));
+  }
+}
+
 // grid (q heads, rows). Shared: q, new key, new value [D each], scores [n], per-warp partial
 // outputs [warps, D]. FUSED (decode: one new row per sequence): the block norms and rotates its own
 // query head and its kv head's new key itself, takes the new key and value from shared memory,
@@ -77,6 +101,21 @@ struct AttnParams {
 template <bool FUSED>
 __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a) {
   extern __shared__ float smem[];
+  // The position read before the wait decides what is preloaded; the block uses the preload only if
+  // the position read after the wait is the same (a kernel just before could have moved it).
+  int preloaded_pos = -1;
+  if (FUSED && preloads(a.kv.capacity, a.D)) {
+    const int64_t r = blockIdx.y, seq = a.seqs[r];
+    const int pos = a.poss[r];
+    const int earlier = min(pos, static_cast<int>(a.kv.capacity));
+    if (seq >= 0 && pos >= 0) {
+      const int64_t kstride = static_cast<int64_t>(a.Hkv) * a.D;
+      const int64_t base = seq * a.kv.seq_stride + static_cast<int64_t>(blockIdx.x / (a.Hq / a.Hkv)) * a.D;
+      float* keys = smem + preload_offset(a.D, a.kv.capacity);
+      preload_rows(a.kv.k + base, a.kv.v + base, kstride, earlier, a.D, keys, keys + a.kv.capacity * a.D);
+      preloaded_pos = pos;
+    }
+  }
   if (FUSED && threadIdx.x == 0 && a.kv.capacity > dev::kSmallContext) {
     // While the previous kernel runs: the earlier positions' keys and values into L2, this block's
     // share. The position read before the wait is a hint (the caches below are only read after it).
@@ -115,9 +154,14 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
   }
   __syncthreads();
   const int new_pos = FUSED ? pos : -1;  // the fused kernel's new key and value are in shared memory
-  dev::head_scores<false>(qs, kb, kstride, knew, new_pos, n, warps, D, a.scale, a.bf16, sc);
+  // Earlier keys and values: preloaded [capacity][D] rows in shared memory, or the cache.
+  const bool pre = FUSED && preloaded_pos == pos;
+  const float* keys = pre ? smem + preload_offset(D, kv.capacity) : kb;
+  const float* values = pre ? keys + kv.capacity * D : vb;
+  const int64_t step = pre ? D : kstride;
+  dev::head_scores<false>(qs, keys, step, knew, new_pos, n, warps, D, a.scale, a.bf16, sc);
   __syncthreads();
-  dev::head_values<8>(sc, n, vb, kstride, vnew, new_pos, warps, D, a.bf16, part);
+  dev::head_values<8>(sc, n, values, step, vnew, new_pos, warps, D, a.bf16, part);
   __syncthreads();
   dev::head_output(part, warps, D, blockDim.x, a.bf16, o);
 }
@@ -125,6 +169,8 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
 std::atomic<int64_t> g_reserved_smem{48 * 1024};
 
 size_t attention_smem(int64_t capacity, int64_t head_dim) {
+  if (preloads(capacity, head_dim))
+    return static_cast<size_t>(preload_offset(head_dim, capacity) + 2 * capacity * head_dim) * sizeof(float);
   return static_cast<size_t>(dev::head_scratch_floats(head_dim, capacity, dev::attention_warps(capacity))) *
          sizeof(float);
 }

@@ -128,7 +128,9 @@ Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer 
                  bool bf16 = false);
 // Decode form of the two calls above in one kernel, for rows that are each the single new row of
 // their sequence (at its last position): QK-norm, rope, cache store of the new key and value, and
-// attention, from the raw projections qkv.
+// attention, from the raw projections qkv. With caches of up to 32 positions it reads the earlier
+// positions' keys and values before it waits for the kernel launched just before it (programmatic
+// dependent launch), so that kernel must not write them (the stores of earlier steps are fine).
 Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
                         float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,
                         cudaStream_t s, bool bf16 = false);
