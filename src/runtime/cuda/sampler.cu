@@ -73,14 +73,23 @@ __device__ __forceinline__ void keep_best(float& best, int& best_i, float v, int
   }
 }
 
+// Sums the counts and keeps the largest value with its first id over the warp's lanes (the order
+// does not matter: keep_best picks the same pair in any order).
+__device__ __forceinline__ void reduce_partial(WarpPartial& q) {
+  for (int o = 16; o > 0; o >>= 1) {
+    q.packed += __shfl_xor_sync(0xffffffffu, q.packed, o);
+    keep_best(q.best, q.best_i, __shfl_xor_sync(0xffffffffu, q.best, o), __shfl_xor_sync(0xffffffffu, q.best_i, o));
+  }
+}
+
 // Barriers are the sampler's cost (one block, a chain of block-wide steps per row), so each
 // block-wide step takes one: partials go to shared memory and every thread combines them itself.
 // Thread t owns ids [kPer·t, kPer·t + kPer); the block has just enough warps for the vocabulary.
 template <int kPer>
-__global__ void __launch_bounds__(kMaxThreads) sample_kernel(SampleArgs a) {
+__global__ void __launch_bounds__(kMaxThreads, 1) sample_kernel(SampleArgs a) {
   __shared__ WarpPartial partial[32];
   __shared__ int warp_kept[32];
-  __shared__ unsigned hist[4][256];  // one per radix pass, so no pass waits for a clear
+  __shared__ __align__(16) unsigned hist[4][256];  // one per radix pass, so no pass waits for a clear
   __shared__ int sh_choice;
   __shared__ double s_w[kSmemKept];
   __shared__ int s_id[kSmemKept], s_sorted[kSmemKept];
@@ -93,6 +102,12 @@ __global__ void __launch_bounds__(kMaxThreads) sample_kernel(SampleArgs a) {
   const float* l = a.logits + static_cast<int64_t>(r) * a.ld;
   const DeviceSampler p = a.params[r];
   const int frame = a.frame ? a.frame[r] + a.frame_offset : a.frame_offset;
+  // The draw does not depend on the logits: the last thread makes it while the loads are in flight
+  // (step 8 reads it after the barriers between).
+  const bool greedy = p.greedy || p.temperature == 0.0f;
+  __shared__ double s_u;
+  if (tid == blockDim.x - 1 && !greedy)
+    s_u = uniform53(p.seed_lo, p.seed_hi, p.rng_stream, static_cast<uint32_t>(frame), a.codebook);
   float v[kPer];
   unsigned flagged = 0;  // bit j: id i0 + j has the repetition penalty
 #pragma unroll
@@ -118,7 +133,6 @@ __global__ void __launch_bounds__(kMaxThreads) sample_kernel(SampleArgs a) {
   // 2. Validity (no NaN / +inf, at least one finite logit), and the largest value: of the logits
   // for greedy (with its first id), of the scaled logits otherwise (step 3, temperature, comes
   // first; division by a positive number keeps the order, so this is the CPU's max after top-k).
-  const bool greedy = p.greedy || p.temperature == 0.0f;
   WarpPartial mine{0, kNegInf, V};
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
@@ -127,19 +141,12 @@ __global__ void __launch_bounds__(kMaxThreads) sample_kernel(SampleArgs a) {
     if (!greedy) v[j] = v[j] / p.temperature;
     if (!isnan(v[j])) keep_best(mine.best, mine.best_i, v[j], i0 + j);
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    mine.packed += __shfl_xor_sync(0xffffffffu, mine.packed, o);
-    keep_best(mine.best, mine.best_i, __shfl_xor_sync(0xffffffffu, mine.best, o),
-              __shfl_xor_sync(0xffffffffu, mine.best_i, o));
-  }
+  reduce_partial(mine);
   if (lane == 0) partial[warp] = mine;
   __syncthreads();
-  WarpPartial all{0, kNegInf, V};
-  for (int w = 0; w < warps; ++w) {
-    const WarpPartial q = partial[w];
-    all.packed += q.packed;
-    keep_best(all.best, all.best_i, q.best, q.best_i);
-  }
+  // Lane w takes warp w's partial, so the combination is one more butterfly, not a loop over warps.
+  WarpPartial all = lane < warps ? partial[lane] : WarpPartial{0, kNegInf, V};
+  reduce_partial(all);
   const int finite = all.packed & 65535, bad = all.packed >> 16;
   if (bad || finite == 0) {
     if (tid == 0) {
@@ -166,29 +173,40 @@ __global__ void __launch_bounds__(kMaxThreads) sample_kernel(SampleArgs a) {
           if ((key & mask) == prefix) atomicAdd(&h[(key >> shift) & 255u], 1u);
         }
         __syncthreads();
-        // Lane l holds bins 255−8l down to 248−8l; the bin with the remaining-th largest value.
+        // Lane l holds bins 255−8l down to 248−8l (two 16-byte loads, walked in registers); the bin
+        // with the remaining-th largest value.
+        const uint4 upper = *reinterpret_cast<const uint4*>(&h[252 - 8 * lane]);
+        const uint4 lower = *reinterpret_cast<const uint4*>(&h[248 - 8 * lane]);
+        const uint32_t bins[8] = {upper.w, upper.z, upper.y, upper.x, lower.w, lower.z, lower.y, lower.x};
         uint32_t local = 0;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) local += h[255 - 8 * lane - i];
+        for (int i = 0; i < 8; ++i) local += bins[i];
         uint32_t incl = local;
         for (int o = 1; o < 32; o <<= 1) {
           const uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
           if (lane >= o) incl += y;
         }
-        uint32_t cum = incl - local;
-        const int holder = __ffs(__ballot_sync(0xffffffffu, cum < remaining && remaining <= incl)) - 1;
-        int b = 255 - 8 * lane;
-        if (lane == holder)
-          for (int i = 0; i < 7; ++i, --b) {
-            if (cum + h[b] >= remaining) break;
-            cum += h[b];
+        const int holder = __ffs(__ballot_sync(0xffffffffu, incl - local < remaining && remaining <= incl)) - 1;
+        // In the holder: the first of its bins that reaches `remaining`, the count above it and its size.
+        uint32_t cum = incl - local, size = bins[7];
+        int pick = 7;
+        bool picked = false;
+#pragma unroll
+        for (int i = 0; i < 7; ++i) {
+          if (!picked && cum + bins[i] >= remaining) {
+            pick = i;
+            size = bins[i];
+            picked = true;
           }
-        b = __shfl_sync(0xffffffffu, b, holder);
+          if (!picked) cum += bins[i];
+        }
+        const int b = __shfl_sync(0xffffffffu, 255 - 8 * lane - pick, holder);
         cum = __shfl_sync(0xffffffffu, cum, holder);
+        size = __shfl_sync(0xffffffffu, size, holder);
         remaining -= cum;
         prefix |= static_cast<uint32_t>(b) << shift;
         mask |= 255u << shift;
-        if (h[b] == remaining) break;
+        if (size == remaining) break;
       }
 #pragma unroll
       for (int j = 0; j < kPer; ++j)
@@ -252,7 +270,7 @@ __global__ void __launch_bounds__(kMaxThreads) sample_kernel(SampleArgs a) {
     // the CPU's sums at every kept id), the total is the last, and the chosen id is the first whose
     // running sum exceeds the target (a binary search: the sums never decrease).
     if (tid == 0) {
-      const double u = uniform53(p.seed_lo, p.seed_hi, p.rng_stream, static_cast<uint32_t>(frame), a.codebook);
+      const double u = s_u;
       double cum = 0.0;
       int last = -1;
 #pragma unroll 4
