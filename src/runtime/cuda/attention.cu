@@ -98,13 +98,15 @@ __device__ inline void preload_rows(const float* k, const float* v, int64_t stri
 // outputs [warps, D]. FUSED (decode: one new row per sequence): the block norms and rotates its own
 // query head and its kv head's new key itself, takes the new key and value from shared memory,
 // and the first query head of each kv group stores them into the cache for later steps.
-template <bool FUSED>
+// PRELOAD (FUSED, caches that preloads() takes) is a separate instantiation: its extra code slowed
+// the attention over long caches (1.7B talker) by ~1 % when it was a branch.
+template <bool FUSED, bool PRELOAD = false>
 __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a) {
   extern __shared__ float smem[];
   // The position read before the wait decides what is preloaded; the block uses the preload only if
   // the position read after the wait is the same (a kernel just before could have moved it).
   int preloaded_pos = -1;
-  if (FUSED && preloads(a.kv.capacity, a.D)) {
+  if (PRELOAD) {
     const int64_t r = blockIdx.y, seq = a.seqs[r];
     const int pos = a.poss[r];
     const int earlier = min(pos, static_cast<int>(a.kv.capacity));
@@ -155,7 +157,7 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
   __syncthreads();
   const int new_pos = FUSED ? pos : -1;  // the fused kernel's new key and value are in shared memory
   // Earlier keys and values: preloaded [capacity][D] rows in shared memory, or the cache.
-  const bool pre = FUSED && preloaded_pos == pos;
+  const bool pre = PRELOAD && preloaded_pos == pos;
   const float* keys = pre ? smem + preload_offset(D, kv.capacity) : kb;
   const float* values = pre ? keys + kv.capacity * D : vb;
   const int64_t step = pre ? D : kstride;
@@ -199,6 +201,8 @@ Status attention_reserve(int64_t capacity, int64_t head_dim) {
                                        static_cast<int>(need)));
   CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(need)));
+  CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(need)));
   g_reserved_smem.store(static_cast<int64_t>(need));
   return ok_status();
 }
@@ -223,8 +227,9 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
     return make_error(ErrorCode::kInternal, "cuda attention: call attention_reserve for this capacity first");
   const dim3 grid(static_cast<unsigned>(p.Hq), static_cast<unsigned>(rows));
   const dim3 block(static_cast<unsigned>(attention_threads(p.kv.capacity)));
-  CHORUS_CUDA_TRY(fused ? launch(attention_kernel<true>, grid, block, smem, s, p)
-                        : launch(attention_kernel<false>, grid, block, smem, s, p));
+  if (!fused) CHORUS_CUDA_TRY(launch(attention_kernel<false>, grid, block, smem, s, p));
+  else if (preloads(p.kv.capacity, p.D)) CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
+  else CHORUS_CUDA_TRY(launch(attention_kernel<true>, grid, block, smem, s, p));
   return ok_status();
 }
 }  // namespace
