@@ -42,5 +42,15 @@ cp "$bref"/goldens/gen_*.safetensors "$bref"/goldens/prefill_*.safetensors "$bre
 # The device tool carries at most 64 MiB: ship both folders compressed (unpack there with tar xJf).
 mkdir -p .devcarry/pack
 tar cf - -C .devcarry gpu | xz -6 -T2 > .devcarry/pack/gpu.tar.xz
-tar cf - -C .devcarry shared | xz -6 -T2 > .devcarry/pack/shared.tar.xz
+# PACK_SHARED=0 leaves the reference material out (~35 MB; the bench steps do not read it).
+rm -f .devcarry/pack/shared.tar.xz
+if [ "${PACK_SHARED:-1}" != 0 ]; then
+  tar cf - -C .devcarry shared | xz -6 -T2 > .devcarry/pack/shared.tar.xz
+fi
 du -sh "$dst" .devcarry/shared .devcarry/pack/*
+total=$(du -cb .devcarry/pack/*.tar.xz | tail -1 | cut -f1)
+if (( total > 64 * 1024 * 1024 )); then
+  echo "pack: $((total / 1024 / 1024)) MiB is over the device tool's 64 MiB carry: save fewer builds or suites" \
+    "(each stripped binary is ~2.6 MB compressed), or pack with PACK_SHARED=0 for bench-only runs" >&2
+  exit 1
+fi
