@@ -3,6 +3,8 @@
 #include "models/qwen3_tts/frame_batch_cuda.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -105,12 +107,11 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   const int64_t vmax = std::max(f.V_, f.CV_);
   CHORUS_TRY(f.alloc(f.scratch_w_, static_cast<size_t>(B * vmax) * sizeof(double)));
   CHORUS_TRY(f.alloc(f.scratch_ids_, static_cast<size_t>(2 * B * vmax) * I));
-  CHORUS_TRY(f.alloc(f.codes_, static_cast<size_t>(B * G) * I));
+  CHORUS_TRY(f.alloc(f.report_, static_cast<size_t>(2 * B * G + B) * I));
   CHORUS_TRY(f.alloc(f.frames_, B * I));
   CHORUS_TRY(f.alloc(f.prompt_rows_, B * I));
   CHORUS_TRY(f.alloc(f.talker_pos_, B * I));
   CHORUS_TRY(f.alloc(f.min_frames_, B * I));
-  CHORUS_TRY(f.alloc(f.errors_, B * I));
   CHORUS_TRY(f.alloc(f.history_, static_cast<size_t>(B * f.V_)));
   CHORUS_TRY(f.alloc(f.params_t_, B * sizeof(cuda::DeviceSampler)));
   CHORUS_TRY(f.alloc(f.params_cp_, B * sizeof(cuda::DeviceSampler)));
@@ -125,9 +126,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   CHORUS_TRY(f.alloc(f.prefill_seq_, static_cast<size_t>(f.talker_rows_) * I));
   CHORUS_TRY(f.alloc(f.prefill_pos_, static_cast<size_t>(f.talker_rows_) * I));
   CHORUS_TRY(f.alloc(f.last_row_, B * I));
-  CHORUS_ASSIGN(f.host_codes_, cuda::PinnedBuffer::alloc(static_cast<size_t>(B * G) * I));
-  CHORUS_ASSIGN(f.host_next_, cuda::PinnedBuffer::alloc(static_cast<size_t>(B * G) * I));
-  CHORUS_ASSIGN(f.host_err_, cuda::PinnedBuffer::alloc(B * I));
+  CHORUS_ASSIGN(f.host_report_, cuda::PinnedBuffer::alloc(static_cast<size_t>(2 * B * G + B) * I));
 
   std::vector<int32_t> prompt_rows, min_frames, off, count, iota(B), first_seq, first_pos, cp_pos;
   std::vector<cuda::DeviceSampler> pt, pc;
@@ -163,7 +162,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   return fb;
 }
 
-Status FrameBatch::sample_talker(cudaStream_t s) {
+Status FrameBatch::sample_talker(cudaStream_t s, bool copy_out) {
   cuda::LinearArgs head;
   head.x = z_.as<float>();
   head.ldx = H_;
@@ -183,17 +182,23 @@ Status FrameBatch::sample_talker(cudaStream_t s) {
   a.also_allowed = m_->eos_id();
   a.blocked_id = m_->eos_id();
   a.block_until_frame = min_frames_.as<int32_t>();
-  a.out = codes_.as<int32_t>();
+  a.out = codes_dev();
   a.out_stride = G_;
   a.mark_chosen = history_.as<uint8_t>();
-  a.error = errors_.as<int32_t>();
+  a.error = errors_dev();
   a.scratch_w = scratch_w_.as<double>();
   a.scratch_ids = scratch_ids_.as<int32_t>();
   CHORUS_TRY(cuda::sample(a, s));
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_next_.data(), codes_.data(), static_cast<size_t>(B_ * G_) * sizeof(int32_t),
-                                  cudaMemcpyDeviceToHost, s));
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_err_.data(), errors_.data(), static_cast<size_t>(B_) * sizeof(int32_t),
-                                  cudaMemcpyDeviceToHost, s));
+  if (!copy_out) return ok_status();
+  // The codes and the errors follow each other in the report: one copy.
+  const size_t offset = static_cast<size_t>(B_ * G_);
+  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_report_.as<int32_t>() + offset, codes_dev(),
+                                  static_cast<size_t>(B_ * G_ + B_) * sizeof(int32_t), cudaMemcpyDeviceToHost, s));
+  return ok_status();
+}
+
+Status FrameBatch::copy_report(cudaStream_t s) {
+  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_report_.data(), report_.data(), report_.bytes(), cudaMemcpyDeviceToHost, s));
   return ok_status();
 }
 
@@ -229,20 +234,20 @@ Status FrameBatch::prefill(const std::vector<const Prompt*>& prompts) {
     CHORUS_TRY(gather_rows(talker_out_.as<float>(), last_row_.as<int32_t>(), H_, b1 - b0, z_.as<float>() + b0 * H_, s));
     b0 = b1;
   }
-  CHORUS_TRY(sample_talker(s));
+  CHORUS_TRY(sample_talker(s, true));
   CHORUS_TRY(ev_[1].record(s));
   CHORUS_TRY(ev_[1].synchronize());
   CHORUS_ASSIGN(timing_.prefill_ms, ev_[1].elapsed_ms_since(ev_[0]));
   return ok_status();
 }
 
-Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
+Status FrameBatch::enqueue_code_predictor(cudaStream_t s, bool copy_out) {
   const DeviceModel& m = *m_;
   const nn::Qwen3Dims& cd = m.code_predictor().dims();
   const KvCacheRef kv{cp_kv_.as<float>(), B_, G_, cd.kv_heads * cd.head_dim};
   float* xt = xt_.as<float>();
   float* h = m.has_projection() ? xc_.as<float>() : xt;
-  int32_t* codes = codes_.as<int32_t>();
+  int32_t* codes = codes_dev();
   cuda::SampleArgs sa;
   sa.logits = logits_cp_.as<float>();
   sa.ld = CV_;
@@ -251,7 +256,7 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
   sa.params = params_cp_.as<cuda::DeviceSampler>();
   sa.frame = frames_.as<int32_t>();
   sa.out_stride = G_;
-  sa.error = errors_.as<int32_t>();
+  sa.error = errors_dev();
   sa.scratch_w = scratch_w_.as<double>();
   sa.scratch_ids = scratch_ids_.as<int32_t>();
   for (int k = 0; k + 1 < G_; ++k) {
@@ -290,33 +295,66 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
     sa.embed_dim = projected ? C_ : H_;
     CHORUS_TRY(cuda::sample(sa, s));
   }
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_codes_.data(), codes, static_cast<size_t>(B_ * G_) * sizeof(int32_t),
+  // The frame's codes are saved on the device by the kernel that advances the frame counters (so the
+  // seam to the talker stays kernel to kernel); the split graphs copy them out here as well.
+  CHORUS_TRY(advance_frames(frames_.as<int32_t>(), prompt_rows_.as<int32_t>(), static_cast<int32_t>(cap_),
+                            talker_pos_.as<int32_t>(), B_, codes, G_, frame_codes_dev(), s));
+  if (!copy_out) return ok_status();
+  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_report_.data(), frame_codes_dev(), static_cast<size_t>(B_ * G_) * sizeof(int32_t),
                                   cudaMemcpyDeviceToHost, s));
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_err_.data(), errors_.data(), static_cast<size_t>(B_) * sizeof(int32_t),
-                                  cudaMemcpyDeviceToHost, s));
-  return advance_frames(frames_.as<int32_t>(), prompt_rows_.as<int32_t>(), static_cast<int32_t>(cap_),
-                        talker_pos_.as<int32_t>(), B_, s);
+  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_report_.as<int32_t>() + 2 * B_ * G_, errors_dev(),
+                                  static_cast<size_t>(B_) * sizeof(int32_t), cudaMemcpyDeviceToHost, s));
+  return ok_status();
 }
 
-Status FrameBatch::enqueue_talker(cudaStream_t s) {
+Status FrameBatch::enqueue_talker(cudaStream_t s, bool copy_out) {
   const DeviceModel& m = *m_;
   const nn::Qwen3Dims& td = m.talker().dims();
   const KvCacheRef kv{talker_kv_.as<float>(), B_, cap_, td.kv_heads * td.head_dim};
   const TextRows text{text_rows_.as<float>(), text_off_.as<int32_t>(), text_count_.as<int32_t>(), pad_.as<float>()};
-  CHORUS_TRY(talker_inputs(m.embedding_tables(), H_, codes_.as<int32_t>(), G_, B_, text, frames_.as<int32_t>(),
+  CHORUS_TRY(talker_inputs(m.embedding_tables(), H_, codes_dev(), G_, B_, text, frames_.as<int32_t>(),
                            talker_h_.as<float>(), s));
   const cuda::RowMap map{iota_.as<int32_t>(), talker_pos_.as<int32_t>(), B_, true};
   CHORUS_TRY(m.talker().forward(talker_h_.as<float>(), z_.as<float>(), map, kv, talker_scratch_, ws_, s));
-  return sample_talker(s);
+  return sample_talker(s, copy_out);
 }
+
+namespace {
+
+// CHORUS_FRAME_GRAPH=split: two graphs per frame (times the talker and the code predictor apart).
+bool split_frame_graph() {
+  static const bool split = [] {
+    const char* v = std::getenv("CHORUS_FRAME_GRAPH");
+    return v && std::strcmp(v, "split") == 0;
+  }();
+  return split;
+}
+
+}  // namespace
 
 Status FrameBatch::run_frame(bool feed) {
   cudaStream_t s = stream_.get();
-  if (!cp_graph_.valid()) {
-    CHORUS_ASSIGN(cp_graph_, cuda::GraphExec::capture(s, [&] { return enqueue_code_predictor(s); }));
-    CHORUS_ASSIGN(talker_graph_, cuda::GraphExec::capture(s, [&] { return enqueue_talker(s); }));
-  }
+  timing_.whole_frame = feed && !split_frame_graph();
   CHORUS_TRY(ev_[0].record(s));
+  if (timing_.whole_frame) {
+    if (!frame_graph_.valid()) {
+      CHORUS_ASSIGN(frame_graph_, cuda::GraphExec::capture(s, [&]() -> Status {
+        CHORUS_TRY(enqueue_code_predictor(s, false));
+        CHORUS_TRY(enqueue_talker(s, false));
+        return copy_report(s);
+      }));
+    }
+    CHORUS_TRY(frame_graph_.launch(s));
+    CHORUS_TRY(ev_[2].record(s));
+    CHORUS_TRY(ev_[2].synchronize());
+    CHORUS_ASSIGN(timing_.code_predictor_ms, ev_[2].elapsed_ms_since(ev_[0]));
+    timing_.talker_ms = 0;
+    return ok_status();
+  }
+  if (!cp_graph_.valid()) {
+    CHORUS_ASSIGN(cp_graph_, cuda::GraphExec::capture(s, [&] { return enqueue_code_predictor(s, true); }));
+    CHORUS_ASSIGN(talker_graph_, cuda::GraphExec::capture(s, [&] { return enqueue_talker(s, true); }));
+  }
   CHORUS_TRY(cp_graph_.launch(s));
   CHORUS_TRY(ev_[1].record(s));
   if (feed) CHORUS_TRY(talker_graph_.launch(s));

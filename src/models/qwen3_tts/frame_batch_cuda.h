@@ -4,9 +4,12 @@
 // (two prompt rows, then one row per codebook) each followed by its head and the sampler, then the
 // talker step on the frame's embedding and the sampling of the next frame's codebook 0. The
 // per-step values that change (positions, frame counters that address the random draws, the
-// codes) live in device memory, so the two halves are each captured once into a CUDA graph and
-// replayed every frame. The frame's codes and the next codebook 0 are copied to pinned host memory
-// at the end of each half.
+// codes) live in device memory, so a frame is captured once into a CUDA graph and replayed. The
+// whole frame is one graph, so programmatic dependent launch carries across the seam between the
+// code predictor and the talker; the frame's codes are saved on the device at that seam, and the
+// codes, the next codebook 0 and the error flags reach pinned host memory in one copy at the end.
+// CHORUS_FRAME_GRAPH=split captures the two halves as two graphs instead (each half copies its
+// results out), which times the talker and the code predictor apart.
 //
 // Streams are slots 0..B−1 fixed at creation. All slots always compute; the caller ignores
 // finished ones (their positions are clamped inside their caches). Built only with CUDA.
@@ -33,7 +36,10 @@ struct StreamSetup {
 };
 
 struct FrameTiming {
-  float prefill_ms = 0, code_predictor_ms = 0, talker_ms = 0;  // device time of the last call
+  // Device time of the last call. With one graph per frame the talker's time is inside
+  // code_predictor_ms, and talker_ms is 0 (see whole_frame).
+  float prefill_ms = 0, code_predictor_ms = 0, talker_ms = 0;
+  bool whole_frame = false;
 };
 
 class FrameBatch {
@@ -54,17 +60,25 @@ class FrameBatch {
   // frame_codes() (and next_c0() with feed) are valid.
   Status run_frame(bool feed);
 
-  const int32_t* frame_codes(int b) const { return host_codes_.as<int32_t>() + b * G_; }
-  int32_t next_c0(int b) const { return host_next_.as<int32_t>()[b * G_]; }
-  int32_t error(int b) const { return host_err_.as<int32_t>()[b]; }
+  const int32_t* frame_codes(int b) const { return host_report_.as<int32_t>() + b * G_; }
+  int32_t next_c0(int b) const { return host_report_.as<int32_t>()[(B_ + b) * G_]; }
+  int32_t error(int b) const { return host_report_.as<int32_t>()[2 * B_ * G_ + b]; }
   const FrameTiming& timing() const { return timing_; }
   size_t device_bytes() const { return bytes_; }
 
  private:
   FrameBatch() = default;
-  Status enqueue_code_predictor(cudaStream_t s);
-  Status enqueue_talker(cudaStream_t s);
-  Status sample_talker(cudaStream_t s);
+  // The report (device and pinned host alike): [frame codes, B×G | codes, B×G | errors, B]. The
+  // samplers write the codes and errors; the frame codes are the codes as the code predictor left
+  // them (the talker's sampler then overwrites codebook 0 with the next frame's).
+  int32_t* frame_codes_dev() const { return report_.as<int32_t>(); }
+  int32_t* codes_dev() const { return report_.as<int32_t>() + B_ * G_; }
+  int32_t* errors_dev() const { return report_.as<int32_t>() + 2 * B_ * G_; }
+  // copy_out: end the half with its own copies to the host (two graphs per frame, and prefill).
+  Status enqueue_code_predictor(cudaStream_t s, bool copy_out);
+  Status enqueue_talker(cudaStream_t s, bool copy_out);
+  Status sample_talker(cudaStream_t s, bool copy_out);
+  Status copy_report(cudaStream_t s);
   Status alloc(cuda::DeviceBuffer& b, size_t bytes);
 
   std::shared_ptr<const DeviceModel> m_;
@@ -77,11 +91,11 @@ class FrameBatch {
   cuda::DeviceBuffer talker_kv_, cp_kv_;
   cuda::DeviceBuffer talker_h_, talker_out_, z_, logits_t_, xt_, xc_, logits_cp_;
   cuda::DeviceBuffer scratch_w_, scratch_ids_;
-  cuda::DeviceBuffer codes_, frames_, prompt_rows_, talker_pos_, min_frames_, errors_, history_;
+  cuda::DeviceBuffer report_, frames_, prompt_rows_, talker_pos_, min_frames_, history_;
   cuda::DeviceBuffer params_t_, params_cp_, text_rows_, text_off_, text_count_, pad_;
   cuda::DeviceBuffer iota_, cp_first_seq_, cp_first_pos_, cp_pos_, prefill_seq_, prefill_pos_, last_row_;
-  cuda::PinnedBuffer host_codes_, host_next_, host_err_;
-  cuda::GraphExec cp_graph_, talker_graph_;
+  cuda::PinnedBuffer host_report_;
+  cuda::GraphExec cp_graph_, talker_graph_, frame_graph_;
   FrameTiming timing_;
   size_t bytes_ = 0;
 };

@@ -42,13 +42,15 @@ __global__ void talker_inputs_kernel(const uint16_t* const* tables, int64_t H, c
   }
 }
 
-__global__ void advance_kernel(int32_t* frames, const int32_t* prompt_rows, int32_t cap, int32_t* pos, int B) {
+__global__ void advance_kernel(int32_t* frames, const int32_t* prompt_rows, int32_t cap, int32_t* pos, int B,
+                               const int32_t* codes, int G, int32_t* saved) {
   cuda::dev::pdl_wait();
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
   const int32_t f = frames[b] + 1;
   frames[b] = f;
   pos[b] = min(prompt_rows[b] + f - 1, cap - 1);
+  for (int g = 0; g < G; ++g) saved[b * G + g] = codes[b * G + g];
 }
 
 __global__ void gather_kernel(const float* src, const int32_t* index, int64_t width, float* dst) {
@@ -82,9 +84,10 @@ Status talker_inputs(const uint16_t* const* tables, int64_t hidden, const int32_
 }
 
 Status advance_frames(int32_t* frames, const int32_t* prompt_rows, int32_t capacity, int32_t* pos, int B,
-                      cudaStream_t s) {
+                      const int32_t* codes, int G, int32_t* saved, cudaStream_t s) {
   if (B <= 0) return ok_status();
-  CHORUS_CUDA_TRY(cuda::launch(advance_kernel, dim3((B + 255) / 256), dim3(256), 0, s, frames, prompt_rows, capacity, pos, B));
+  CHORUS_CUDA_TRY(cuda::launch(advance_kernel, dim3((B + 255) / 256), dim3(256), 0, s, frames, prompt_rows, capacity, pos, B,
+                               codes, G, saved));
   return ok_status();
 }
 
