@@ -34,19 +34,31 @@ __global__ void depth_code_kernel(AudioTable t, const int32_t* codes, int G, int
   for (int64_t i = threadIdx.x; i < W; i += blockDim.x) out[q * W + i] = row ? bf16f(row[i]) : 0.0f;
 }
 
+// One thread per element (grid: element blocks × rows); the codebook rows are loaded a group at a
+// time before any is added (reads in flight together), and summed in codebook order as the CPU does.
+constexpr int kRowThreads = 128;
+constexpr int kRowGroup = 16;
+
 __global__ void frame_rows_kernel(AudioTable t, const int32_t* codes, int G, int NB, float* out) {
   cuda::dev::pdl_wait();
-  const int q = blockIdx.x;
+  const int q = blockIdx.y;
   const int64_t W = t.width;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kRowThreads + threadIdx.x;
+  if (i >= W) return;
   const int32_t* c = codes + static_cast<int64_t>(q / NB) * G;
-  for (int64_t i = threadIdx.x; i < W; i += blockDim.x) {
-    float acc = 0.0f;
-    for (int k = 0; k < G; ++k) {
-      const uint16_t* row = table_row(t, k, c[k]);
-      acc = __fadd_rn(acc, row ? bf16f(row[i]) : 0.0f);
+  float acc = 0.0f;
+  for (int k0 = 0; k0 < G; k0 += kRowGroup) {
+    float v[kRowGroup];
+#pragma unroll
+    for (int j = 0; j < kRowGroup; ++j) {
+      const uint16_t* row = k0 + j < G ? table_row(t, k0 + j, c[k0 + j]) : nullptr;
+      v[j] = row ? bf16f(row[i]) : 0.0f;
     }
-    out[q * W + i] = acc;
+#pragma unroll
+    for (int j = 0; j < kRowGroup; ++j)
+      if (k0 + j < G) acc = __fadd_rn(acc, v[j]);
   }
+  out[q * W + i] = acc;
 }
 
 __global__ void guide_kernel(const float* in, int64_t ld_in, const Guide* guides, int NB, int64_t n, float* out,
@@ -99,7 +111,8 @@ Status depth_code_rows(AudioTable t, const int32_t* codes, int G, int k, int S, 
 
 Status frame_rows(AudioTable t, const int32_t* codes, int G, int S, int NB, float* out, cudaStream_t s) {
   if (S * NB <= 0) return ok_status();
-  CHORUS_CUDA_TRY(cuda::launch(frame_rows_kernel, dim3(S * NB), dim3(256), 0, s, t, codes, G, NB, out));
+  const dim3 grid(static_cast<unsigned>((t.width + kRowThreads - 1) / kRowThreads), static_cast<unsigned>(S * NB));
+  CHORUS_CUDA_TRY(cuda::launch(frame_rows_kernel, grid, dim3(kRowThreads), 0, s, t, codes, G, NB, out));
   return ok_status();
 }
 

@@ -27,19 +27,33 @@ __global__ void cp_step_kernel(const uint16_t* table, int64_t H, const int32_t* 
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) xt[b * H + i] = bf16f(table[static_cast<int64_t>(c) * H + i]);
 }
 
+// One thread per element of a row (grid: element blocks × streams). The codebook rows are loaded a
+// group at a time before any is added, so a thread's 16 reads are in flight together; the sum is
+// still taken in codebook order, then the text row, as the CPU does.
+constexpr int kInputThreads = 128;
+constexpr int kInputGroup = 16;
+
 __global__ void talker_inputs_kernel(const uint16_t* const* tables, int64_t H, const int32_t* codes, int G,
                                      TextRows text, const int32_t* frames, float* x) {
   cuda::dev::pdl_wait();
-  const int b = blockIdx.x;
+  const int b = blockIdx.y;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kInputThreads + threadIdx.x;
+  if (i >= H) return;
   const int32_t* c = codes + static_cast<int64_t>(b) * G;
   const int k = frames[b] - 1;
   const float* trow = k >= 0 && k < text.count[b] ? text.rows + (static_cast<int64_t>(text.offset[b]) + k) * H
                                                   : text.pad + b * H;
-  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    float acc = 0.0f;
-    for (int g = 0; g < G; ++g) acc += bf16f(tables[g][static_cast<int64_t>(c[g]) * H + i]);
-    x[b * H + i] = acc + trow[i];
+  float acc = 0.0f;
+  for (int g0 = 0; g0 < G; g0 += kInputGroup) {
+    float v[kInputGroup];
+#pragma unroll
+    for (int j = 0; j < kInputGroup; ++j)
+      v[j] = g0 + j < G ? bf16f(tables[g0 + j][static_cast<int64_t>(c[g0 + j]) * H + i]) : 0.0f;
+#pragma unroll
+    for (int j = 0; j < kInputGroup; ++j)
+      if (g0 + j < G) acc += v[j];
   }
+  x[b * H + i] = acc + trow[i];
 }
 
 __global__ void advance_kernel(int32_t* frames, const int32_t* prompt_rows, int32_t cap, int32_t* pos, int B,
@@ -79,7 +93,9 @@ Status cp_step_inputs(const uint16_t* table, int64_t hidden, const int32_t* code
 Status talker_inputs(const uint16_t* const* tables, int64_t hidden, const int32_t* codes, int G, int B, TextRows text,
                      const int32_t* frames, float* x, cudaStream_t s) {
   if (B <= 0) return ok_status();
-  CHORUS_CUDA_TRY(cuda::launch(talker_inputs_kernel, dim3(B), dim3(256), 0, s, tables, hidden, codes, G, text, frames, x));
+  const dim3 grid(static_cast<unsigned>((hidden + kInputThreads - 1) / kInputThreads), static_cast<unsigned>(B));
+  CHORUS_CUDA_TRY(cuda::launch(talker_inputs_kernel, grid, dim3(kInputThreads), 0, s, tables, hidden, codes, G, text,
+                               frames, x));
   return ok_status();
 }
 
