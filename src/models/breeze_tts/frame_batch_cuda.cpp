@@ -183,6 +183,7 @@ Status FrameBatch::sample_backbone(cudaStream_t s) {
   head.ldx = H_;
   head.M = Q_;
   head.out[0] = {m.lm_head().matrix(), nullptr, logits_b_.as<float>(), C_};
+  m.depth().prefetch_attention(0, head.prefetch);  // the next frame's first depth step
   CHORUS_TRY(cuda::linear(head, &ws_, s));
   // One branch per stream: guidance would only copy the logits, so the sampler reads them directly.
   if (NB_ > 1)
@@ -311,6 +312,11 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
     head.ldx = k == 1 ? 2 * D_ : D_;
     head.M = Q_;
     head.out[0] = {m.head(k - 1).matrix(), nullptr, logits, V_};
+    // The next step's stack, or after the last step the backbone's.
+    if (k + 1 < G_)
+      m.depth().prefetch_attention(0, head.prefetch);
+    else
+      m.backbone().prefetch_attention(0, head.prefetch);
     CHORUS_TRY(cuda::linear(head, &ws_, s));
     if (!single) CHORUS_TRY(guide_logits(logits, V_, guides_.as<Guide>(), S_, NB_, V_, guided_d_.as<float>(), V_, s));
     sa.logits = single ? logits : guided_d_.as<float>();

@@ -169,6 +169,16 @@ Result<bool> DeviceStack::forward_persistent(float* h, float* out, const cuda::R
   return true;
 }
 
+void DeviceStack::prefetch_attention(int64_t layer, cuda::L2Prefetch (&to)[4]) const {
+  if (!cuda::l2_prefetch_enabled() || layer < 0 || layer >= dims_.layers) return;
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  const DeviceTensor* parts[4] = {&L.q, &L.k, &L.v, &L.o};
+  for (int i = 0; i < 4; ++i) {
+    const cuda::DeviceMatrix w = parts[i]->matrix();
+    to[i] = {w.data, static_cast<size_t>(w.rows * w.cols) * sizeof(uint16_t)};
+  }
+}
+
 Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& sc,
                             cuda::LinearWorkspace& ws, cudaStream_t s, bool bf16) const {
   const nn::Qwen3Dims& d = dims_;
@@ -240,6 +250,7 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     dn.out[0] = {L.down.matrix(), nullptr, h, H};
     dn.epilogue = cuda::Epilogue::kAdd;
     dn.bf16 = bf16;
+    prefetch_attention(li + 1, dn.prefetch);  // the next layer's first launches are latency-bound
     CHORUS_TRY(cuda::linear(dn, &ws, s));
   }
   return out ? cuda::rms_norm(h, final_norm_.f32(), out, R, H, eps, s, bf16) : ok_status();

@@ -168,6 +168,7 @@ Status FrameBatch::sample_talker(cudaStream_t s, bool copy_out) {
   head.ldx = H_;
   head.M = B_;
   head.out[0] = {m_->codec_head().matrix(), nullptr, logits_t_.as<float>(), V_};
+  m_->code_predictor().prefetch_attention(0, head.prefetch);  // the next frame's first stack
   CHORUS_TRY(cuda::linear(head, &ws_, s));
   cuda::SampleArgs a;
   a.logits = logits_t_.as<float>();
@@ -284,6 +285,11 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s, bool copy_out) {
     head.norm_weight = m.code_predictor().final_norm();
     head.norm_eps = m.code_predictor().norm_eps();
     head.out[0] = {m.cp_head(k).matrix(), nullptr, logits_cp_.as<float>(), CV_};
+    // The next pass's stack, or after the last pass the talker's.
+    if (k + 2 < G_)
+      m.code_predictor().prefetch_attention(0, head.prefetch);
+    else
+      m.talker().prefetch_attention(0, head.prefetch);
     CHORUS_TRY(cuda::linear(head, &ws_, s));
     sa.codebook = static_cast<uint32_t>(k + 1);
     sa.out = codes + k + 1;

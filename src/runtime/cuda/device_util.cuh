@@ -39,6 +39,25 @@ __device__ __forceinline__ uint4 load_weights(const uint16_t* p, uint64_t policy
   return r;
 }
 
+// Block `part` of `parts` asks L2 to fetch its share of [ptr, ptr + bytes) (16-byte aligned inside
+// the range, so nothing outside it is touched). Asynchronous: nothing waits for it.
+__device__ __forceinline__ void prefetch_l2_share(const void* ptr, uint64_t bytes, unsigned part, unsigned parts) {
+  if (!ptr || bytes < 16) return;
+  const uint64_t first = (reinterpret_cast<uint64_t>(ptr) + 15) & ~uint64_t{15};
+  const uint64_t end = (reinterpret_cast<uint64_t>(ptr) + bytes) & ~uint64_t{15};
+  if (end <= first) return;
+  const uint64_t share = ((end - first) / parts + 15) & ~uint64_t{15};
+  const uint64_t a = first + share * part;
+  if (a >= end) return;
+  uint64_t n = min(share, end - a);
+  for (uint64_t at = a; n > 0;) {  // one instruction moves at most 2^32 − 16 bytes
+    const uint32_t piece = static_cast<uint32_t>(n < 0x7ffffff0ull ? n : 0x7ffffff0ull);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(at), "r"(piece) : "memory");
+    at += piece;
+    n -= piece;
+  }
+}
+
 template <class T>
 __device__ __forceinline__ T warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

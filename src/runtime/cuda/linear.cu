@@ -43,7 +43,16 @@ struct GemvParams {
   int nseg;
   int64_t rows_total;  // features computed (for SwiGLU: the gate's rows)
   bool bf16;           // bf16-activation mode: normed inputs and outputs stored as bf16
+  L2Prefetch prefetch[4];
 };
+
+// Thread 0 of each block (of the grid's first row of blocks) issues the block's share of the
+// requested L2 prefetches.
+__device__ __forceinline__ void issue_prefetch(const GemvParams& p) {
+  if (threadIdx.x != 0 || blockIdx.y != 0) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) dev::prefetch_l2_share(p.prefetch[i].ptr, p.prefetch[i].bytes, blockIdx.x, gridDim.x);
+}
 
 // 1 / RMS from a row's f64 sum of squares: cpu::rms_norm's formula, or nn::bf16::rms_norm's.
 __device__ __forceinline__ float inv_rms(double ss, int64_t K, float eps, bool bf16) {
@@ -190,6 +199,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
       const int64_t k = lane * 8 + 256 * i;
       pre[r][i] = VEC && valid && k < p.K ? dev::load_weights(w[r] + k, pol) : make_uint4(0, 0, 0, 0);
     }
+  issue_prefetch(p);
   dev::pdl_wait();
 
   if (p.norm_w) {  // 1 / RMS of each input row (f64 sums, as cpu::rms_norm), all rows in one pass
@@ -285,6 +295,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
         const int64_t k = lane * 8 + 256 * i;
         pre[r][m][i] = k < K ? dev::load_weights(w[r][m] + k, pol) : make_uint4(0, 0, 0, 0);
       }
+  issue_prefetch(p);
   dev::pdl_wait();
   if (first >= p.rows_total) return;
 
@@ -506,6 +517,14 @@ bool single_row_generic() {
   return generic;
 }
 
+bool l2_prefetch_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("CHORUS_L2_PREFETCH");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 int64_t gemv_max_rows() {
   static const int64_t n = [] {
     const char* e = std::getenv("CHORUS_GEMV_MAX_ROWS");
@@ -543,6 +562,7 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   p.nseg = a.outputs;
   p.rows_total = 0;
   p.bf16 = a.bf16;
+  for (int i = 0; i < 4; ++i) p.prefetch[i] = a.prefetch[i];
   bool vec = K % 8 == 0 && a.ldx % 4 == 0 && aligned16(a.x) && (!a.norm_weight || aligned16(a.norm_weight));
   for (int i = 0; i < a.outputs; ++i) {
     const LinearOut& o = a.out[i];

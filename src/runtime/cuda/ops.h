@@ -39,6 +39,16 @@ struct LinearOut {
   int64_t ldy = 0;
 };
 
+// A range of device memory to pull into L2 ahead of its use (LinearArgs::prefetch).
+struct L2Prefetch {
+  const void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+// Whether launches ask L2 for the next layer's attention weights (default on; CHORUS_L2_PREFETCH=0
+// turns it off, for measurements).
+bool l2_prefetch_enabled();
+
 // Up to three matrices that read the same input (q, k and v; gate and up) in one launch.
 struct LinearArgs {
   const float* x = nullptr;  // row m at x + m·ldx, K = out[0].w.cols floats
@@ -53,6 +63,12 @@ struct LinearArgs {
   // bf16(w · bf16(x · rsqrt(mean x² + eps))); each output is rounded to bf16, kAdd rounds the sum
   // again, kSwiGlu gives bf16(bf16(silu(bf16 g)) · bf16 u). false: the f32 path, unchanged.
   bool bf16 = false;
+  // Weights of a later launch that this one's blocks ask L2 to fetch (cp.async.bulk.prefetch) before
+  // they wait for their inputs, so a latency-bound launch that follows (a layer's q/k/v and o, ~5 MB)
+  // reads them from L2. No effect on results; matrix-vector path only. Measured on the H200 (Breeze,
+  // PERFORMANCE.md "Session 10"): the next layer's attention weights help; prefetching the MLP's
+  // 34-50 MB was slower (it does not stay in L2 until used).
+  L2Prefetch prefetch[4];
 };
 
 // Scratch for the tensor-core path (cuBLAS): the inputs split into bf16 high and low parts
