@@ -169,14 +169,26 @@ Result<bool> DeviceStack::forward_persistent(float* h, float* out, const cuda::R
   return true;
 }
 
+namespace {
+constexpr size_t kMaxAttentionPrefetch = size_t{16} << 20;
+}  // namespace
+
 void DeviceStack::prefetch_attention(int64_t layer, cuda::L2Prefetch (&to)[4]) const {
   if (!cuda::l2_prefetch_enabled() || layer < 0 || layer >= dims_.layers) return;
   const Layer& L = layers_[static_cast<size_t>(layer)];
   const DeviceTensor* parts[4] = {&L.q, &L.k, &L.v, &L.o};
+  cuda::L2Prefetch ranges[4];
+  size_t total = 0;
   for (int i = 0; i < 4; ++i) {
     const cuda::DeviceMatrix w = parts[i]->matrix();
-    to[i] = {w.data, static_cast<size_t>(w.rows * w.cols) * sizeof(uint16_t)};
+    ranges[i] = {w.data, static_cast<size_t>(w.rows * w.cols) * sizeof(uint16_t)};
+    total += ranges[i].bytes;
   }
+  // Measured on the H200 (PERFORMANCE.md, "Session 10"): Breeze's depth layers (5 MB) gain, its
+  // backbone's (24 MB) lose as much: a large prefetch competes with the running launch's own reads
+  // and does not stay in L2 until used.
+  if (total > kMaxAttentionPrefetch) return;
+  for (int i = 0; i < 4; ++i) to[i] = ranges[i];
 }
 
 Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& sc,
