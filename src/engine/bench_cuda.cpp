@@ -20,6 +20,22 @@ namespace chorus::engine {
 
 using namespace bench;
 
+namespace {
+
+// "talker T + code predictor C (device)", or the unsplit device time when each frame ran as one
+// graph: then the talker's time is inside the code predictor's figure, and only the last frame (no
+// talker step) leaves a few microseconds in the talker's.
+std::string device_split(double talker_ms, double cp_ms) {
+  std::string s;
+  if (talker_ms > 0.01 * cp_ms)
+    appendf(s, "talker %.3f + code predictor %.3f ms (device)", talker_ms, cp_ms);
+  else
+    appendf(s, "%.3f ms on the device (one graph per frame; CHORUS_FRAME_GRAPH=split times the talker apart)", cp_ms);
+  return s;
+}
+
+}  // namespace
+
 Result<std::string> cuda_bench(const CudaBenchOptions& o,
                                const std::function<SynthesisRequest(uint64_t, int64_t)>& request) {
   if (o.frames < 2 || o.batch_frames < 2 || o.warmup < 0)
@@ -74,16 +90,8 @@ Result<std::string> cuda_bench(const CudaBenchOptions& o,
   const double talker_ms = (one.times.backbone_s - one.first.backbone_s) * 1e3 / n;
   const double cp_ms = (one.times.depth_s - one.first.depth_s) * 1e3 / n;
   const double cpu_codec_ms = codec_total_ms / static_cast<double>(std::max<int64_t>(1, F));
-  // With one graph per frame the talker's time is inside the code predictor's figure; only the last
-  // frame (no talker step) adds a few microseconds to the talker's.
-  if (talker_ms > 0.01 * cp_ms)
-    appendf(rep, "single stream    %lld frames: %.3f ms per frame (wall, host included) = talker %.3f ms + code predictor "
-                 "%.3f ms (device)\n",
-            (long long)F, one.step_ms, talker_ms, cp_ms);
-  else  // one graph per frame: the device time is not split (CHORUS_FRAME_GRAPH=split splits it)
-    appendf(rep, "single stream    %lld frames: %.3f ms per frame (wall, host included); %.3f ms on the device (one graph "
-                 "per frame: CHORUS_FRAME_GRAPH=split times the talker and the code predictor apart)\n",
-            (long long)F, one.step_ms, cp_ms);
+  appendf(rep, "single stream    %lld frames: %.3f ms per frame (wall, host included); %s\n", (long long)F,
+          one.step_ms, device_split(talker_ms, cp_ms).c_str());
   appendf(rep, "codec            %.3f ms per frame on the GPU (wall, one frame per call; frame 0 %.3f ms; %.1f MiB of "
                "f32 weights + one stream state %.1f MiB); %.3f ms per frame on the CPU (frame 0 %.3f ms)\n",
           gc.mean_ms, gc.first_ms, static_cast<double>(gpu_codec.weight_bytes()) / (1024.0 * 1024.0),
@@ -104,11 +112,12 @@ Result<std::string> cuda_bench(const CudaBenchOptions& o,
   for (int64_t B : o.batches) {
     CHORUS_ASSIGN(const RunStats r, run_batch(*model, B, o.batch_frames, 1000, request));
     const double steps = static_cast<double>(o.batch_frames - 1);
-    appendf(rep, "batch %4lld      step %.3f ms (talker %.3f + code predictor %.3f device), first step %.1f ms, "
-                 "aggregate %.1f real-time streams\n",
-            (long long)B, r.step_ms, (r.times.backbone_s - r.first.backbone_s) * 1e3 / steps,
-            (r.times.depth_s - r.first.depth_s) * 1e3 / steps, r.first_ms,
-            static_cast<double>(B) * frame_ms / r.step_ms);
+    appendf(rep, "batch %4lld      step %.3f ms (%s), first step %.1f ms, aggregate %.1f real-time streams\n",
+            (long long)B, r.step_ms,
+            device_split((r.times.backbone_s - r.first.backbone_s) * 1e3 / steps,
+                         (r.times.depth_s - r.first.depth_s) * 1e3 / steps)
+                .c_str(),
+            r.first_ms, static_cast<double>(B) * frame_ms / r.step_ms);
   }
   appendf(rep, "GPU memory       peak %.3f GiB allocated by chorus over all runs\n", gib(cuda::memory_stats().peak));
   return rep;
