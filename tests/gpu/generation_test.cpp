@@ -78,7 +78,8 @@ Frames cpu_codes(const test::GenCase& c, const q3::GenerationSettings& g) {
 
 // Runs B streams in one device batch for `frames` frames.
 std::vector<Frames> gpu_codes(const std::string& model_dir, const std::vector<q3::Prompt>& prompts,
-                              const std::vector<q3::GenerationSettings>& settings, int frames) {
+                              const std::vector<q3::GenerationSettings>& settings, int frames,
+                              bool split_frames = false) {
   std::vector<q3::gpu::StreamSetup> setups;
   std::vector<const q3::Prompt*> ptrs;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -88,6 +89,7 @@ std::vector<Frames> gpu_codes(const std::string& model_dir, const std::vector<q3
   auto fb = q3::gpu::FrameBatch::create(device_model(model_dir), setups);
   EXPECT_TRUE(fb.ok()) << fb.error().to_string();
   if (!fb.ok()) return {};
+  (*fb)->set_split_frames(split_frames);
   auto st = (*fb)->prefill(ptrs);
   EXPECT_TRUE(st.ok()) << st.error().to_string();
   std::vector<Frames> out(prompts.size());
@@ -233,6 +235,28 @@ TEST(GpuGolden, LargeBatchKeepsTheGreedyCodes) {
     exact += !a.differs;
   }
   std::printf("[gpu batch 20] %d of %d streams equal the golden over all 640 decisions\n", exact, B);
+}
+
+// A frame as one graph (the default) and as two: the frame's codes are saved on the device at the
+// seam in one, copied out there in the other; every code and stop must agree.
+TEST(GpuGolden, OneGraphPerFrameEqualsTwo) {
+  REQUIRE_GPU();
+  const auto& c = *test::gen_cases()[0];
+  std::vector<q3::Prompt> prompts;
+  std::vector<q3::GenerationSettings> settings;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    prompts.push_back(prompt_of(c));
+    settings.push_back(sampled(kFrames, seed));
+  }
+  const auto whole = gpu_codes(c.model_dir, prompts, settings, kFrames, false);
+  const auto split = gpu_codes(c.model_dir, prompts, settings, kFrames, true);
+  ASSERT_EQ(whole.size(), 3u);
+  ASSERT_EQ(split.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(whole[i].size(), size_t(kFrames));
+    EXPECT_EQ(whole[i], split[i]) << "seed " << i + 1;
+  }
+  EXPECT_NE(whole[0], whole[1]);  // seeds matter: the comparison is not of constants
 }
 
 TEST(GpuGolden, SeededSamplingEqualsTheCpu) {

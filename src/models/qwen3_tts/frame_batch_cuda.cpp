@@ -18,6 +18,15 @@ namespace {
 // which bounds the prefill activations.
 constexpr int64_t kPrefillChunkRows = 1024;
 
+// CHORUS_FRAME_GRAPH=split: two graphs per frame (times the talker and the code predictor apart).
+bool split_frame_graph() {
+  static const bool split = [] {
+    const char* v = std::getenv("CHORUS_FRAME_GRAPH");
+    return v && std::strcmp(v, "split") == 0;
+  }();
+  return split;
+}
+
 cuda::DeviceSampler device_params(const sampling::SamplerParams& p, const GenerationSettings& g) {
   cuda::DeviceSampler d;
   d.greedy = p.greedy ? 1 : 0;
@@ -55,6 +64,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   if (!model || streams.empty()) return make_error(ErrorCode::kInternal, "frame batch: no model or no streams");
   std::unique_ptr<FrameBatch> fb(new FrameBatch());
   FrameBatch& f = *fb;
+  f.split_frames_ = split_frame_graph();
   f.m_ = std::move(model);
   const DeviceModel& m = *f.m_;
   f.B_ = static_cast<int>(streams.size());
@@ -325,22 +335,9 @@ Status FrameBatch::enqueue_talker(cudaStream_t s, bool copy_out) {
   return sample_talker(s, copy_out);
 }
 
-namespace {
-
-// CHORUS_FRAME_GRAPH=split: two graphs per frame (times the talker and the code predictor apart).
-bool split_frame_graph() {
-  static const bool split = [] {
-    const char* v = std::getenv("CHORUS_FRAME_GRAPH");
-    return v && std::strcmp(v, "split") == 0;
-  }();
-  return split;
-}
-
-}  // namespace
-
 Status FrameBatch::run_frame(bool feed) {
   cudaStream_t s = stream_.get();
-  timing_.whole_frame = feed && !split_frame_graph();
+  timing_.whole_frame = feed && !split_frames_;
   CHORUS_TRY(ev_[0].record(s));
   if (timing_.whole_frame) {
     if (!frame_graph_.valid()) {

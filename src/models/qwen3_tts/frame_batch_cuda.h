@@ -59,6 +59,9 @@ class FrameBatch {
   // One frame for every slot; with feed, also the talker step and the next codebook 0. Returns when
   // frame_codes() (and next_c0() with feed) are valid.
   Status run_frame(bool feed);
+  // Two graphs per frame instead of one (the default comes from CHORUS_FRAME_GRAPH=split); same
+  // codes, but the talker's device time is measured apart. Set before the first run_frame.
+  void set_split_frames(bool split) { split_frames_ = split; }
 
   const int32_t* frame_codes(int b) const { return host_report_.as<int32_t>() + b * G_; }
   int32_t next_c0(int b) const { return host_report_.as<int32_t>()[(B_ + b) * G_]; }
@@ -97,6 +100,7 @@ class FrameBatch {
   cuda::PinnedBuffer host_report_;
   cuda::GraphExec cp_graph_, talker_graph_, frame_graph_;
   FrameTiming timing_;
+  bool split_frames_ = false;
   size_t bytes_ = 0;
 };
 
