@@ -23,11 +23,11 @@ using namespace bench;
 namespace {
 
 // "talker T + code predictor C (device)", or the unsplit device time when each frame ran as one
-// graph: then the talker's time is inside the code predictor's figure, and only the last frame (no
-// talker step) leaves a few microseconds in the talker's.
+// graph: then the talker's time is inside the code predictor's figure and the talker's is 0
+// (FrameTiming).
 std::string device_split(double talker_ms, double cp_ms) {
   std::string s;
-  if (talker_ms > 0.01 * cp_ms)
+  if (talker_ms > 0)
     appendf(s, "talker %.3f + code predictor %.3f ms (device)", talker_ms, cp_ms);
   else
     appendf(s, "%.3f ms on the device (one graph per frame; CHORUS_FRAME_GRAPH=split times the talker apart)", cp_ms);

@@ -238,7 +238,8 @@ TEST(GpuGolden, LargeBatchKeepsTheGreedyCodes) {
 }
 
 // A frame as one graph (the default) and as two: the frame's codes are saved on the device at the
-// seam in one, copied out there in the other; every code and stop must agree.
+// seam in one, copied out there in the other; every code must agree (gpu_codes also checks that no
+// stream reports an error).
 TEST(GpuGolden, OneGraphPerFrameEqualsTwo) {
   REQUIRE_GPU();
   const auto& c = *test::gen_cases()[0];

@@ -337,9 +337,8 @@ Status FrameBatch::enqueue_talker(cudaStream_t s, bool copy_out) {
 
 Status FrameBatch::run_frame(bool feed) {
   cudaStream_t s = stream_.get();
-  timing_.whole_frame = feed && !split_frames_;
   CHORUS_TRY(ev_[0].record(s));
-  if (timing_.whole_frame) {
+  if (feed && !split_frames_) {
     if (!frame_graph_.valid()) {
       CHORUS_ASSIGN(frame_graph_, cuda::GraphExec::capture(s, [&]() -> Status {
         CHORUS_TRY(enqueue_code_predictor(s, false));
@@ -364,7 +363,10 @@ Status FrameBatch::run_frame(bool feed) {
   CHORUS_TRY(ev_[2].record(s));
   CHORUS_TRY(ev_[2].synchronize());
   CHORUS_ASSIGN(timing_.code_predictor_ms, ev_[1].elapsed_ms_since(ev_[0]));
-  CHORUS_ASSIGN(timing_.talker_ms, ev_[2].elapsed_ms_since(ev_[1]));
+  timing_.talker_ms = 0;
+  if (feed) {
+    CHORUS_ASSIGN(timing_.talker_ms, ev_[2].elapsed_ms_since(ev_[1]));
+  }
   return ok_status();
 }
 

@@ -36,10 +36,9 @@ struct StreamSetup {
 };
 
 struct FrameTiming {
-  // Device time of the last call. With one graph per frame the talker's time is inside
-  // code_predictor_ms, and talker_ms is 0 (see whole_frame).
+  // Device time of the last call. talker_ms is 0 when the frame had no talker step of its own: the
+  // last frame (no feed), or one graph per frame, where the talker's time is inside code_predictor_ms.
   float prefill_ms = 0, code_predictor_ms = 0, talker_ms = 0;
-  bool whole_frame = false;
 };
 
 class FrameBatch {
