@@ -93,7 +93,6 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   const nn::Qwen3Dims& dd = m.depth().dims();
   CHORUS_TRY(cuda::attention_reserve(f.cap_, bd.head_dim));
   CHORUS_TRY(cuda::attention_reserve(G, dd.head_dim));
-  CHORUS_TRY(cuda::attention_o_reserve({dd.heads, dd.kv_heads, dd.head_dim}, G));
 
   CHORUS_ASSIGN(f.stream_, cuda::Stream::create());
   for (auto& e : f.ev_) {

@@ -225,27 +225,22 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     const cuda::KvLayer layer = kv.layer(li);
     const float* qn = L.q_norm.empty() ? nullptr : L.q_norm.f32();
     const float* kn = L.k_norm.empty() ? nullptr : L.k_norm.f32();
-    if (rows.decode && cuda::attention_o_applies(shape, rows, layer, L.o.matrix())) {
-      // The attention and o in one launch (small caches: Breeze's depth decoder).
-      CHORUS_TRY(cuda::attention_o_decode(qkv, shape, qn, kn, eps, inv_freq_.f32(), scale, rows, layer, L.o.matrix(), h,
-                                          s, bf16));
+    if (rows.decode) {
+      CHORUS_TRY(
+          cuda::attention_decode(qkv, ld_qkv, shape, qn, kn, eps, inv_freq_.f32(), scale, rows, layer, attn, s, bf16));
     } else {
-      if (rows.decode) {
-        CHORUS_TRY(cuda::attention_decode(qkv, ld_qkv, shape, qn, kn, eps, inv_freq_.f32(), scale, rows, layer, attn, s,
-                                          bf16));
-      } else {
-        CHORUS_TRY(cuda::qk_norm_rope_store(qkv, ld_qkv, shape, qn, kn, eps, inv_freq_.f32(), rows, layer, q, s, bf16));
-        CHORUS_TRY(cuda::attention(q, shape, scale, rows, layer, attn, s, bf16));
-      }
-      cuda::LinearArgs o;
-      o.x = attn;
-      o.ldx = qw;
-      o.M = R;
-      o.out[0] = {L.o.matrix(), nullptr, h, H};
-      o.epilogue = cuda::Epilogue::kAdd;
-      o.bf16 = bf16;
-      CHORUS_TRY(cuda::linear(o, &ws, s));
+      CHORUS_TRY(cuda::qk_norm_rope_store(qkv, ld_qkv, shape, qn, kn, eps, inv_freq_.f32(), rows, layer, q, s, bf16));
+      CHORUS_TRY(cuda::attention(q, shape, scale, rows, layer, attn, s, bf16));
     }
+
+    cuda::LinearArgs o;
+    o.x = attn;
+    o.ldx = qw;
+    o.M = R;
+    o.out[0] = {L.o.matrix(), nullptr, h, H};
+    o.epilogue = cuda::Epilogue::kAdd;
+    o.bf16 = bf16;
+    CHORUS_TRY(cuda::linear(o, &ws, s));
 
     cuda::LinearArgs g;
     g.x = h;

@@ -88,7 +88,6 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   const nn::Qwen3Dims& cd = m.code_predictor().dims();
   CHORUS_TRY(cuda::attention_reserve(f.cap_, td.head_dim));
   CHORUS_TRY(cuda::attention_reserve(G, cd.head_dim));
-  CHORUS_TRY(cuda::attention_o_reserve({cd.heads, cd.kv_heads, cd.head_dim}, G));
 
   CHORUS_ASSIGN(f.stream_, cuda::Stream::create());
   for (auto& e : f.ev_) {

@@ -1,8 +1,7 @@
 // One query head's decode attention, in steps shared by the fused decode-attention kernel
 // (attention.cu) and the persistent decoder stack (decode_stack.cu), which must agree bit for bit.
 // A block runs them with `warps` working warps; shared scratch: q, the new key and value [D each],
-// scores [n], per-warp partial outputs [warps, D]. `first_warp`: the warps of a block that runs
-// several heads at once (attention_o.cu) count from there; 0 for a block with one head.
+// scores [n], per-warp partial outputs [warps, D].
 #pragma once
 
 #include "runtime/cuda/head_norm_rope.cuh"
@@ -47,9 +46,8 @@ __device__ inline void prefetch_kv_l2(const float* k, const float* v, int64_t fl
 // written it in the same kernel).
 __device__ inline void head_new_row(const float* row, int h, int g, int Hq, int Hkv, int D, const float* q_norm,
                                     const float* k_norm, float eps, const float* inv_freq, int pos, bool bf16,
-                                    float* qs, float* knew, float* vnew, bool store, float* kdst, float* vdst,
-                                    int first_warp = 0) {
-  const int warp = (threadIdx.x >> 5) - first_warp, lane = threadIdx.x & 31;
+                                    float* qs, float* knew, float* vnew, bool store, float* kdst, float* vdst) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (warp == 0) {
     for (int d = lane; d < D; d += 32) qs[d] = __ldcg(row + static_cast<int64_t>(h) * D + d);
     __syncwarp();
@@ -77,8 +75,8 @@ __device__ inline void head_new_row(const float* row, int h, int g, int Hq, int 
 // stack's talker attention measured 1.5x faster unrolled; the per-kernel attention ~1 % slower.
 template <bool UNROLL_D>
 __device__ inline void head_scores(const float* qs, const float* kb, int64_t kstep, const float* knew, int new_pos,
-                                   int n, int warps, int D, float scale, bool bf16, float* sc, int first_warp = 0) {
-  const int warp = (threadIdx.x >> 5) - first_warp, lane = threadIdx.x & 31;
+                                   int n, int warps, int D, float scale, bool bf16, float* sc) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int j0 = warp * kKeysPerWarp; j0 < n; j0 += warps * kKeysPerWarp) {
     const float* kr[kKeysPerWarp];
 #pragma unroll
@@ -119,8 +117,8 @@ __device__ inline void head_scores(const float* qs, const float* kb, int64_t kst
 // persistent stack keeps 4 (8 measured no faster there).
 template <int UNROLL_J>
 __device__ inline void head_values(const float* sc, int n, const float* vb, int64_t kstep, const float* vnew,
-                                   int new_pos, int warps, int D, bool bf16, float* part, int first_warp = 0) {
-  const int warp = (threadIdx.x >> 5) - first_warp, lane = threadIdx.x & 31;
+                                   int new_pos, int warps, int D, bool bf16, float* part) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float mx = -__int_as_float(0x7f800000);
   for (int j = lane; j < n; j += 32) mx = fmaxf(mx, sc[j]);
   mx = warp_max(mx);
@@ -149,10 +147,9 @@ __device__ inline void head_values(const float* sc, int n, const float* vb, int6
   }
 }
 
-// o[d] = Σ over warps of part (in warp order), by the `threads` threads from warp first_warp on.
-__device__ inline void head_output(const float* part, int warps, int D, int threads, bool bf16, float* o,
-                                   int first_warp = 0) {
-  for (int d = static_cast<int>(threadIdx.x) - 32 * first_warp; d < D; d += threads) {
+// o[d] = Σ over warps of part (in warp order), by all `threads` threads of the block.
+__device__ inline void head_output(const float* part, int warps, int D, int threads, bool bf16, float* o) {
+  for (int d = threadIdx.x; d < D; d += threads) {
     float total = 0.0f;
     for (int w = 0; w < warps; ++w) total += part[w * D + d];
     o[d] = bf16 ? round_bf16(total) : total;

@@ -117,18 +117,6 @@ __device__ __forceinline__ float sigmoid_f32(float v) { return 1.0f / (1.0f + ex
 // v stored as bf16 (round to nearest even), held in f32.
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-// One linear output value v (bias included) into *y: stored (epi 0), or added to the residual
-// stream (epi 1); with bf16, the product is rounded first and the sum after (both are stored
-// tensors upstream).
-__device__ __forceinline__ void store_out(float* y, float v, int epi, bool bf16) {
-  if (bf16) {
-    v = round_bf16(v);
-    *y = epi == 1 ? round_bf16(*y + v) : v;
-    return;
-  }
-  *y = epi == 1 ? *y + v : v;
-}
-
 // 1 / RMS as nn::bf16::rms_norm computes it from the f64 sum of squares: f32 mean, sqrt and division.
 __device__ __forceinline__ float inv_rms_bf16(double ss, int64_t dim, float eps) {
   return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(ss / static_cast<double>(dim)), eps)));

@@ -60,6 +60,17 @@ __device__ __forceinline__ float inv_rms(double ss, int64_t K, float eps, bool b
   return static_cast<float>(1.0 / sqrt(ss / static_cast<double>(K) + static_cast<double>(eps)));
 }
 
+// One output value v (bias included) into *y: stored, or added to the residual stream; with bf16,
+// the product is rounded first and the sum after (both are stored tensors upstream).
+__device__ __forceinline__ void store_out(float* y, float v, int epi, bool bf16) {
+  if (bf16) {
+    v = dev::round_bf16(v);
+    *y = epi == 1 ? dev::round_bf16(*y + v) : v;
+    return;
+  }
+  *y = epi == 1 ? *y + v : v;
+}
+
 __device__ __forceinline__ float swiglu_out(float g, float u, bool bf16) {
   return bf16 ? dev::swiglu_bf16(g, u) : __fmul_rn(__fmul_rn(g, dev::sigmoid_f32(g)), u);
 }
@@ -233,7 +244,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
     for (int m = 0; m < MT; ++m) {
       if (m0 + m >= p.M) break;
       const float v = sg.bias ? acc[0][m] + sg.bias[n] : acc[0][m];
-      dev::store_out(sg.y + (m0 + m) * sg.ldy + n, v, EPI, BF16);
+      store_out(sg.y + (m0 + m) * sg.ldy + n, v, EPI, BF16);
     }
   }
 }
@@ -368,7 +379,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
     } else {
       const Seg& sg = p.seg[seg[r]];
       const float v = sg.bias ? acc[r][0] + sg.bias[n] : acc[r][0];
-      dev::store_out(sg.y + n, v, EPI, BF16);
+      store_out(sg.y + n, v, EPI, BF16);
     }
   }
 }
@@ -485,7 +496,7 @@ __global__ void combine_kernel(CombineParams p) {
     const Seg& sg = p.seg[si];
     float v = p.ys[si][m * sg.n + n] + p.ys[si][(p.M + m) * sg.n + n];
     if (sg.bias) v += sg.bias[n];
-    dev::store_out(sg.y + m * sg.ldy + n, v, p.epi, p.bf16);
+    store_out(sg.y + m * sg.ldy + n, v, p.epi, p.bf16);
   }
 }
 

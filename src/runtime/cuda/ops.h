@@ -153,20 +153,6 @@ Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const flo
 // Call once (outside graph capture) before attention over caches of up to `capacity` positions.
 Status attention_reserve(int64_t capacity, int64_t head_dim);
 
-// attention_decode followed by the o projection (`o`: [out, q_heads·head_dim], added to `residual`,
-// as cuda::linear's kAdd epilogue) in one launch, bit-identical to the two. Taken for one decode
-// row over a cache of at most 32 positions (Breeze's depth decoder, the code predictors) once
-// attention_o_reserve made room for the shape (outside graph capture; a shape whose shared memory
-// does not fit is left to the two launches). CHORUS_ATTENTION_O=0 or attention_o_set_enabled(false)
-// turns it off (measurements, tests); attention_o_launches counts launches (tests).
-Status attention_o_reserve(HeadShape h, int64_t capacity);
-bool attention_o_applies(HeadShape h, const RowMap& rows, const KvLayer& kv, const DeviceMatrix& o);
-Status attention_o_decode(const float* qkv, HeadShape h, const float* q_norm, const float* k_norm, float eps,
-                          const float* inv_freq, float scale, RowMap rows, KvLayer kv, DeviceMatrix o, float* residual,
-                          cudaStream_t s, bool bf16 = false);
-void attention_o_set_enabled(bool on);
-uint64_t attention_o_launches();
-
 // ---- sampling ----------------------------------------------------------------------------------
 
 // One stream's sampler settings and random-number key (as sampling::SamplerParams / DrawAddress).
