@@ -20,11 +20,10 @@ std::vector<float> cpu_rms_norm(const std::vector<float>& x, const std::vector<f
   return y;
 }
 
-// Long rows (K >= kLinearSplitK: the single-row kernel gives each of 4 runs of a lane's chunks its
-// own warp) give bit for bit what the multi-row kernel gives for the same row (it sums the same
-// runs in the same order; without the RMS prologue, whose sum the two kernels reduce differently),
-// for every epilogue, and match the CPU. K = 4104 is not a multiple of 256: 17 chunks in runs of
-// 5, 5, 5 and 2, the last chunk only lane 0's.
+// Long rows (K >= 4096: the single-row kernel's deep loads) give bit for bit what the multi-row
+// kernel gives for the same row (the same per-feature order; without the RMS prologue, whose sum
+// the two kernels reduce differently), for every epilogue, and match the CPU. K = 4104 is not a
+// multiple of 256, so lanes leave the deep loop at different chunks.
 TEST(GpuLinear, LongSingleRowsEqualTheMultiRowKernelBitForBit) {
   REQUIRE_GPU();
   std::mt19937 rng(12);

@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_handles.h"
-#include "runtime/cuda/ops.h"
 #include "runtime/cuda/decode_stack.h"
 #include "runtime/cuda/device_util.cuh"
 #include "runtime/cuda/launch.cuh"
@@ -641,8 +640,6 @@ bool decode_stack_applies(const DecodeStackArgs& a) {
     return false;
   if (a.hidden % 256 != 0 || (a.q_heads * D) % 256 != 0 || a.intermediate <= 0 || a.intermediate % 256 != 0)
     return false;
-  // Rows this long are summed in runs by cuda::linear (kLinearSplitK), which this kernel does not do.
-  if (a.hidden >= kLinearSplitK || a.q_heads * D >= kLinearSplitK || a.intermediate >= kLinearSplitK) return false;
   // Staged inputs are read as float4.
   for (const void* p : {static_cast<const void*>(a.h), static_cast<const void*>(a.attn), static_cast<const void*>(a.mlp)})
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;

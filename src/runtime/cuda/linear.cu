@@ -97,18 +97,6 @@ __device__ __forceinline__ void load_x8(const float* xr, int64_t k, const float*
 
 constexpr int kPrefetch = 4;  // 16-byte weight loads per lane and row issued before the PDL wait
 
-// Rows of K >= kLinearSplitK: a lane's 16-byte chunks (k = 8·lane + 256·i) form kLinearSplitParts
-// consecutive runs of this many chunks (the last may be shorter); each run is summed from zero and
-// the runs are then added in order. Why: the single-row kernel gives each run its own warp, so a
-// long row is read by 4 warps at once (Breeze's depth-decoder down projection, 1024 rows of 16 KB,
-// had only 8 warps per SM, too few loads in flight to stream); the multi-row kernel keeps the same
-// order, so a row's result still does not depend on the batch. Short rows are one run.
-__host__ __device__ inline int64_t chunks_per_part(int64_t K) {
-  const int64_t n = (K + 255) / 256;
-  return K >= kLinearSplitK ? (n + kLinearSplitParts - 1) / kLinearSplitParts : n;
-}
-static_assert(kLinearSplitK / 256 / kLinearSplitParts >= kPrefetch, "the prefetched chunks lie in the first run");
-
 // NW weight rows (1, or 2 for SwiGLU's gate and up) against MT input rows. `pre` holds the first
 // kPrefetch 16-byte chunks of each row (VEC path), loaded before the kernel waited for its inputs.
 template <int MT, int NW, bool VEC, bool BF16>
@@ -150,34 +138,13 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
         step(k, wv);
       }
     }
-    // Long rows: the chunks form kLinearSplitParts parts, each summed from zero and then folded in
-    // part order, as the single-row split kernel's warps do (see split_parts).
-    const int64_t n_chunks = (K + 255) / 256, per_part = chunks_per_part(K);
-    float total[NW][MT];
-    for (int64_t end = per_part, i0 = kPrefetch;; end += per_part) {
 #pragma unroll 4
-      for (int64_t i = i0; i < min(end, n_chunks); ++i) {
-        const int64_t k = lane * 8 + 256 * i;
-        if (k >= K) break;
-        uint4 wv[NW];
+    for (int64_t k = lane * 8 + 256 * kPrefetch; k < K; k += 256) {
+      uint4 wv[NW];
 #pragma unroll
-        for (int r = 0; r < NW; ++r) wv[r] = dev::load_weights(w[r] + k, pol);
-        step(k, wv);
-      }
-#pragma unroll
-      for (int r = 0; r < NW; ++r)
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          total[r][m] = end == per_part ? acc[r][m] : __fadd_rn(total[r][m], acc[r][m]);
-          acc[r][m] = 0.0f;
-        }
-      if (end >= n_chunks) break;
-      i0 = end;
+      for (int r = 0; r < NW; ++r) wv[r] = dev::load_weights(w[r] + k, pol);
+      step(k, wv);
     }
-#pragma unroll
-    for (int r = 0; r < NW; ++r)
-#pragma unroll
-      for (int m = 0; m < MT; ++m) acc[r][m] = total[r][m];
   } else {
     for (int64_t k = lane; k < K; k += 32) {
       float wf[NW];
@@ -287,7 +254,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
 // waits for its inputs, derives the RMS of x by itself (x is L1-resident), then reduces.
 constexpr int kG1Warps = 8;
 
-template <int NW, int EPI, int ROWS, bool BF16>
+// DEEP (long rows, K >= kDeepK): the loop after the prefetched chunks loads kDeepChunks chunks per
+// row before it multiplies any of them, so a warp keeps 8x more of its row in flight. The chunks
+// are still summed in k order, so the result is bit-identical to the shallow loop. Only long rows
+// get it: its registers would lower the occupancy of the short-row launches.
+constexpr int kDeepChunks = 8;
+constexpr int64_t kDeepK = 4096;
+
+template <int NW, int EPI, int ROWS, bool BF16, bool DEEP>
 __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kG1Warps + warp) * ROWS;
@@ -373,8 +347,18 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
 #pragma unroll
       for (int m = 0; m < NW; ++m) wv[r][m] = dev::load_weights(w[r][m] + k, pol);
   };
+  int64_t k_rest = lane * 8 + 256 * kPrefetch;
+  if constexpr (DEEP) {
+    for (; k_rest + 256 * (kDeepChunks - 1) < K; k_rest += 256 * kDeepChunks) {
+      uint4 wv[kDeepChunks][ROWS][NW];
+#pragma unroll
+      for (int c = 0; c < kDeepChunks; ++c) load_chunk(k_rest + 256 * c, wv[c]);
+#pragma unroll
+      for (int c = 0; c < kDeepChunks; ++c) step(k_rest + 256 * c, wv[c]);
+    }
+  }
 #pragma unroll 2
-  for (int64_t k = lane * 8 + 256 * kPrefetch; k < K; k += 256) {
+  for (int64_t k = k_rest; k < K; k += 256) {
     uint4 wv[ROWS][NW];
     load_chunk(k, wv);
     step(k, wv);
@@ -400,117 +384,31 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   }
 }
 
-// Long rows (K >= kLinearSplitK), one input row: kLinearSplitParts warps per feature, warp `part`
-// summing run `part` of every lane's chunks (chunks_per_part), its first kPrefetch chunks loaded
-// before the wait and the rest in batches of kPrefetch. The first warp of each feature adds the
-// runs in order, as the multi-row kernel does, then reduces over lanes.
-constexpr int kSplitFeatures = kG1Warps / kLinearSplitParts;  // features per block
+template <int EPI, bool BF16, bool DEEP>
+cudaError_t launch_gemv1_depth(const GemvParams& p, cudaStream_t s) {
+  constexpr int NW = EPI == 2 ? 2 : 1;
+  // Two features per warp for the large matrices keeps one wave of warps on the GPU.
+  if (NW == 1 && p.rows_total > 2048) {
+    const unsigned blocks = static_cast<unsigned>((p.rows_total + 2 * kG1Warps - 1) / (2 * kG1Warps));
+    return launch(gemv1_kernel<NW, EPI, 2, BF16, DEEP>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
+  }
+  const unsigned blocks = static_cast<unsigned>((p.rows_total + kG1Warps - 1) / kG1Warps);
+  return launch(gemv1_kernel<NW, EPI, 1, BF16, DEEP>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
+}
 
-template <int NW, int EPI, bool BF16>
-__global__ void __launch_bounds__(kG1Warps * 32) gemv1_split_kernel(GemvParams p) {
-  __shared__ float part_sums[kG1Warps][NW][32];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int part = warp % kLinearSplitParts;
-  const int64_t feature = static_cast<int64_t>(blockIdx.x) * kSplitFeatures + warp / kLinearSplitParts;
-  const bool valid = feature < p.rows_total;
-  const int64_t K = p.K, per_part = chunks_per_part(K);
-  const int64_t i_begin = part * per_part, i_end = min((K + 255) / 256, i_begin + per_part);
-  const uint64_t pol = dev::weight_l2_policy();
-  int si = 0;
-  int64_t n = valid ? feature : 0;
-  if (EPI != 2)
-    while (si + 1 < p.nseg && n >= p.seg[si].n) {
-      n -= p.seg[si].n;
-      ++si;
-    }
-  const uint16_t* w[NW];
-#pragma unroll
-  for (int r = 0; r < NW; ++r) w[r] = p.seg[NW == 2 ? r : si].w + n * K;
-  // Chunk i of this warp's rows, or zeros past the run or the row.
-  auto load_chunk = [&](int64_t i, uint4 (&wv)[NW]) {
-    const int64_t k = lane * 8 + 256 * i;
-#pragma unroll
-    for (int r = 0; r < NW; ++r)
-      wv[r] = valid && i < i_end && k < K ? dev::load_weights(w[r] + k, pol) : make_uint4(0, 0, 0, 0);
-  };
-  uint4 pre[kPrefetch][NW];
-#pragma unroll
-  for (int c = 0; c < kPrefetch; ++c) load_chunk(i_begin + c, pre[c]);
-  issue_prefetch(p);
-  dev::pdl_wait();
-
-  float inv = 1.0f;
-  if (p.norm_w) {
-    double ss = 0.0;
-    for (int64_t k = lane * 4; k < K; k += 128) {
-      const float4 v = *reinterpret_cast<const float4*>(p.x + k);
-      ss += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
-            static_cast<double>(v.w) * v.w;
-    }
-    ss = dev::warp_sum(ss);
-    inv = inv_rms(ss, K, p.eps, BF16);
-  }
-  float acc[NW];
-#pragma unroll
-  for (int r = 0; r < NW; ++r) acc[r] = 0.0f;
-  auto step = [&](int64_t i, const uint4 (&wv)[NW]) {
-    const int64_t k = lane * 8 + 256 * i;
-    if (i >= i_end || k >= K) return;
-    float xv[8];
-    load_x8<1>(p.x, k, p.norm_w, inv, BF16, xv);
-#pragma unroll
-    for (int r = 0; r < NW; ++r) {
-      float wf[8];
-      dev::unpack8(wv[r], wf);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[r] = fmaf(wf[j], xv[j], acc[r]);
-    }
-  };
-#pragma unroll
-  for (int c = 0; c < kPrefetch; ++c) step(i_begin + c, pre[c]);
-  for (int64_t i0 = i_begin + kPrefetch; i0 < i_end; i0 += kPrefetch) {
-    uint4 wv[kPrefetch][NW];
-#pragma unroll
-    for (int c = 0; c < kPrefetch; ++c) load_chunk(i0 + c, wv[c]);
-#pragma unroll
-    for (int c = 0; c < kPrefetch; ++c) step(i0 + c, wv[c]);
-  }
-#pragma unroll
-  for (int r = 0; r < NW; ++r) part_sums[warp][r][lane] = acc[r];
-  __syncthreads();
-  if (part != 0 || !valid) return;
-  float total[NW];
-#pragma unroll
-  for (int r = 0; r < NW; ++r) {
-    total[r] = part_sums[warp][r][lane];
-    for (int q = 1; q < kLinearSplitParts; ++q) total[r] = __fadd_rn(total[r], part_sums[warp + q][r][lane]);
-    total[r] = dev::warp_sum(total[r]);
-  }
-  if (lane != 0) return;
-  if constexpr (EPI == 2) {
-    const float g = total[0] + (p.seg[0].bias ? p.seg[0].bias[n] : 0.0f);
-    const float u = total[NW - 1] + (p.seg[1].bias ? p.seg[1].bias[n] : 0.0f);
-    p.seg[0].y[n] = swiglu_out(g, u, BF16);
-  } else {
-    const Seg& sg = p.seg[si];
-    store_out(sg.y + n, sg.bias ? total[0] + sg.bias[n] : total[0], EPI, BF16);
-  }
+// CHORUS_GEMV_DEEP=0 keeps long rows on the shallow loop (for side-by-side measurements).
+bool deep_rows_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("CHORUS_GEMV_DEEP");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
 }
 
 template <int EPI, bool BF16>
 cudaError_t launch_gemv1(const GemvParams& p, cudaStream_t s) {
-  constexpr int NW = EPI == 2 ? 2 : 1;
-  if (p.K >= kLinearSplitK) {
-    const unsigned blocks = static_cast<unsigned>((p.rows_total + kSplitFeatures - 1) / kSplitFeatures);
-    return launch(gemv1_split_kernel<NW, EPI, BF16>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
-  }
-  // Two features per warp for the large matrices keeps one wave of warps on the GPU.
-  if (NW == 1 && p.rows_total > 2048) {
-    const unsigned blocks = static_cast<unsigned>((p.rows_total + 2 * kG1Warps - 1) / (2 * kG1Warps));
-    return launch(gemv1_kernel<NW, EPI, 2, BF16>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
-  }
-  const unsigned blocks = static_cast<unsigned>((p.rows_total + kG1Warps - 1) / kG1Warps);
-  return launch(gemv1_kernel<NW, EPI, 1, BF16>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
+  if (p.K >= kDeepK && deep_rows_enabled()) return launch_gemv1_depth<EPI, BF16, true>(p, s);
+  return launch_gemv1_depth<EPI, BF16, false>(p, s);
 }
 
 template <int MT, int EPI, bool BF16>

@@ -91,12 +91,6 @@ class LinearWorkspace {
 // used up to kGemvMaxRows rows; more rows go to cuBLAS (bf16 tensor cores, split inputs).
 // (CHORUS_GEMV_MAX_ROWS in the environment overrides the default of kGemvMaxRows, for measurements.)
 inline constexpr int64_t kGemvMaxRows = 8;
-
-// Matrix-vector summation order for long rows (K >= kLinearSplitK): each lane's chunks are summed
-// in kLinearSplitParts consecutive runs, added in order (linear.cu, chunks_per_part). Kernels that
-// must match cuda::linear bit for bit (the persistent decode stack) take only shorter rows.
-inline constexpr int64_t kLinearSplitK = 4096;
-inline constexpr int kLinearSplitParts = 4;
 int64_t gemv_max_rows();
 inline constexpr int kLinearAuto = 0, kLinearGemv = 1, kLinearTensor = 2;
 Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path = kLinearAuto);
