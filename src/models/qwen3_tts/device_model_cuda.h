@@ -83,7 +83,8 @@ class DeviceStack {
   Status forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& scratch,
                  cuda::LinearWorkspace& ws, cudaStream_t s, bool bf16 = false) const;
   // Sets `to` (a LinearArgs::prefetch) to layer `layer`'s q, k, v and o weights, so the launch that
-  // precedes the layer (or the stack) pulls them into L2; unchanged when prefetching is off.
+  // precedes the layer (or the stack) pulls them into L2; unchanged when prefetching is off or the
+  // four total more than 16 MB (larger prefetches were measured slower).
   void prefetch_attention(int64_t layer, cuda::L2Prefetch (&to)[4]) const;
 
  private:

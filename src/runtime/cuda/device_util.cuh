@@ -50,7 +50,7 @@ __device__ __forceinline__ void prefetch_l2_share(const void* ptr, uint64_t byte
   const uint64_t a = first + share * part;
   if (a >= end) return;
   uint64_t n = min(share, end - a);
-  for (uint64_t at = a; n > 0;) {  // one instruction moves at most 2^32 − 16 bytes
+  for (uint64_t at = a; n > 0;) {  // the size operand is 32-bit: pieces of at most 2^31 − 16 bytes
     const uint32_t piece = static_cast<uint32_t>(n < 0x7ffffff0ull ? n : 0x7ffffff0ull);
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(at), "r"(piece) : "memory");
     at += piece;
