@@ -40,7 +40,9 @@ Result<std::shared_ptr<const DeviceModel>> DeviceModel::upload(const Config& c, 
   m->config_ = c;
   CHORUS_ASSIGN(m->backbone_, DeviceStack::load(Weights(main, kBackbonePrefix), c.backbone.dims));
   const std::vector<float> inv = depth_rope_inv_freq(c.depth);
-  CHORUS_ASSIGN(m->depth_, DeviceStack::load(Weights(main, kDepthPrefix), c.depth.dims, inv));
+  // The depth decoder's layers are too large for the persistent kernel; its MLPs run as one launch.
+  CHORUS_ASSIGN(m->depth_, DeviceStack::load(Weights(main, kDepthPrefix), c.depth.dims, inv,
+                                             qwen3_tts::gpu::StackOptions{.one_launch_mlp = true}));
   CHORUS_ASSIGN(m->lm_head_, qwen3_tts::gpu::upload_matrix(main.tensor(kLmHead)));
   CHORUS_ASSIGN(m->projector_, qwen3_tts::gpu::upload_matrix(main.tensor(kDepthProjector)));
   CHORUS_ASSIGN(m->table_, qwen3_tts::gpu::upload_matrix(main.tensor(kAudioTable)));

@@ -74,11 +74,15 @@ Result<StackScratch> StackScratch::create(const nn::Qwen3Dims& d, int64_t rows) 
   CHORUS_ASSIGN(s.q, cuda::DeviceBuffer::alloc(f(qw)));
   CHORUS_ASSIGN(s.attn, cuda::DeviceBuffer::alloc(f(qw)));
   CHORUS_ASSIGN(s.mlp, cuda::DeviceBuffer::alloc(f(d.intermediate)));
+  if (cuda::fused_mlp_supported(d.hidden, d.intermediate)) {
+    CHORUS_ASSIGN(s.mlp_partial, cuda::DeviceBuffer::alloc(cuda::fused_mlp_partial_floats(d.hidden) * sizeof(float)));
+  }
   CHORUS_ASSIGN(s.barrier, cuda::DeviceBuffer::alloc(2 * sizeof(unsigned)));
   return s;
 }
 
-Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d, std::span<const float> inv_freq) {
+Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d, std::span<const float> inv_freq,
+                                      StackOptions options) {
   DeviceStack s;
   s.dims_ = d;
   s.layers_.resize(static_cast<size_t>(d.layers));
@@ -98,8 +102,16 @@ Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d, 
       CHORUS_ASSIGN(L.q_norm, vector_f32(lw, "self_attn.q_norm.weight"));
       CHORUS_ASSIGN(L.k_norm, vector_f32(lw, "self_attn.k_norm.weight"));
     }
+    if (options.one_launch_mlp && cuda::fused_mlp_supported(d.hidden, d.intermediate)) {
+      const cuda::DeviceMatrix down = L.down.matrix();
+      L.down_t.rows = down.cols;
+      L.down_t.cols = down.rows;
+      CHORUS_ASSIGN(L.down_t.buf, cuda::DeviceBuffer::alloc(L.down.buf.bytes()));
+      CHORUS_TRY(cuda::transpose_matrix(down, L.down_t.buf.as<uint16_t>(), nullptr));
+      CHORUS_CUDA_TRY(cudaDeviceSynchronize());
+    }
     for (const DeviceTensor* t : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.in_norm, &L.post_norm, &L.q_norm,
-                                  &L.k_norm})
+                                  &L.k_norm, &L.down_t})
       s.bytes_ += t->buf.bytes();
   }
   std::vector<cuda::StackLayerWeights> table;
@@ -242,6 +254,20 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     o.bf16 = bf16;
     CHORUS_TRY(cuda::linear(o, &ws, s));
 
+    if (R == 1 && rows.decode && !L.down_t.empty() && sc.mlp_partial.data() && cuda::fused_mlp_enabled()) {
+      cuda::FusedMlpArgs m;
+      m.h = h;
+      m.norm_weight = L.post_norm.f32();
+      m.norm_eps = eps;
+      m.gate = L.gate.matrix();
+      m.up = L.up.matrix();
+      m.down_t = L.down_t.matrix();
+      m.partial = sc.mlp_partial.as<float>();
+      m.bf16 = bf16;
+      prefetch_attention(li + 1, m.prefetch);  // as the down launch below
+      CHORUS_TRY(cuda::fused_mlp(m, s));
+      continue;
+    }
     cuda::LinearArgs g;
     g.x = h;
     g.ldx = H;

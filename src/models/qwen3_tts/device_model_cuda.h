@@ -54,9 +54,18 @@ struct KvCacheRef {
 // Activations of one stack forward over up to max_rows rows.
 struct StackScratch {
   cuda::DeviceBuffer qkv, q, attn, mlp;
+  cuda::DeviceBuffer mlp_partial;  // cuda::fused_mlp's partial sums (where the hidden width allows it)
   cuda::DeviceBuffer barrier;  // the persistent decode kernel's grid barrier (cuda::decode_stack)
   int64_t max_rows = 0;
   static Result<StackScratch> create(const nn::Qwen3Dims& d, int64_t max_rows);
+};
+
+// How a stack runs, chosen by the model that owns it.
+struct StackOptions {
+  // Single decode rows run each layer's MLP as one launch (cuda::fused_mlp) where its shape allows.
+  // Costs a transposed copy of every down projection. For stacks that do not fit the persistent
+  // kernel (Breeze's depth decoder: measured faster, PERFORMANCE.md "Session 12").
+  bool one_launch_mlp = false;
 };
 
 class DeviceStack {
@@ -64,7 +73,8 @@ class DeviceStack {
   // `w` is prefixed like nn::Qwen3Stack::load's argument ("talker.model."). Layers without q/k
   // norm weights skip the QK-norm; `inv_freq` ([head_dim / 2], e.g. llama3-scaled) replaces the
   // default frequencies of dims.rope_theta when given.
-  static Result<DeviceStack> load(const Weights& w, const nn::Qwen3Dims& d, std::span<const float> inv_freq = {});
+  static Result<DeviceStack> load(const Weights& w, const nn::Qwen3Dims& d, std::span<const float> inv_freq = {},
+                                  StackOptions options = {});
 
   const nn::Qwen3Dims& dims() const { return dims_; }
   int64_t kv_width() const { return dims_.kv_heads * dims_.head_dim; }
@@ -90,6 +100,7 @@ class DeviceStack {
  private:
   struct Layer {
     DeviceTensor q, k, v, o, gate, up, down, in_norm, post_norm, q_norm, k_norm;
+    DeviceTensor down_t;  // down transposed, for cuda::fused_mlp (StackOptions::one_launch_mlp)
   };
   // The single-row decode step as one persistent kernel, or false when it does not apply.
   Result<bool> forward_persistent(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv,

@@ -134,4 +134,49 @@ __device__ __forceinline__ float swiglu_bf16(float g, float u) {
   return round_bf16(__fmul_rn(act, round_bf16(u)));
 }
 
+// ---- shared by the matrix-vector kernels (linear.cu, mlp.cu) -----------------------------------
+
+// 1 / RMS from a row's f64 sum of squares: cpu::rms_norm's formula, or nn::bf16::rms_norm's.
+__device__ __forceinline__ float inv_rms(double ss, int64_t K, float eps, bool bf16) {
+  if (bf16) return inv_rms_bf16(ss, K, eps);
+  return static_cast<float>(1.0 / sqrt(ss / static_cast<double>(K) + static_cast<double>(eps)));
+}
+
+// One output value v (bias included) into *y: stored (epi 0), or added to the residual stream
+// (epi 1); with bf16, the product is rounded first and the sum after (both are stored tensors
+// upstream).
+__device__ __forceinline__ void store_out(float* y, float v, int epi, bool bf16) {
+  if (bf16) {
+    v = round_bf16(v);
+    *y = epi == 1 ? round_bf16(*y + v) : v;
+    return;
+  }
+  *y = epi == 1 ? *y + v : v;
+}
+
+__device__ __forceinline__ float swiglu_out(float g, float u, bool bf16) {
+  return bf16 ? swiglu_bf16(g, u) : __fmul_rn(__fmul_rn(g, sigmoid_f32(g)), u);
+}
+
+// Eight consecutive inputs x[k..k+8) of a row, RMS-normed with `inv` and weights g when g is set
+// (f32: (x·inv)·g; bf16: norm_bf16).
+__device__ __forceinline__ void load_x8(const float* xr, int64_t k, const float* g, float inv, bool bf16,
+                                        float (&v)[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(xr + k);
+  const float4 b = *reinterpret_cast<const float4*>(xr + k + 4);
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  if (g) {
+    const float4 ga = *reinterpret_cast<const float4*>(g + k);
+    const float4 gb = *reinterpret_cast<const float4*>(g + k + 4);
+    const float gv[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+    if (bf16) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = norm_bf16(v[j], inv, gv[j]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(__fmul_rn(v[j], inv), gv[j]);
+    }
+  }
+}
+
 }  // namespace chorus::cuda::dev

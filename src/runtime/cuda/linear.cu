@@ -54,47 +54,6 @@ __device__ __forceinline__ void issue_prefetch(const GemvParams& p) {
   for (int i = 0; i < 4; ++i) dev::prefetch_l2_share(p.prefetch[i].ptr, p.prefetch[i].bytes, blockIdx.x, gridDim.x);
 }
 
-// 1 / RMS from a row's f64 sum of squares: cpu::rms_norm's formula, or nn::bf16::rms_norm's.
-__device__ __forceinline__ float inv_rms(double ss, int64_t K, float eps, bool bf16) {
-  if (bf16) return dev::inv_rms_bf16(ss, K, eps);
-  return static_cast<float>(1.0 / sqrt(ss / static_cast<double>(K) + static_cast<double>(eps)));
-}
-
-// One output value v (bias included) into *y: stored, or added to the residual stream; with bf16,
-// the product is rounded first and the sum after (both are stored tensors upstream).
-__device__ __forceinline__ void store_out(float* y, float v, int epi, bool bf16) {
-  if (bf16) {
-    v = dev::round_bf16(v);
-    *y = epi == 1 ? dev::round_bf16(*y + v) : v;
-    return;
-  }
-  *y = epi == 1 ? *y + v : v;
-}
-
-__device__ __forceinline__ float swiglu_out(float g, float u, bool bf16) {
-  return bf16 ? dev::swiglu_bf16(g, u) : __fmul_rn(__fmul_rn(g, dev::sigmoid_f32(g)), u);
-}
-
-template <int MT>
-__device__ __forceinline__ void load_x8(const float* xr, int64_t k, const float* g, float inv, bool bf16,
-                                        float (&v)[8]) {
-  const float4 a = *reinterpret_cast<const float4*>(xr + k);
-  const float4 b = *reinterpret_cast<const float4*>(xr + k + 4);
-  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-  if (g) {
-    const float4 ga = *reinterpret_cast<const float4*>(g + k);
-    const float4 gb = *reinterpret_cast<const float4*>(g + k + 4);
-    const float gv[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
-    if (bf16) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = dev::norm_bf16(v[j], inv, gv[j]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(__fmul_rn(v[j], inv), gv[j]);
-    }
-  }
-}
-
 constexpr int kPrefetch = 4;  // 16-byte weight loads per lane and row issued before the PDL wait
 
 // NW weight rows (1, or 2 for SwiGLU's gate and up) against MT input rows. `pre` holds the first
@@ -121,7 +80,7 @@ __device__ __forceinline__ void dot_rows(const GemvParams& p, const uint16_t* co
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         float xv[8];
-        load_x8<MT>(xr[m], k, p.norm_w, p.norm_w ? inv[m] : 1.0f, BF16, xv);
+        dev::load_x8(xr[m], k, p.norm_w, p.norm_w ? inv[m] : 1.0f, BF16, xv);
 #pragma unroll
         for (int r = 0; r < NW; ++r)
 #pragma unroll
@@ -218,7 +177,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
     if (threadIdx.x < MT) {
       double t = 0.0;
       for (int w = 0; w < kWarpsPerBlock; ++w) t += red[w][threadIdx.x];
-      inv_s[threadIdx.x] = inv_rms(t, p.K, p.eps, BF16);
+      inv_s[threadIdx.x] = dev::inv_rms(t, p.K, p.eps, BF16);
     }
     __syncthreads();
   }
@@ -236,7 +195,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
       if (m0 + m >= p.M) break;
       const float g = acc[0][m] + (p.seg[0].bias ? p.seg[0].bias[n] : 0.0f);
       const float u = acc[1][m] + (p.seg[1].bias ? p.seg[1].bias[n] : 0.0f);
-      p.seg[0].y[(m0 + m) * p.seg[0].ldy + n] = swiglu_out(g, u, BF16);
+      p.seg[0].y[(m0 + m) * p.seg[0].ldy + n] = dev::swiglu_out(g, u, BF16);
     }
   } else {
     const Seg& sg = p.seg[si];
@@ -244,7 +203,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
     for (int m = 0; m < MT; ++m) {
       if (m0 + m >= p.M) break;
       const float v = sg.bias ? acc[0][m] + sg.bias[n] : acc[0][m];
-      store_out(sg.y + (m0 + m) * sg.ldy + n, v, EPI, BF16);
+      dev::store_out(sg.y + (m0 + m) * sg.ldy + n, v, EPI, BF16);
     }
   }
 }
@@ -308,7 +267,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
             static_cast<double>(v.w) * v.w;
     }
     ss = dev::warp_sum(ss);
-    inv = inv_rms(ss, K, p.eps, BF16);
+    inv = dev::inv_rms(ss, K, p.eps, BF16);
   }
   float acc[ROWS][NW];
 #pragma unroll
@@ -317,7 +276,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
     for (int m = 0; m < NW; ++m) acc[r][m] = 0.0f;
   auto step = [&](int64_t k, const uint4 (&wv)[ROWS][NW]) {
     float xv[8];
-    load_x8<1>(p.x, k, p.norm_w, inv, BF16, xv);
+    dev::load_x8(p.x, k, p.norm_w, inv, BF16, xv);
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
@@ -375,11 +334,11 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
     if constexpr (EPI == 2) {
       const float g = acc[r][0] + (p.seg[0].bias ? p.seg[0].bias[n] : 0.0f);
       const float u = acc[r][NW - 1] + (p.seg[1].bias ? p.seg[1].bias[n] : 0.0f);
-      p.seg[0].y[n] = swiglu_out(g, u, BF16);
+      p.seg[0].y[n] = dev::swiglu_out(g, u, BF16);
     } else {
       const Seg& sg = p.seg[seg[r]];
       const float v = sg.bias ? acc[r][0] + sg.bias[n] : acc[r][0];
-      store_out(sg.y + n, v, EPI, BF16);
+      dev::store_out(sg.y + n, v, EPI, BF16);
     }
   }
 }
@@ -484,7 +443,7 @@ __global__ void combine_kernel(CombineParams p) {
       const int64_t n = p.seg[0].n;
       const float g = p.ys[0][m * n + f] + p.ys[0][(p.M + m) * n + f] + (p.seg[0].bias ? p.seg[0].bias[f] : 0.0f);
       const float u = p.ys[1][m * n + f] + p.ys[1][(p.M + m) * n + f] + (p.seg[1].bias ? p.seg[1].bias[f] : 0.0f);
-      p.seg[0].y[m * p.seg[0].ldy + f] = swiglu_out(g, u, p.bf16);
+      p.seg[0].y[m * p.seg[0].ldy + f] = dev::swiglu_out(g, u, p.bf16);
       continue;
     }
     int si = 0;
@@ -496,7 +455,7 @@ __global__ void combine_kernel(CombineParams p) {
     const Seg& sg = p.seg[si];
     float v = p.ys[si][m * sg.n + n] + p.ys[si][(p.M + m) * sg.n + n];
     if (sg.bias) v += sg.bias[n];
-    store_out(sg.y + m * sg.ldy + n, v, p.epi, p.bf16);
+    dev::store_out(sg.y + m * sg.ldy + n, v, p.epi, p.bf16);
   }
 }
 

@@ -95,6 +95,34 @@ int64_t gemv_max_rows();
 inline constexpr int kLinearAuto = 0, kLinearGemv = 1, kLinearTensor = 2;
 Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path = kLinearAuto);
 
+// ---- one decode row's MLP in one launch (mlp.cu) -----------------------------------------------
+// h += down(SwiGLU(gate · n, up · n)) with n = RMSNorm(h; norm_weight), for one row. Each warp
+// takes whole intermediate features: their gate and up rows (summed exactly as `linear` sums them,
+// so the activations are bit-identical to the two-launch path) and down's column for the same
+// feature, read from a transposed copy of down where it is contiguous. So the three matrices stream
+// from memory in one launch instead of two (the second launch of the pair waits on the first's tail).
+// The down sum runs in another order than `linear`'s (per block, then over blocks, deterministic):
+// results agree with the two-launch path to float rounding, not bit for bit.
+struct FusedMlpArgs {
+  float* h = nullptr;                  // [hidden]: the input and the residual stream (updated)
+  const float* norm_weight = nullptr;  // [hidden] (post-attention norm)
+  float norm_eps = 1e-6f;
+  DeviceMatrix gate, up;  // [intermediate, hidden]
+  DeviceMatrix down_t;    // [intermediate, hidden]: down_proj ([hidden, intermediate]) transposed
+  float* partial = nullptr;  // scratch of fused_mlp_partial_floats(hidden) floats
+  bool bf16 = false;         // as LinearArgs::bf16 (the same roundings as the two-launch path)
+  L2Prefetch prefetch[4];    // as LinearArgs::prefetch, asked for by the first launch
+};
+// Whether the one-launch MLP runs this shape (hidden 1024; 16-byte aligned rows).
+bool fused_mlp_supported(int64_t hidden, int64_t intermediate);
+size_t fused_mlp_partial_floats(int64_t hidden);
+// Whether single decode rows take it where the weights allow (default on; CHORUS_FUSED_MLP=0 turns
+// it off, for measurements).
+bool fused_mlp_enabled();
+Status fused_mlp(const FusedMlpArgs& a, cudaStream_t s);
+// dst [cols, rows] = src [rows, cols] transposed (bf16 bit patterns; load time, not captured).
+Status transpose_matrix(const DeviceMatrix& src, uint16_t* dst, cudaStream_t s);
+
 // ---- row-wise and element-wise -----------------------------------------------------------------
 
 // bf16: nn::bf16::rms_norm (f32 mean/sqrt/division of the f64 sum, two bf16 roundings).

@@ -1,0 +1,238 @@
+// fused_mlp: one decode row's MLP (RMS-norm, gate and up, SwiGLU, down, residual add) as one
+// streaming launch plus a small reduction launch.
+//
+// Why: as two matrix-vector launches (gate/up, then down) each launch ramps up and drains on its
+// own, and the second cannot start loading before the first is done. Measured on the H200 at
+// Breeze's depth-decoder shape (1024 → 2 × 8192 → 1024, 50 MB, PERFORMANCE.md "Session 12"), the
+// pair took 22.0 µs back to back and one launch over the three matrices 17.8 µs (+1.4 µs to add the
+// partial sums).
+//
+// Layout: warp w of W takes intermediate features f = w, w + W, ...: it loads gate row f, up row f
+// and row f of down transposed (down's column f, contiguous there), up to kAhead features ahead.
+// Lane l owns inputs k = 8l + 256i + j (i < H/256, j < 8), summed in that order and reduced over
+// the lanes by the same butterfly as linear's single-row kernel, so gate·n and up·n (and the
+// activation) are bit-identical to linear. The activation times down's column accumulates into the
+// lane's outputs (the same k positions); a block adds its warps in order into one partial row, and
+// the reduction launch adds the partial rows in block order: deterministic, independent of timing.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "runtime/cuda/device_util.cuh"
+#include "runtime/cuda/launch.cuh"
+#include "runtime/cuda/ops.h"
+
+namespace chorus::cuda {
+
+namespace {
+
+constexpr int kMlpHidden = 1024;
+constexpr int kChunks = kMlpHidden / 256;  // 16-byte chunks per lane and row
+constexpr int kMlpWarps = 4;
+constexpr int kBlocksPerSm = 2;            // measured: 8 warps per SM beat 12 and 16
+constexpr int kMaxBlocks = 512;
+constexpr int kReduceWarps = 16;
+
+struct MlpParams {
+  float* h;
+  const float* norm_w;
+  float eps;
+  const uint16_t* gate;
+  const uint16_t* up;
+  const uint16_t* down_t;
+  int64_t inter;
+  float* partial;
+  L2Prefetch prefetch[4];
+};
+
+template <bool BF16, int AHEAD>
+__global__ void __launch_bounds__(kMlpWarps * 32, kBlocksPerSm) fused_mlp_kernel(MlpParams p) {
+  __shared__ float sums[kMlpWarps][kMlpHidden];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t W = static_cast<int64_t>(gridDim.x) * kMlpWarps;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kMlpWarps + warp;
+  const uint64_t pol = dev::weight_l2_policy();
+  // wb[a]: gate, up and down-column chunks of the a-th feature in flight.
+  uint4 wb[AHEAD][3][kChunks];
+  auto load = [&](int64_t f, uint4 (&w)[3][kChunks]) {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int64_t off = f * kMlpHidden + lane * 8 + 256 * i;
+      w[0][i] = dev::load_weights(p.gate + off, pol);
+      w[1][i] = dev::load_weights(p.up + off, pol);
+      w[2][i] = dev::load_weights(p.down_t + off, pol);
+    }
+  };
+#pragma unroll
+  for (int a = 0; a < AHEAD; ++a)
+    if (first + a * W < p.inter) load(first + a * W, wb[a]);
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dev::prefetch_l2_share(p.prefetch[i].ptr, p.prefetch[i].bytes, blockIdx.x, gridDim.x);
+  }
+  dev::pdl_wait();
+
+  // 1 / RMS of h exactly as linear's single-row kernel derives it (same loads, same f64 order).
+  double ss = 0.0;
+  for (int k = lane * 4; k < kMlpHidden; k += 128) {
+    const float4 v = *reinterpret_cast<const float4*>(p.h + k);
+    ss += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
+          static_cast<double>(v.w) * v.w;
+  }
+  const float inv = dev::inv_rms(dev::warp_sum(ss), kMlpHidden, p.eps, BF16);
+  float xn[kChunks][8];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) dev::load_x8(p.h, lane * 8 + 256 * i, p.norm_w, inv, BF16, xn[i]);
+
+  float acc[kChunks][8];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+  for (int64_t base = first; base < p.inter; base += AHEAD * W) {
+#pragma unroll
+    for (int a = 0; a < AHEAD; ++a) {
+      const int64_t f = base + a * W;
+      if (f >= p.inter) break;
+      float g = 0.0f, u = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) {
+        float gf[8], uf[8];
+        dev::unpack8(wb[a][0][i], gf);
+        dev::unpack8(wb[a][1][i], uf);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          g = fmaf(gf[j], xn[i][j], g);
+          u = fmaf(uf[j], xn[i][j], u);
+        }
+      }
+      uint4 col[kChunks];
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) col[i] = wb[a][2][i];
+      if (f + AHEAD * W < p.inter) load(f + AHEAD * W, wb[a]);
+      const float act = dev::swiglu_out(dev::warp_sum(g), dev::warp_sum(u), BF16);
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) {
+        float df[8];
+        dev::unpack8(col[i], df);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(act, df[j], acc[i][j]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sums[warp][lane * 8 + 256 * i + j] = acc[i][j];
+  __syncthreads();
+  for (int k = threadIdx.x; k < kMlpHidden; k += kMlpWarps * 32) {
+    float t = sums[0][k];
+#pragma unroll
+    for (int w = 1; w < kMlpWarps; ++w) t += sums[w][k];
+    p.partial[static_cast<int64_t>(blockIdx.x) * kMlpHidden + k] = t;
+  }
+}
+
+// h[f] += Σ_b partial[b][f] (b in order within each warp's share, then the warps' sums in order),
+// rounded as linear's residual epilogue rounds it. Block b takes 32 outputs.
+template <bool BF16>
+__global__ void __launch_bounds__(kReduceWarps * 32) mlp_reduce_kernel(const float* partial, int parts, float* h) {
+  __shared__ float red[kReduceWarps][32];
+  dev::pdl_wait();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int f = blockIdx.x * 32 + lane;
+  float s = 0.0f;
+  for (int b = warp; b < parts; b += kReduceWarps) s += partial[static_cast<int64_t>(b) * kMlpHidden + f];
+  red[warp][lane] = s;
+  __syncthreads();
+  if (warp != 0) return;
+  float t = red[0][lane];
+#pragma unroll
+  for (int w = 1; w < kReduceWarps; ++w) t += red[w][lane];
+  dev::store_out(h + f, t, 1, BF16);
+}
+
+__global__ void transpose_kernel(const uint16_t* src, int64_t rows, int64_t cols, uint16_t* dst) {
+  __shared__ uint16_t tile[32][33];
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 32, r0 = static_cast<int64_t>(blockIdx.y) * 32;
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t r = r0 + i, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[i][threadIdx.x] = src[r * cols + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t c = c0 + i, r = r0 + threadIdx.x;
+    if (r < rows && c < cols) dst[c * rows + r] = tile[threadIdx.x][i];
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+int mlp_blocks() {
+  static const int blocks = [] {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      sms = 132;
+    return std::clamp(kBlocksPerSm * sms, 1, kMaxBlocks);
+  }();
+  return blocks;
+}
+
+// Features in flight per warp beyond the one being summed (CHORUS_MLP_AHEAD=2 for measurements).
+int mlp_ahead() {
+  static const int ahead = [] {
+    const char* v = std::getenv("CHORUS_MLP_AHEAD");
+    return v && std::strcmp(v, "2") == 0 ? 2 : 1;
+  }();
+  return ahead;
+}
+
+template <bool BF16>
+cudaError_t launch_mlp(const MlpParams& p, int blocks, cudaStream_t s) {
+  const cudaError_t e = mlp_ahead() == 2 ? launch(fused_mlp_kernel<BF16, 2>, dim3(blocks), dim3(kMlpWarps * 32), 0, s, p)
+                                         : launch(fused_mlp_kernel<BF16, 1>, dim3(blocks), dim3(kMlpWarps * 32), 0, s, p);
+  if (e != cudaSuccess) return e;
+  return launch(mlp_reduce_kernel<BF16>, dim3(kMlpHidden / 32), dim3(kReduceWarps * 32), 0, s,
+                static_cast<const float*>(p.partial), blocks, p.h);
+}
+
+}  // namespace
+
+bool fused_mlp_supported(int64_t hidden, int64_t intermediate) { return hidden == kMlpHidden && intermediate > 0; }
+
+size_t fused_mlp_partial_floats(int64_t hidden) { return static_cast<size_t>(kMaxBlocks) * static_cast<size_t>(hidden); }
+
+bool fused_mlp_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("CHORUS_FUSED_MLP");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+Status fused_mlp(const FusedMlpArgs& a, cudaStream_t s) {
+  const int64_t H = a.gate.cols, I = a.gate.rows;
+  if (!fused_mlp_supported(H, I) || a.up.rows != I || a.up.cols != H || a.down_t.rows != I || a.down_t.cols != H)
+    return make_error(ErrorCode::kInternal, "fused_mlp: unsupported or mismatched shapes (hidden " + std::to_string(H) +
+                                                ", intermediate " + std::to_string(I) + ")");
+  if (!a.h || !a.norm_weight || !a.partial || !aligned16(a.h) || !aligned16(a.norm_weight) || !aligned16(a.gate.data) ||
+      !aligned16(a.up.data) || !aligned16(a.down_t.data))
+    return make_error(ErrorCode::kInternal, "fused_mlp: missing or unaligned buffers");
+  MlpParams p{a.h, a.norm_weight, a.norm_eps, a.gate.data, a.up.data, a.down_t.data, I, a.partial, {}};
+  for (int i = 0; i < 4; ++i) p.prefetch[i] = a.prefetch[i];
+  CHORUS_CUDA_TRY(a.bf16 ? launch_mlp<true>(p, mlp_blocks(), s) : launch_mlp<false>(p, mlp_blocks(), s));
+  return ok_status();
+}
+
+Status transpose_matrix(const DeviceMatrix& src, uint16_t* dst, cudaStream_t s) {
+  if (!src.data || !dst || src.rows <= 0 || src.cols <= 0) return make_error(ErrorCode::kInternal, "transpose_matrix: empty");
+  const dim3 grid(static_cast<unsigned>((src.cols + 31) / 32), static_cast<unsigned>((src.rows + 31) / 32));
+  transpose_kernel<<<grid, dim3(32, 8), 0, s>>>(src.data, src.rows, src.cols, dst);
+  CHORUS_CUDA_LAUNCHED("transpose_kernel");
+  return ok_status();
+}
+
+}  // namespace chorus::cuda
