@@ -8,23 +8,22 @@
 namespace chorus::gpu_test {
 namespace {
 
-constexpr int64_t kHidden = 1024;
-
 struct MlpCase {
   std::vector<float> h, norm;
   Bf16Matrix gate, up, down;  // down [hidden, inter]
   cuda::DeviceBuffer down_t, norm_dev;
-  int64_t inter = 0;
+  int64_t hidden = 0, inter = 0;
 };
 
-MlpCase make_case(std::mt19937& rng, int64_t inter) {
+MlpCase make_case(std::mt19937& rng, int64_t hidden, int64_t inter) {
   MlpCase c;
+  c.hidden = hidden;
   c.inter = inter;
-  c.h = random_vec(rng, kHidden, -2.0f, 2.0f);
-  c.norm = random_vec(rng, kHidden, 0.5f, 1.5f);
-  c.gate = random_bf16(rng, inter, kHidden, 1.0f / std::sqrt(static_cast<float>(kHidden)));
-  c.up = random_bf16(rng, inter, kHidden, 1.0f / std::sqrt(static_cast<float>(kHidden)));
-  c.down = random_bf16(rng, kHidden, inter, 1.0f / std::sqrt(static_cast<float>(inter)));
+  c.h = random_vec(rng, hidden, -2.0f, 2.0f);
+  c.norm = random_vec(rng, hidden, 0.5f, 1.5f);
+  c.gate = random_bf16(rng, inter, hidden, 1.0f / std::sqrt(static_cast<float>(hidden)));
+  c.up = random_bf16(rng, inter, hidden, 1.0f / std::sqrt(static_cast<float>(hidden)));
+  c.down = random_bf16(rng, hidden, inter, 1.0f / std::sqrt(static_cast<float>(inter)));
   c.norm_dev = to_device(c.norm);
   auto t = cuda::DeviceBuffer::alloc(c.down.host.size() * sizeof(uint16_t));
   EXPECT_TRUE(t.ok());
@@ -34,27 +33,29 @@ MlpCase make_case(std::mt19937& rng, int64_t inter) {
 }
 
 std::vector<float> run_fused(const MlpCase& c, bool bf16) {
+  const int64_t hidden = c.hidden;
   auto h = to_device(c.h);
-  auto partial = poisoned(cuda::fused_mlp_partial_floats(kHidden));
+  auto partial = poisoned(cuda::fused_mlp_partial_floats(hidden));
   cuda::FusedMlpArgs a;
   a.h = h.as<float>();
   a.norm_weight = c.norm_dev.as<float>();
   a.gate = c.gate.gpu();
   a.up = c.up.gpu();
-  a.down_t = {c.down_t.as<const uint16_t>(), c.inter, kHidden};
+  a.down_t = {c.down_t.as<const uint16_t>(), c.inter, hidden};
   a.partial = partial.as<float>();
   a.bf16 = bf16;
   const Status st = cuda::fused_mlp(a, nullptr);
   EXPECT_TRUE(st.ok()) << st.error().to_string();
-  return to_host<float>(h, kHidden);
+  return to_host<float>(h, hidden);
 }
 
 std::vector<float> run_two_launches(const MlpCase& c, bool bf16) {
+  const int64_t hidden = c.hidden;
   auto h = to_device(c.h);
   auto act = poisoned(static_cast<size_t>(c.inter));
   cuda::LinearArgs g;
   g.x = h.as<float>();
-  g.ldx = kHidden;
+  g.ldx = hidden;
   g.M = 1;
   g.norm_weight = c.norm_dev.as<float>();
   g.out[0] = {c.gate.gpu(), nullptr, act.as<float>(), c.inter};
@@ -67,22 +68,23 @@ std::vector<float> run_two_launches(const MlpCase& c, bool bf16) {
   d.x = act.as<float>();
   d.ldx = c.inter;
   d.M = 1;
-  d.out[0] = {c.down.gpu(), nullptr, h.as<float>(), kHidden};
+  d.out[0] = {c.down.gpu(), nullptr, h.as<float>(), hidden};
   d.epilogue = cuda::Epilogue::kAdd;
   d.bf16 = bf16;
   EXPECT_TRUE(cuda::linear(d, nullptr, nullptr, cuda::kLinearGemv).ok());
-  return to_host<float>(h, kHidden);
+  return to_host<float>(h, hidden);
 }
 
 // The f32 CPU backend: rms_norm, the two projections, silu·up, down, residual add.
 std::vector<float> run_cpu(const MlpCase& c) {
-  std::vector<float> n(kHidden), g(static_cast<size_t>(c.inter)), u(g.size()), act(g.size()), y(kHidden);
-  cpu::rms_norm(c.h.data(), c.norm.data(), n.data(), 1, kHidden, 1e-6f);
+  const int64_t hidden = c.hidden;
+  std::vector<float> n(hidden), g(static_cast<size_t>(c.inter)), u(g.size()), act(g.size()), y(hidden);
+  cpu::rms_norm(c.h.data(), c.norm.data(), n.data(), 1, hidden, 1e-6f);
   cpu::linear(n.data(), 1, c.gate.cpu(), nullptr, g.data());
   cpu::linear(n.data(), 1, c.up.cpu(), nullptr, u.data());
   for (size_t i = 0; i < g.size(); ++i) act[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   cpu::linear(act.data(), 1, c.down.cpu(), nullptr, y.data());
-  for (int64_t i = 0; i < kHidden; ++i) y[static_cast<size_t>(i)] += c.h[static_cast<size_t>(i)];
+  for (int64_t i = 0; i < hidden; ++i) y[static_cast<size_t>(i)] += c.h[static_cast<size_t>(i)];
   return y;
 }
 
@@ -92,14 +94,19 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-// Intermediate widths: Breeze's depth decoder (8192), one that leaves warps without a feature
-// (1000 < the grid's warps), and one whose features do not divide evenly among the warps.
+struct Shape {
+  int64_t hidden, inter;
+};
+// Breeze's depth decoder (1024 → 8192) and backbone (2048 → 6144), widths that leave warps without
+// a feature (1000 < the grid's warps), and one whose features do not divide evenly among the warps.
+constexpr Shape kShapes[] = {{1024, 8192}, {1024, 1000}, {1024, 3000}, {2048, 6144}, {2048, 1000}};
+
 TEST(GpuFusedMlp, MatchesTheCpuAndTheTwoLaunchPath) {
   REQUIRE_GPU();
   std::mt19937 rng(41);
-  for (int64_t inter : {8192, 1000, 3000}) {
-    SCOPED_TRACE(testing::Message() << "intermediate " << inter);
-    const MlpCase c = make_case(rng, inter);
+  for (const Shape sh : kShapes) {
+    SCOPED_TRACE(testing::Message() << "hidden " << sh.hidden << ", intermediate " << sh.inter);
+    const MlpCase c = make_case(rng, sh.hidden, sh.inter);
     const auto fused = run_fused(c, false);
     const auto two = run_two_launches(c, false);
     const auto cpu = run_cpu(c);
@@ -117,13 +124,13 @@ TEST(GpuFusedMlp, MatchesTheCpuAndTheTwoLaunchPath) {
 TEST(GpuFusedMlp, Bf16ModeAgreesWithTheTwoLaunchPath) {
   REQUIRE_GPU();
   std::mt19937 rng(43);
-  for (int64_t inter : {8192, 3000}) {
-    SCOPED_TRACE(testing::Message() << "intermediate " << inter);
-    const MlpCase c = make_case(rng, inter);
+  for (const Shape sh : kShapes) {
+    SCOPED_TRACE(testing::Message() << "hidden " << sh.hidden << ", intermediate " << sh.inter);
+    const MlpCase c = make_case(rng, sh.hidden, sh.inter);
     const auto fused = run_fused(c, true);
     const auto two = run_two_launches(c, true);
     int differ = 0;
-    for (int64_t i = 0; i < kHidden; ++i) {
+    for (int64_t i = 0; i < c.hidden; ++i) {
       const float a = fused[static_cast<size_t>(i)], b = two[static_cast<size_t>(i)];
       ASSERT_EQ(a, round_to_bf16(a)) << "not a bf16 value at " << i;
       if (a == b) continue;
@@ -137,10 +144,14 @@ TEST(GpuFusedMlp, Bf16ModeAgreesWithTheTwoLaunchPath) {
 
 TEST(GpuFusedMlp, RefusesShapesItDoesNotRun) {
   REQUIRE_GPU();
-  EXPECT_FALSE(cuda::fused_mlp_supported(2048, 6144));
-  EXPECT_TRUE(cuda::fused_mlp_supported(kHidden, 8192));
+  EXPECT_FALSE(cuda::fused_mlp_supported(1536, 4096));
+  EXPECT_FALSE(cuda::fused_mlp_supported(1024, 0));
+  EXPECT_TRUE(cuda::fused_mlp_supported(1024, 8192));
+  EXPECT_TRUE(cuda::fused_mlp_supported(2048, 6144));
   cuda::FusedMlpArgs a;
-  a.gate = {nullptr, 64, 2048};
+  a.gate = {nullptr, 64, 1536};
+  EXPECT_FALSE(cuda::fused_mlp(a, nullptr).ok());
+  a.gate = {nullptr, 64, 1024};  // shapes fine, buffers missing
   EXPECT_FALSE(cuda::fused_mlp(a, nullptr).ok());
 }
 

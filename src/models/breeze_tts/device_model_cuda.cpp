@@ -3,6 +3,7 @@
 #include "models/breeze_tts/device_model_cuda.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "models/breeze_tts/rope.h"
@@ -38,7 +39,11 @@ Result<std::shared_ptr<const DeviceModel>> DeviceModel::upload(const Config& c, 
     return make_error(ErrorCode::kUnsupported, "breeze gpu: the audio table and backbone widths must match");
   std::shared_ptr<DeviceModel> m(new DeviceModel());
   m->config_ = c;
-  CHORUS_ASSIGN(m->backbone_, DeviceStack::load(Weights(main, kBackbonePrefix), c.backbone.dims));
+  {
+    const char* lab = std::getenv("CHORUS_LAB_BB_FUSED");  // measurement only
+    CHORUS_ASSIGN(m->backbone_, DeviceStack::load(Weights(main, kBackbonePrefix), c.backbone.dims, {},
+                                                  qwen3_tts::gpu::StackOptions{.one_launch_mlp = lab && lab[0] == '1'}));
+  }
   const std::vector<float> inv = depth_rope_inv_freq(c.depth);
   // The depth decoder's layers are too large for the persistent kernel; its MLPs run as one launch.
   CHORUS_ASSIGN(m->depth_, DeviceStack::load(Weights(main, kDepthPrefix), c.depth.dims, inv,

@@ -29,14 +29,13 @@ namespace chorus::cuda {
 
 namespace {
 
-constexpr int kMlpHidden = 1024;
-constexpr int kChunks = kMlpHidden / 256;  // 16-byte chunks per lane and row
 constexpr int kMlpWarps = 4;
 constexpr int kBlocksPerSm = 2;            // measured: 8 warps per SM beat 12 and 16
 constexpr int kMaxBlocks = 512;
 constexpr int kReduceWarps = 16;
 
 struct MlpParams {
+  int64_t hidden;
   float* h;
   const float* norm_w;
   float eps;
@@ -48,19 +47,23 @@ struct MlpParams {
   L2Prefetch prefetch[4];
 };
 
-template <bool BF16, int AHEAD>
+// CH: 16-byte chunks per lane and row (hidden = 256·CH). XS: the normed input sits in shared memory
+// instead of registers (so wider rows or more features in flight fit the register file).
+template <int CH, bool BF16, int AHEAD, bool XS>
 __global__ void __launch_bounds__(kMlpWarps * 32, kBlocksPerSm) fused_mlp_kernel(MlpParams p) {
-  __shared__ float sums[kMlpWarps][kMlpHidden];
+  constexpr int H = 256 * CH;
+  __shared__ float sums[kMlpWarps][H];
+  __shared__ float xs[XS ? H : 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t W = static_cast<int64_t>(gridDim.x) * kMlpWarps;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kMlpWarps + warp;
   const uint64_t pol = dev::weight_l2_policy();
   // wb[a]: gate, up and down-column chunks of the a-th feature in flight.
-  uint4 wb[AHEAD][3][kChunks];
-  auto load = [&](int64_t f, uint4 (&w)[3][kChunks]) {
+  uint4 wb[AHEAD][3][CH];
+  auto load = [&](int64_t f, uint4 (&w)[3][CH]) {
 #pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      const int64_t off = f * kMlpHidden + lane * 8 + 256 * i;
+    for (int i = 0; i < CH; ++i) {
+      const int64_t off = f * H + lane * 8 + 256 * i;
       w[0][i] = dev::load_weights(p.gate + off, pol);
       w[1][i] = dev::load_weights(p.up + off, pol);
       w[2][i] = dev::load_weights(p.down_t + off, pol);
@@ -77,19 +80,29 @@ __global__ void __launch_bounds__(kMlpWarps * 32, kBlocksPerSm) fused_mlp_kernel
 
   // 1 / RMS of h exactly as linear's single-row kernel derives it (same loads, same f64 order).
   double ss = 0.0;
-  for (int k = lane * 4; k < kMlpHidden; k += 128) {
+  for (int k = lane * 4; k < H; k += 128) {
     const float4 v = *reinterpret_cast<const float4*>(p.h + k);
     ss += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
           static_cast<double>(v.w) * v.w;
   }
-  const float inv = dev::inv_rms(dev::warp_sum(ss), kMlpHidden, p.eps, BF16);
-  float xn[kChunks][8];
+  const float inv = dev::inv_rms(dev::warp_sum(ss), H, p.eps, BF16);
+  float xn[XS ? 1 : CH][8];
+  if constexpr (XS) {
+    for (int k = threadIdx.x * 8; k < H; k += kMlpWarps * 32 * 8) {
+      float v[8];
+      dev::load_x8(p.h, k, p.norm_w, inv, BF16, v);
 #pragma unroll
-  for (int i = 0; i < kChunks; ++i) dev::load_x8(p.h, lane * 8 + 256 * i, p.norm_w, inv, BF16, xn[i]);
+      for (int j = 0; j < 8; ++j) xs[k + j] = v[j];
+    }
+    __syncthreads();
+  } else {
+#pragma unroll
+    for (int i = 0; i < CH; ++i) dev::load_x8(p.h, lane * 8 + 256 * i, p.norm_w, inv, BF16, xn[i]);
+  }
 
-  float acc[kChunks][8];
+  float acc[CH][8];
 #pragma unroll
-  for (int i = 0; i < kChunks; ++i)
+  for (int i = 0; i < CH; ++i)
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
   for (int64_t base = first; base < p.inter; base += AHEAD * W) {
@@ -99,23 +112,31 @@ __global__ void __launch_bounds__(kMlpWarps * 32, kBlocksPerSm) fused_mlp_kernel
       if (f >= p.inter) break;
       float g = 0.0f, u = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-        float gf[8], uf[8];
+      for (int i = 0; i < CH; ++i) {
+        float gf[8], uf[8], x[8];
         dev::unpack8(wb[a][0][i], gf);
         dev::unpack8(wb[a][1][i], uf);
+        if constexpr (XS) {
+          const float4 x0 = *reinterpret_cast<const float4*>(xs + lane * 8 + 256 * i);
+          const float4 x1 = *reinterpret_cast<const float4*>(xs + lane * 8 + 256 * i + 4);
+          x[0] = x0.x; x[1] = x0.y; x[2] = x0.z; x[3] = x0.w; x[4] = x1.x; x[5] = x1.y; x[6] = x1.z; x[7] = x1.w;
+        } else {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) x[j] = xn[i][j];
+        }
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          g = fmaf(gf[j], xn[i][j], g);
-          u = fmaf(uf[j], xn[i][j], u);
+          g = fmaf(gf[j], x[j], g);
+          u = fmaf(uf[j], x[j], u);
         }
       }
-      uint4 col[kChunks];
+      uint4 col[CH];
 #pragma unroll
-      for (int i = 0; i < kChunks; ++i) col[i] = wb[a][2][i];
+      for (int i = 0; i < CH; ++i) col[i] = wb[a][2][i];
       if (f + AHEAD * W < p.inter) load(f + AHEAD * W, wb[a]);
       const float act = dev::swiglu_out(dev::warp_sum(g), dev::warp_sum(u), BF16);
 #pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
+      for (int i = 0; i < CH; ++i) {
         float df[8];
         dev::unpack8(col[i], df);
 #pragma unroll
@@ -124,28 +145,29 @@ __global__ void __launch_bounds__(kMlpWarps * 32, kBlocksPerSm) fused_mlp_kernel
     }
   }
 #pragma unroll
-  for (int i = 0; i < kChunks; ++i)
+  for (int i = 0; i < CH; ++i)
 #pragma unroll
     for (int j = 0; j < 8; ++j) sums[warp][lane * 8 + 256 * i + j] = acc[i][j];
   __syncthreads();
-  for (int k = threadIdx.x; k < kMlpHidden; k += kMlpWarps * 32) {
+  for (int k = threadIdx.x; k < H; k += kMlpWarps * 32) {
     float t = sums[0][k];
 #pragma unroll
     for (int w = 1; w < kMlpWarps; ++w) t += sums[w][k];
-    p.partial[static_cast<int64_t>(blockIdx.x) * kMlpHidden + k] = t;
+    p.partial[static_cast<int64_t>(blockIdx.x) * H + k] = t;
   }
 }
 
 // h[f] += Σ_b partial[b][f] (b in order within each warp's share, then the warps' sums in order),
 // rounded as linear's residual epilogue rounds it. Block b takes 32 outputs.
 template <bool BF16>
-__global__ void __launch_bounds__(kReduceWarps * 32) mlp_reduce_kernel(const float* partial, int parts, float* h) {
+__global__ void __launch_bounds__(kReduceWarps * 32) mlp_reduce_kernel(const float* partial, int parts, int64_t hidden,
+                                                                      float* h) {
   __shared__ float red[kReduceWarps][32];
   dev::pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int f = blockIdx.x * 32 + lane;
   float s = 0.0f;
-  for (int b = warp; b < parts; b += kReduceWarps) s += partial[static_cast<int64_t>(b) * kMlpHidden + f];
+  for (int b = warp; b < parts; b += kReduceWarps) s += partial[static_cast<int64_t>(b) * hidden + f];
   red[warp][lane] = s;
   __syncthreads();
   if (warp != 0) return;
@@ -181,27 +203,39 @@ int mlp_blocks() {
   return blocks;
 }
 
-// Features in flight per warp beyond the one being summed (CHORUS_MLP_AHEAD=2 for measurements).
-int mlp_ahead() {
+// Features in flight per warp while one is summed: 2 at hidden 1024 (measured faster than 1; 3
+// needs the input in shared memory), 1 at 2048. CHORUS_MLP_AHEAD=1|3 overrides it at 1024, for
+// measurements.
+int mlp_ahead_1024() {
   static const int ahead = [] {
     const char* v = std::getenv("CHORUS_MLP_AHEAD");
-    return v && std::strcmp(v, "2") == 0 ? 2 : 1;
+    return v && (std::strcmp(v, "1") == 0 || std::strcmp(v, "3") == 0) ? std::atoi(v) : 2;
   }();
   return ahead;
 }
 
 template <bool BF16>
 cudaError_t launch_mlp(const MlpParams& p, int blocks, cudaStream_t s) {
-  const cudaError_t e = mlp_ahead() == 2 ? launch(fused_mlp_kernel<BF16, 2>, dim3(blocks), dim3(kMlpWarps * 32), 0, s, p)
-                                         : launch(fused_mlp_kernel<BF16, 1>, dim3(blocks), dim3(kMlpWarps * 32), 0, s, p);
+  const dim3 grid(blocks), block(kMlpWarps * 32);
+  cudaError_t e = cudaSuccess;
+  if (p.hidden == 2048) {
+    e = launch(fused_mlp_kernel<8, BF16, 1, true>, grid, block, 0, s, p);
+  } else {
+    const int ahead = mlp_ahead_1024();
+    e = ahead == 1   ? launch(fused_mlp_kernel<4, BF16, 1, false>, grid, block, 0, s, p)
+        : ahead == 3 ? launch(fused_mlp_kernel<4, BF16, 3, true>, grid, block, 0, s, p)
+                     : launch(fused_mlp_kernel<4, BF16, 2, false>, grid, block, 0, s, p);
+  }
   if (e != cudaSuccess) return e;
-  return launch(mlp_reduce_kernel<BF16>, dim3(kMlpHidden / 32), dim3(kReduceWarps * 32), 0, s,
-                static_cast<const float*>(p.partial), blocks, p.h);
+  return launch(mlp_reduce_kernel<BF16>, dim3(static_cast<unsigned>(p.hidden / 32)), dim3(kReduceWarps * 32), 0, s,
+                static_cast<const float*>(p.partial), blocks, p.hidden, p.h);
 }
 
 }  // namespace
 
-bool fused_mlp_supported(int64_t hidden, int64_t intermediate) { return hidden == kMlpHidden && intermediate > 0; }
+bool fused_mlp_supported(int64_t hidden, int64_t intermediate) {
+  return (hidden == 1024 || hidden == 2048) && intermediate > 0;
+}
 
 size_t fused_mlp_partial_floats(int64_t hidden) { return static_cast<size_t>(kMaxBlocks) * static_cast<size_t>(hidden); }
 
@@ -221,7 +255,7 @@ Status fused_mlp(const FusedMlpArgs& a, cudaStream_t s) {
   if (!a.h || !a.norm_weight || !a.partial || !aligned16(a.h) || !aligned16(a.norm_weight) || !aligned16(a.gate.data) ||
       !aligned16(a.up.data) || !aligned16(a.down_t.data))
     return make_error(ErrorCode::kInternal, "fused_mlp: missing or unaligned buffers");
-  MlpParams p{a.h, a.norm_weight, a.norm_eps, a.gate.data, a.up.data, a.down_t.data, I, a.partial, {}};
+  MlpParams p{H, a.h, a.norm_weight, a.norm_eps, a.gate.data, a.up.data, a.down_t.data, I, a.partial, {}};
   for (int i = 0; i < 4; ++i) p.prefetch[i] = a.prefetch[i];
   CHORUS_CUDA_TRY(a.bf16 ? launch_mlp<true>(p, mlp_blocks(), s) : launch_mlp<false>(p, mlp_blocks(), s));
   return ok_status();
