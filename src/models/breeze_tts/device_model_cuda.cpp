@@ -3,7 +3,6 @@
 #include "models/breeze_tts/device_model_cuda.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "models/breeze_tts/rope.h"
@@ -39,15 +38,13 @@ Result<std::shared_ptr<const DeviceModel>> DeviceModel::upload(const Config& c, 
     return make_error(ErrorCode::kUnsupported, "breeze gpu: the audio table and backbone widths must match");
   std::shared_ptr<DeviceModel> m(new DeviceModel());
   m->config_ = c;
-  {
-    const char* lab = std::getenv("CHORUS_LAB_BB_FUSED");  // measurement only
-    CHORUS_ASSIGN(m->backbone_, DeviceStack::load(Weights(main, kBackbonePrefix), c.backbone.dims, {},
-                                                  qwen3_tts::gpu::StackOptions{.one_launch_mlp = lab && lab[0] == '1'}));
-  }
+  // Both stacks' layers are too large for the persistent kernel, so a decode step's MLPs run as one
+  // launch each (measured on the H200, PERFORMANCE.md "Session 12": backbone −0.20 ms and depth
+  // decoder −0.90 ms per frame, for 0.66 GiB of transposed down projections).
+  const qwen3_tts::gpu::StackOptions one_launch_mlp{.one_launch_mlp = true};
+  CHORUS_ASSIGN(m->backbone_, DeviceStack::load(Weights(main, kBackbonePrefix), c.backbone.dims, {}, one_launch_mlp));
   const std::vector<float> inv = depth_rope_inv_freq(c.depth);
-  // The depth decoder's layers are too large for the persistent kernel; its MLPs run as one launch.
-  CHORUS_ASSIGN(m->depth_, DeviceStack::load(Weights(main, kDepthPrefix), c.depth.dims, inv,
-                                             qwen3_tts::gpu::StackOptions{.one_launch_mlp = true}));
+  CHORUS_ASSIGN(m->depth_, DeviceStack::load(Weights(main, kDepthPrefix), c.depth.dims, inv, one_launch_mlp));
   CHORUS_ASSIGN(m->lm_head_, qwen3_tts::gpu::upload_matrix(main.tensor(kLmHead)));
   CHORUS_ASSIGN(m->projector_, qwen3_tts::gpu::upload_matrix(main.tensor(kDepthProjector)));
   CHORUS_ASSIGN(m->table_, qwen3_tts::gpu::upload_matrix(main.tensor(kAudioTable)));

@@ -102,7 +102,7 @@ Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d, 
       CHORUS_ASSIGN(L.q_norm, vector_f32(lw, "self_attn.q_norm.weight"));
       CHORUS_ASSIGN(L.k_norm, vector_f32(lw, "self_attn.k_norm.weight"));
     }
-    if (options.one_launch_mlp && cuda::fused_mlp_supported(d.hidden, d.intermediate)) {
+    if (options.one_launch_mlp && cuda::fused_mlp_enabled() && cuda::fused_mlp_supported(d.hidden, d.intermediate)) {
       const cuda::DeviceMatrix down = L.down.matrix();
       L.down_t.rows = down.cols;
       L.down_t.cols = down.rows;

@@ -63,8 +63,8 @@ struct StackScratch {
 // How a stack runs, chosen by the model that owns it.
 struct StackOptions {
   // Single decode rows run each layer's MLP as one launch (cuda::fused_mlp) where its shape allows.
-  // Costs a transposed copy of every down projection. For stacks that do not fit the persistent
-  // kernel (Breeze's depth decoder: measured faster, PERFORMANCE.md "Session 12").
+  // Costs a transposed copy of every down projection (not made when CHORUS_FUSED_MLP=0). For stacks
+  // that do not fit the persistent kernel (Breeze's: measured faster, PERFORMANCE.md "Session 12").
   bool one_launch_mlp = false;
 };
 
