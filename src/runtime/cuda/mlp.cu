@@ -8,7 +8,8 @@
 // partial sums).
 //
 // Layout: warp w of W takes intermediate features f = w, w + W, ...: it loads gate row f, up row f
-// and row f of down transposed (down's column f, contiguous there), up to kAhead features ahead.
+// and row f of down transposed (down's column f, contiguous there), AHEAD features ahead of the one
+// it sums (2 at hidden 1024; 1 at 2048, where the normed input moves to shared memory to fit).
 // Lane l owns inputs k = 8l + 256i + j (i < H/256, j < 8), summed in that order and reduced over
 // the lanes by the same butterfly as linear's single-row kernel, so gate·n and up·n (and the
 // activation) are bit-identical to linear. The activation times down's column accumulates into the
