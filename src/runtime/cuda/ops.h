@@ -113,7 +113,7 @@ struct FusedMlpArgs {
   bool bf16 = false;         // as LinearArgs::bf16 (the same roundings as the two-launch path)
   L2Prefetch prefetch[4];    // as LinearArgs::prefetch, asked for by the first launch
 };
-// Whether the one-launch MLP runs this shape (hidden 1024; 16-byte aligned rows).
+// Whether the one-launch MLP runs this shape (hidden 1024 or 2048; any intermediate width).
 bool fused_mlp_supported(int64_t hidden, int64_t intermediate);
 size_t fused_mlp_partial_floats(int64_t hidden);
 // Whether single decode rows take it where the weights allow (default on; CHORUS_FUSED_MLP=0 turns
