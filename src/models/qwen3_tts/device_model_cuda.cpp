@@ -108,11 +108,13 @@ Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d, 
       L.down_t.cols = down.rows;
       CHORUS_ASSIGN(L.down_t.buf, cuda::DeviceBuffer::alloc(L.down.buf.bytes()));
       CHORUS_TRY(cuda::transpose_matrix(down, L.down_t.buf.as<uint16_t>(), nullptr));
-      CHORUS_CUDA_TRY(cudaDeviceSynchronize());
     }
     for (const DeviceTensor* t : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.in_norm, &L.post_norm, &L.q_norm,
                                   &L.k_norm, &L.down_t})
       s.bytes_ += t->buf.bytes();
+  }
+  if (!s.layers_.empty() && !s.layers_.front().down_t.empty()) {
+    CHORUS_CUDA_TRY(cudaDeviceSynchronize());  // the transposes above ran on the default stream
   }
   std::vector<cuda::StackLayerWeights> table;
   for (const Layer& L : s.layers_)

@@ -25,6 +25,7 @@
 #include "runtime/cuda/decode_stack.h"
 #include "runtime/cuda/device_util.cuh"
 #include "runtime/cuda/launch.cuh"
+#include "runtime/cuda/ops.h"
 #include "runtime/cuda/attend_head.cuh"
 
 namespace chorus::cuda {
@@ -642,7 +643,7 @@ bool decode_stack_applies(const DecodeStackArgs& a) {
     return false;
   // Staged inputs are read as float4.
   for (const void* p : {static_cast<const void*>(a.h), static_cast<const void*>(a.attn), static_cast<const void*>(a.mlp)})
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+    if (!aligned16(p)) return false;
   return smem_bytes(a) <= g_launch.max_smem;
 }
 

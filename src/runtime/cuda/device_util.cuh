@@ -136,6 +136,21 @@ __device__ __forceinline__ float swiglu_bf16(float g, float u) {
 
 // ---- shared by the matrix-vector kernels (linear.cu, mlp.cu) -----------------------------------
 
+// Σ x[k]² over a row of K floats (K a multiple of 4, x 16-byte aligned) by one warp, in f64: lane l
+// sums k = 4l + 128i in order, then the butterfly. linear's single-row kernel and fused_mlp share it,
+// so their 1 / RMS values are bit-identical. (decode_stack keeps its own copy of the loop: calling
+// this cost that kernel, at its 128-register cap, a 4-byte spill.)
+__device__ __forceinline__ double warp_sum_squares(const float* x, int64_t K) {
+  const int lane = threadIdx.x & 31;
+  double ss = 0.0;
+  for (int64_t k = lane * 4; k < K; k += 128) {
+    const float4 v = *reinterpret_cast<const float4*>(x + k);
+    ss += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
+          static_cast<double>(v.w) * v.w;
+  }
+  return warp_sum(ss);
+}
+
 // 1 / RMS from a row's f64 sum of squares: cpu::rms_norm's formula, or nn::bf16::rms_norm's.
 __device__ __forceinline__ float inv_rms(double ss, int64_t K, float eps, bool bf16) {
   if (bf16) return inv_rms_bf16(ss, K, eps);

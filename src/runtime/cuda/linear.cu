@@ -260,14 +260,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
 
   float inv = 1.0f;
   if (p.norm_w) {
-    double ss = 0.0;
-    for (int64_t k = lane * 4; k < K; k += 128) {
-      const float4 v = *reinterpret_cast<const float4*>(p.x + k);
-      ss += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
-            static_cast<double>(v.w) * v.w;
-    }
-    ss = dev::warp_sum(ss);
-    inv = dev::inv_rms(ss, K, p.eps, BF16);
+    inv = dev::inv_rms(dev::warp_sum_squares(p.x, K), K, p.eps, BF16);
   }
   float acc[ROWS][NW];
 #pragma unroll
@@ -395,8 +388,6 @@ cudaError_t launch_any_gemv(const GemvParams& p, bool single_row, bool vec, int 
          : epi == 1 ? launch_gemv<1, BF16>(p, vec, s)
                     : launch_gemv<2, BF16>(p, vec, s);
 }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // ---- tensor-core path ----
 

@@ -79,14 +79,8 @@ __global__ void __launch_bounds__(kMlpWarps * 32, kBlocksPerSm) fused_mlp_kernel
   }
   dev::pdl_wait();
 
-  // 1 / RMS of h exactly as linear's single-row kernel derives it (same loads, same f64 order).
-  double ss = 0.0;
-  for (int k = lane * 4; k < H; k += 128) {
-    const float4 v = *reinterpret_cast<const float4*>(p.h + k);
-    ss += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
-          static_cast<double>(v.w) * v.w;
-  }
-  const float inv = dev::inv_rms(dev::warp_sum(ss), H, p.eps, BF16);
+  // 1 / RMS of h exactly as linear's single-row kernel derives it.
+  const float inv = dev::inv_rms(dev::warp_sum_squares(p.h, H), H, p.eps, BF16);
   float xn[XS ? 1 : CH][8];
   if constexpr (XS) {
     for (int k = threadIdx.x * 8; k < H; k += kMlpWarps * 32 * 8) {
@@ -118,9 +112,7 @@ __global__ void __launch_bounds__(kMlpWarps * 32, kBlocksPerSm) fused_mlp_kernel
         dev::unpack8(wb[a][0][i], gf);
         dev::unpack8(wb[a][1][i], uf);
         if constexpr (XS) {
-          const float4 x0 = *reinterpret_cast<const float4*>(xs + lane * 8 + 256 * i);
-          const float4 x1 = *reinterpret_cast<const float4*>(xs + lane * 8 + 256 * i + 4);
-          x[0] = x0.x; x[1] = x0.y; x[2] = x0.z; x[3] = x0.w; x[4] = x1.x; x[5] = x1.y; x[6] = x1.z; x[7] = x1.w;
+          dev::load_x8(xs, lane * 8 + 256 * i, nullptr, 1.0f, BF16, x);  // already normed
         } else {
 #pragma unroll
           for (int j = 0; j < 8; ++j) x[j] = xn[i][j];
@@ -191,8 +183,6 @@ __global__ void transpose_kernel(const uint16_t* src, int64_t rows, int64_t cols
     if (r < rows && c < cols) dst[c * rows + r] = tile[threadIdx.x][i];
   }
 }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 int mlp_blocks() {
   static const int blocks = [] {

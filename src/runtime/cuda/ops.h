@@ -24,6 +24,9 @@ struct DeviceMatrix {
   int64_t cols = 0;
 };
 
+// Whether p may be read as 16-byte vectors (float4, the matrix-vector kernels' weight chunks).
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
 // ---- linear: y = norm?(x) · Wᵀ + b -------------------------------------------------------------
 
 enum class Epilogue : uint8_t {
