@@ -32,12 +32,13 @@ MlpCase make_case(std::mt19937& rng, int64_t hidden, int64_t inter) {
   return c;
 }
 
-std::vector<float> run_fused(const MlpCase& c, bool bf16) {
+std::vector<float> run_fused(const MlpCase& c, bool bf16, int rows = 1) {
   const int64_t hidden = c.hidden;
   auto h = to_device(c.h);
-  auto partial = poisoned(cuda::fused_mlp_partial_floats(hidden));
+  auto partial = poisoned(cuda::fused_mlp_partial_floats(hidden, rows));
   cuda::FusedMlpArgs a;
   a.h = h.as<float>();
+  a.rows = rows;
   a.norm_weight = c.norm_dev.as<float>();
   a.gate = c.gate.gpu();
   a.up = c.up.gpu();
@@ -46,7 +47,7 @@ std::vector<float> run_fused(const MlpCase& c, bool bf16) {
   a.bf16 = bf16;
   const Status st = cuda::fused_mlp(a, nullptr);
   EXPECT_TRUE(st.ok()) << st.error().to_string();
-  return to_host<float>(h, hidden);
+  return to_host<float>(h, static_cast<size_t>(rows * hidden));
 }
 
 std::vector<float> run_two_launches(const MlpCase& c, bool bf16) {
@@ -142,12 +143,39 @@ TEST(GpuFusedMlp, Bf16ModeAgreesWithTheTwoLaunchPath) {
   }
 }
 
+// Two rows (guidance's branches) in one launch: each row bit-identical to its own one-row launch
+// (the same features per warp, the same sums in the same order), and within float rounding of
+// the two-launch path.
+TEST(GpuFusedMlp, TwoRowsEqualTheirSingleRows) {
+  REQUIRE_GPU();
+  std::mt19937 rng(47);
+  for (const bool bf16 : {false, true}) {
+    for (const int64_t inter : {8192, 1000}) {
+      SCOPED_TRACE(testing::Message() << "intermediate " << inter << (bf16 ? ", bf16" : ", f32"));
+      MlpCase c = make_case(rng, 1024, inter);
+      const std::vector<float> h0 = c.h, h1 = random_vec(rng, 1024, -2.0f, 2.0f);
+      const auto row0 = run_fused(c, bf16);
+      c.h = h1;
+      const auto row1 = run_fused(c, bf16);
+      c.h = h0;
+      c.h.insert(c.h.end(), h1.begin(), h1.end());
+      const auto both = run_fused(c, bf16, 2);
+      EXPECT_EQ(std::vector<float>(both.begin(), both.begin() + 1024), row0);
+      EXPECT_EQ(std::vector<float>(both.begin() + 1024, both.end()), row1);
+      EXPECT_GT(max_abs_diff(row1, h1), 0.1);
+    }
+  }
+}
+
 TEST(GpuFusedMlp, RefusesShapesItDoesNotRun) {
   REQUIRE_GPU();
   EXPECT_FALSE(cuda::fused_mlp_supported(1536, 4096));
   EXPECT_FALSE(cuda::fused_mlp_supported(1024, 0));
   EXPECT_TRUE(cuda::fused_mlp_supported(1024, 8192));
   EXPECT_TRUE(cuda::fused_mlp_supported(2048, 6144));
+  EXPECT_TRUE(cuda::fused_mlp_supported(1024, 8192, 2));
+  EXPECT_FALSE(cuda::fused_mlp_supported(1024, 8192, 3));
+  EXPECT_FALSE(cuda::fused_mlp_supported(2048, 6144, 2));
   cuda::FusedMlpArgs a;
   a.gate = {nullptr, 64, 1536};
   EXPECT_FALSE(cuda::fused_mlp(a, nullptr).ok());

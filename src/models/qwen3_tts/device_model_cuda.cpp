@@ -74,9 +74,12 @@ Result<StackScratch> StackScratch::create(const nn::Qwen3Dims& d, int64_t rows) 
   CHORUS_ASSIGN(s.q, cuda::DeviceBuffer::alloc(f(qw)));
   CHORUS_ASSIGN(s.attn, cuda::DeviceBuffer::alloc(f(qw)));
   CHORUS_ASSIGN(s.mlp, cuda::DeviceBuffer::alloc(f(d.intermediate)));
-  if (cuda::fused_mlp_supported(d.hidden, d.intermediate)) {
-    CHORUS_ASSIGN(s.mlp_partial, cuda::DeviceBuffer::alloc(cuda::fused_mlp_partial_floats(d.hidden) * sizeof(float)));
+  const int mlp_rows = static_cast<int>(std::min<int64_t>(rows, cuda::fused_mlp_max_rows(d.hidden, d.intermediate)));
+  if (mlp_rows > 0) {
+    CHORUS_ASSIGN(s.mlp_partial,
+                  cuda::DeviceBuffer::alloc(cuda::fused_mlp_partial_floats(d.hidden, mlp_rows) * sizeof(float)));
   }
+  s.mlp_rows = mlp_rows;
   CHORUS_ASSIGN(s.barrier, cuda::DeviceBuffer::alloc(2 * sizeof(unsigned)));
   return s;
 }
@@ -256,9 +259,10 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     o.bf16 = bf16;
     CHORUS_TRY(cuda::linear(o, &ws, s));
 
-    if (R == 1 && rows.decode && !L.down_t.empty() && sc.mlp_partial.data() && cuda::fused_mlp_enabled()) {
+    if (R <= sc.mlp_rows && rows.decode && !L.down_t.empty() && cuda::fused_mlp_enabled()) {
       cuda::FusedMlpArgs m;
       m.h = h;
+      m.rows = static_cast<int>(R);
       m.norm_weight = L.post_norm.f32();
       m.norm_eps = eps;
       m.gate = L.gate.matrix();

@@ -55,6 +55,7 @@ struct KvCacheRef {
 struct StackScratch {
   cuda::DeviceBuffer qkv, q, attn, mlp;
   cuda::DeviceBuffer mlp_partial;  // cuda::fused_mlp's partial sums (where the hidden width allows it)
+  int mlp_rows = 0;                // rows cuda::fused_mlp may take at once with this scratch
   cuda::DeviceBuffer barrier;  // the persistent decode kernel's grid barrier (cuda::decode_stack)
   int64_t max_rows = 0;
   static Result<StackScratch> create(const nn::Qwen3Dims& d, int64_t max_rows);
@@ -62,7 +63,8 @@ struct StackScratch {
 
 // How a stack runs, chosen by the model that owns it.
 struct StackOptions {
-  // Single decode rows run each layer's MLP as one launch (cuda::fused_mlp) where its shape allows.
+  // Decode steps of one row (two at hidden 1024: guidance's branches) run each layer's MLP as one
+  // launch (cuda::fused_mlp) where its shape allows.
   // Costs a transposed copy of every down projection (not made when CHORUS_FUSED_MLP=0). For stacks
   // that do not fit the persistent kernel (Breeze's: measured faster, PERFORMANCE.md "Session 12").
   bool one_launch_mlp = false;

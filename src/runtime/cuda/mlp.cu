@@ -49,12 +49,13 @@ struct MlpParams {
 };
 
 // CH: 16-byte chunks per lane and row (hidden = 256·CH). XS: the normed input sits in shared memory
-// instead of registers (so wider rows or more features in flight fit the register file).
-template <int CH, bool BF16, int AHEAD, bool XS>
+// instead of registers (so wider rows or more features in flight fit the register file). R: input
+// rows (1, or 2 for the two branches of guidance), each feature's weights read once for all of them.
+template <int CH, bool BF16, int AHEAD, bool XS, int R>
 __global__ void __launch_bounds__(kMlpWarps * 32, kBlocksPerSm) fused_mlp_kernel(MlpParams p) {
   constexpr int H = 256 * CH;
   __shared__ float sums[kMlpWarps][H];
-  __shared__ float xs[XS ? H : 1];
+  __shared__ float xs[XS ? R : 1][XS ? H : 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t W = static_cast<int64_t>(gridDim.x) * kMlpWarps;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kMlpWarps + warp;
@@ -79,95 +80,119 @@ __global__ void __launch_bounds__(kMlpWarps * 32, kBlocksPerSm) fused_mlp_kernel
   }
   dev::pdl_wait();
 
-  // 1 / RMS of h exactly as linear's single-row kernel derives it.
-  const float inv = dev::inv_rms(dev::warp_sum_squares(p.h, H), H, p.eps, BF16);
-  float xn[XS ? 1 : CH][8];
-  if constexpr (XS) {
-    for (int k = threadIdx.x * 8; k < H; k += kMlpWarps * 32 * 8) {
-      float v[8];
-      dev::load_x8(p.h, k, p.norm_w, inv, BF16, v);
+  float xn[XS ? 1 : R][XS ? 1 : CH][8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) xs[k + j] = v[j];
+  for (int r = 0; r < R; ++r) {
+    const float* hr = p.h + r * H;
+    // 1 / RMS of the row exactly as linear's single-row kernel derives it.
+    const float inv = dev::inv_rms(dev::warp_sum_squares(hr, H), H, p.eps, BF16);
+    if constexpr (XS) {
+      for (int k = threadIdx.x * 8; k < H; k += kMlpWarps * 32 * 8) {
+        float v[8];
+        dev::load_x8(hr, k, p.norm_w, inv, BF16, v);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) xs[r][k + j] = v[j];
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < CH; ++i) dev::load_x8(hr, lane * 8 + 256 * i, p.norm_w, inv, BF16, xn[r][i]);
     }
-    __syncthreads();
-  } else {
-#pragma unroll
-    for (int i = 0; i < CH; ++i) dev::load_x8(p.h, lane * 8 + 256 * i, p.norm_w, inv, BF16, xn[i]);
   }
+  if constexpr (XS) __syncthreads();
 
-  float acc[CH][8];
+  float acc[R][CH][8];
 #pragma unroll
-  for (int i = 0; i < CH; ++i)
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+    for (int i = 0; i < CH; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[r][i][j] = 0.0f;
   for (int64_t base = first; base < p.inter; base += AHEAD * W) {
 #pragma unroll
     for (int a = 0; a < AHEAD; ++a) {
       const int64_t f = base + a * W;
       if (f >= p.inter) break;
-      float g = 0.0f, u = 0.0f;
+      float g[R], u[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) g[r] = u[r] = 0.0f;
 #pragma unroll
       for (int i = 0; i < CH; ++i) {
-        float gf[8], uf[8], x[8];
+        float gf[8], uf[8];
         dev::unpack8(wb[a][0][i], gf);
         dev::unpack8(wb[a][1][i], uf);
-        if constexpr (XS) {
-          dev::load_x8(xs, lane * 8 + 256 * i, nullptr, 1.0f, BF16, x);  // already normed
-        } else {
 #pragma unroll
-          for (int j = 0; j < 8; ++j) x[j] = xn[i][j];
-        }
+        for (int r = 0; r < R; ++r) {
+          float x[8];
+          if constexpr (XS) {
+            dev::load_x8(xs[r], lane * 8 + 256 * i, nullptr, 1.0f, BF16, x);  // already normed
+          } else {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          g = fmaf(gf[j], x[j], g);
-          u = fmaf(uf[j], x[j], u);
+            for (int j = 0; j < 8; ++j) x[j] = xn[r][i][j];
+          }
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            g[r] = fmaf(gf[j], x[j], g[r]);
+            u[r] = fmaf(uf[j], x[j], u[r]);
+          }
         }
       }
       uint4 col[CH];
 #pragma unroll
       for (int i = 0; i < CH; ++i) col[i] = wb[a][2][i];
       if (f + AHEAD * W < p.inter) load(f + AHEAD * W, wb[a]);
-      const float act = dev::swiglu_out(dev::warp_sum(g), dev::warp_sum(u), BF16);
+      float act[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) act[r] = dev::swiglu_out(dev::warp_sum(g[r]), dev::warp_sum(u[r]), BF16);
 #pragma unroll
       for (int i = 0; i < CH; ++i) {
         float df[8];
         dev::unpack8(col[i], df);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(act, df[j], acc[i][j]);
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[r][i][j] = fmaf(act[r], df[j], acc[r][i][j]);
       }
     }
   }
+  // Partial rows: partial[(r · blocks + block) · H + k].
 #pragma unroll
-  for (int i = 0; i < CH; ++i)
+  for (int r = 0; r < R; ++r) {
+    if (r > 0) __syncthreads();  // the previous row's sums are read
 #pragma unroll
-    for (int j = 0; j < 8; ++j) sums[warp][lane * 8 + 256 * i + j] = acc[i][j];
-  __syncthreads();
-  for (int k = threadIdx.x; k < H; k += kMlpWarps * 32) {
-    float t = sums[0][k];
+    for (int i = 0; i < CH; ++i)
 #pragma unroll
-    for (int w = 1; w < kMlpWarps; ++w) t += sums[w][k];
-    p.partial[static_cast<int64_t>(blockIdx.x) * H + k] = t;
+      for (int j = 0; j < 8; ++j) sums[warp][lane * 8 + 256 * i + j] = acc[r][i][j];
+    __syncthreads();
+    float* out = p.partial + (static_cast<int64_t>(r) * gridDim.x + blockIdx.x) * H;
+    for (int k = threadIdx.x; k < H; k += kMlpWarps * 32) {
+      float t = sums[0][k];
+#pragma unroll
+      for (int w = 1; w < kMlpWarps; ++w) t += sums[w][k];
+      out[k] = t;
+    }
   }
 }
 
-// h[f] += Σ_b partial[b][f] (b in order within each warp's share, then the warps' sums in order),
-// rounded as linear's residual epilogue rounds it. Block b takes 32 outputs.
+// h[r][f] += Σ_b partial[r][b][f] (b in order within each warp's share, then the warps' sums in
+// order), rounded as linear's residual epilogue rounds it. Block (x, r) takes row r's outputs
+// [32x, 32x + 32).
 template <bool BF16>
 __global__ void __launch_bounds__(kReduceWarps * 32) mlp_reduce_kernel(const float* partial, int parts, int64_t hidden,
                                                                       float* h) {
   __shared__ float red[kReduceWarps][32];
   dev::pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int f = blockIdx.x * 32 + lane;
+  const int64_t f = static_cast<int64_t>(blockIdx.x) * 32 + lane, r = blockIdx.y;
+  const float* rows = partial + r * parts * hidden;
   float s = 0.0f;
-  for (int b = warp; b < parts; b += kReduceWarps) s += partial[static_cast<int64_t>(b) * hidden + f];
+  for (int b = warp; b < parts; b += kReduceWarps) s += rows[static_cast<int64_t>(b) * hidden + f];
   red[warp][lane] = s;
   __syncthreads();
   if (warp != 0) return;
   float t = red[0][lane];
 #pragma unroll
   for (int w = 1; w < kReduceWarps; ++w) t += red[w][lane];
-  dev::store_out(h + f, t, 1, BF16);
+  dev::store_out(h + r * hidden + f, t, 1, BF16);
 }
 
 __global__ void transpose_kernel(const uint16_t* src, int64_t rows, int64_t cols, uint16_t* dst) {
@@ -206,29 +231,38 @@ int mlp_ahead_1024() {
 }
 
 template <bool BF16>
-cudaError_t launch_mlp(const MlpParams& p, int blocks, cudaStream_t s) {
+cudaError_t launch_mlp(const MlpParams& p, int rows, int blocks, cudaStream_t s) {
   const dim3 grid(blocks), block(kMlpWarps * 32);
   cudaError_t e = cudaSuccess;
-  if (p.hidden == 2048) {
-    e = launch(fused_mlp_kernel<8, BF16, 1, true>, grid, block, 0, s, p);
+  if (rows == 2) {
+    e = launch(fused_mlp_kernel<4, BF16, 1, true, 2>, grid, block, 0, s, p);  // 2 ahead spills
+  } else if (p.hidden == 2048) {
+    e = launch(fused_mlp_kernel<8, BF16, 1, true, 1>, grid, block, 0, s, p);
   } else {
     const int ahead = mlp_ahead_1024();
-    e = ahead == 1   ? launch(fused_mlp_kernel<4, BF16, 1, false>, grid, block, 0, s, p)
-        : ahead == 3 ? launch(fused_mlp_kernel<4, BF16, 3, true>, grid, block, 0, s, p)
-                     : launch(fused_mlp_kernel<4, BF16, 2, false>, grid, block, 0, s, p);
+    e = ahead == 1   ? launch(fused_mlp_kernel<4, BF16, 1, false, 1>, grid, block, 0, s, p)
+        : ahead == 3 ? launch(fused_mlp_kernel<4, BF16, 3, true, 1>, grid, block, 0, s, p)
+                     : launch(fused_mlp_kernel<4, BF16, 2, false, 1>, grid, block, 0, s, p);
   }
   if (e != cudaSuccess) return e;
-  return launch(mlp_reduce_kernel<BF16>, dim3(static_cast<unsigned>(p.hidden / 32)), dim3(kReduceWarps * 32), 0, s,
-                static_cast<const float*>(p.partial), blocks, p.hidden, p.h);
+  return launch(mlp_reduce_kernel<BF16>, dim3(static_cast<unsigned>(p.hidden / 32), static_cast<unsigned>(rows)),
+                dim3(kReduceWarps * 32), 0, s, static_cast<const float*>(p.partial), blocks, p.hidden, p.h);
 }
 
 }  // namespace
 
-bool fused_mlp_supported(int64_t hidden, int64_t intermediate) {
-  return (hidden == 1024 || hidden == 2048) && intermediate > 0;
+int fused_mlp_max_rows(int64_t hidden, int64_t intermediate) {
+  if (intermediate <= 0) return 0;
+  return hidden == 1024 ? 2 : hidden == 2048 ? 1 : 0;
 }
 
-size_t fused_mlp_partial_floats(int64_t hidden) { return static_cast<size_t>(kMaxBlocks) * static_cast<size_t>(hidden); }
+bool fused_mlp_supported(int64_t hidden, int64_t intermediate, int rows) {
+  return rows >= 1 && rows <= fused_mlp_max_rows(hidden, intermediate);
+}
+
+size_t fused_mlp_partial_floats(int64_t hidden, int rows) {
+  return static_cast<size_t>(rows) * static_cast<size_t>(kMaxBlocks) * static_cast<size_t>(hidden);
+}
 
 bool fused_mlp_enabled() {
   static const bool on = [] {
@@ -240,15 +274,16 @@ bool fused_mlp_enabled() {
 
 Status fused_mlp(const FusedMlpArgs& a, cudaStream_t s) {
   const int64_t H = a.gate.cols, I = a.gate.rows;
-  if (!fused_mlp_supported(H, I) || a.up.rows != I || a.up.cols != H || a.down_t.rows != I || a.down_t.cols != H)
+  if (!fused_mlp_supported(H, I, a.rows) || a.up.rows != I || a.up.cols != H || a.down_t.rows != I || a.down_t.cols != H)
     return make_error(ErrorCode::kInternal, "fused_mlp: unsupported or mismatched shapes (hidden " + std::to_string(H) +
-                                                ", intermediate " + std::to_string(I) + ")");
+                                                ", intermediate " + std::to_string(I) + ", rows " +
+                                                std::to_string(a.rows) + ")");
   if (!a.h || !a.norm_weight || !a.partial || !aligned16(a.h) || !aligned16(a.norm_weight) || !aligned16(a.gate.data) ||
       !aligned16(a.up.data) || !aligned16(a.down_t.data))
     return make_error(ErrorCode::kInternal, "fused_mlp: missing or unaligned buffers");
   MlpParams p{H, a.h, a.norm_weight, a.norm_eps, a.gate.data, a.up.data, a.down_t.data, I, a.partial, {}};
   for (int i = 0; i < 4; ++i) p.prefetch[i] = a.prefetch[i];
-  CHORUS_CUDA_TRY(a.bf16 ? launch_mlp<true>(p, mlp_blocks(), s) : launch_mlp<false>(p, mlp_blocks(), s));
+  CHORUS_CUDA_TRY(a.bf16 ? launch_mlp<true>(p, a.rows, mlp_blocks(), s) : launch_mlp<false>(p, a.rows, mlp_blocks(), s));
   return ok_status();
 }
 

@@ -99,7 +99,7 @@ inline constexpr int kLinearAuto = 0, kLinearGemv = 1, kLinearTensor = 2;
 Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path = kLinearAuto);
 
 // ---- one decode row's MLP in one launch (mlp.cu) -----------------------------------------------
-// h += down(SwiGLU(gate · n, up · n)) with n = RMSNorm(h; norm_weight), for one row. Each warp
+// h += down(SwiGLU(gate · n, up · n)) with n = RMSNorm(h; norm_weight), for one row (or two: guidance's branches). Each warp
 // takes whole intermediate features: their gate and up rows (summed exactly as `linear` sums them,
 // so the activations are bit-identical to the two-launch path) and down's column for the same
 // feature, read from a transposed copy of down where it is contiguous. So the three matrices stream
@@ -107,18 +107,20 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
 // The down sum runs in another order than `linear`'s (per block, then over blocks, deterministic):
 // results agree with the two-launch path to float rounding, not bit for bit.
 struct FusedMlpArgs {
-  float* h = nullptr;                  // [hidden]: the input and the residual stream (updated)
+  float* h = nullptr;                  // [rows, hidden]: the inputs and the residual stream (updated)
+  int rows = 1;                        // 1, or 2 (guidance's two branches) up to fused_mlp_max_rows
   const float* norm_weight = nullptr;  // [hidden] (post-attention norm)
   float norm_eps = 1e-6f;
   DeviceMatrix gate, up;  // [intermediate, hidden]
   DeviceMatrix down_t;    // [intermediate, hidden]: down_proj ([hidden, intermediate]) transposed
-  float* partial = nullptr;  // scratch of fused_mlp_partial_floats(hidden) floats
+  float* partial = nullptr;  // scratch of fused_mlp_partial_floats(hidden, rows) floats
   bool bf16 = false;         // as LinearArgs::bf16 (the same roundings as the two-launch path)
   L2Prefetch prefetch[4];    // as LinearArgs::prefetch, asked for by the first launch
 };
-// Whether the one-launch MLP runs this shape (hidden 1024 or 2048; any intermediate width).
-bool fused_mlp_supported(int64_t hidden, int64_t intermediate);
-size_t fused_mlp_partial_floats(int64_t hidden);
+// Rows the one-launch MLP runs at once for this shape: 2 at hidden 1024, 1 at 2048, else 0.
+int fused_mlp_max_rows(int64_t hidden, int64_t intermediate);
+bool fused_mlp_supported(int64_t hidden, int64_t intermediate, int rows = 1);
+size_t fused_mlp_partial_floats(int64_t hidden, int rows = 1);
 // Whether single decode rows take it where the weights allow (default on; CHORUS_FUSED_MLP=0 turns
 // it off, for measurements).
 bool fused_mlp_enabled();
