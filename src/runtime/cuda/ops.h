@@ -98,11 +98,12 @@ int64_t gemv_max_rows();
 inline constexpr int kLinearAuto = 0, kLinearGemv = 1, kLinearTensor = 2;
 Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path = kLinearAuto);
 
-// ---- one decode row's MLP in one launch (mlp.cu) -----------------------------------------------
-// h += down(SwiGLU(gate · n, up · n)) with n = RMSNorm(h; norm_weight), for one row (or two: guidance's branches). Each warp
-// takes whole intermediate features: their gate and up rows (summed exactly as `linear` sums them,
-// so the activations are bit-identical to the two-launch path) and down's column for the same
-// feature, read from a transposed copy of down where it is contiguous. So the three matrices stream
+// ---- a decode step's MLP in one launch (mlp.cu) ------------------------------------------------
+// h += down(SwiGLU(gate · n, up · n)) with n = RMSNorm(h; norm_weight), for one row (or two:
+// guidance's branches, read with each weight once). Each warp takes whole intermediate features:
+// their gate and up rows (summed exactly as `linear` sums them, so the activations are
+// bit-identical to the two-launch path) and down's column for the same feature, read from a
+// transposed copy of down where it is contiguous. So the three matrices stream
 // from memory in one launch instead of two (the second launch of the pair waits on the first's tail).
 // The down sum runs in another order than `linear`'s (per block, then over blocks, deterministic):
 // results agree with the two-launch path to float rounding, not bit for bit.
@@ -121,7 +122,7 @@ struct FusedMlpArgs {
 int fused_mlp_max_rows(int64_t hidden, int64_t intermediate);
 bool fused_mlp_supported(int64_t hidden, int64_t intermediate, int rows = 1);
 size_t fused_mlp_partial_floats(int64_t hidden, int rows = 1);
-// Whether single decode rows take it where the weights allow (default on; CHORUS_FUSED_MLP=0 turns
+// Whether decode rows take it where the weights allow (default on; CHORUS_FUSED_MLP=0 turns
 // it off, for measurements).
 bool fused_mlp_enabled();
 Status fused_mlp(const FusedMlpArgs& a, cudaStream_t s);
