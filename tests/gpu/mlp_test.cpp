@@ -144,8 +144,8 @@ TEST(GpuFusedMlp, Bf16ModeAgreesWithTheTwoLaunchPath) {
 }
 
 // Two rows (guidance's branches) in one launch: each row bit-identical to its own one-row launch
-// (the same features per warp, the same sums in the same order), and within float rounding of
-// the two-launch path.
+// (the same features per warp, the same sums in the same order), which the tests above compare
+// with the CPU and the two-launch path.
 TEST(GpuFusedMlp, TwoRowsEqualTheirSingleRows) {
   REQUIRE_GPU();
   std::mt19937 rng(47);

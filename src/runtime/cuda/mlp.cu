@@ -15,8 +15,9 @@
 // activation) are bit-identical to linear. The activation times down's column accumulates into the
 // lane's outputs (the same k positions); a block adds its warps in order into one partial row, and
 // the reduction launch adds the partial rows in block order: deterministic, independent of timing.
-// Two rows (R = 2, hidden 1024: guidance's branches): each loaded feature serves both rows, with
-// each row's arithmetic unchanged, so a row is bit-identical to its own one-row launch (Breeze
+// Two rows (R = 2, hidden 1024: guidance's branches): each loaded feature serves both rows (one
+// feature ahead, the normed inputs in shared memory: two ahead spilled), with each row's
+// arithmetic unchanged, so a row is bit-identical to its own one-row launch (Breeze
 // CFG 3: 14.06 → 10.34 ms per frame, PERFORMANCE.md "Session 13").
 #include <cuda_runtime.h>
 

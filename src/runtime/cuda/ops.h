@@ -103,8 +103,8 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
 // guidance's branches, read with each weight once). Each warp takes whole intermediate features:
 // their gate and up rows (summed exactly as `linear` sums them, so the activations are
 // bit-identical to the two-launch path) and down's column for the same feature, read from a
-// transposed copy of down where it is contiguous. So the three matrices stream
-// from memory in one launch instead of two (the second launch of the pair waits on the first's tail).
+// transposed copy of down where it is contiguous. So the three matrices stream from memory in one
+// launch instead of two (the second launch of the pair waits on the first's tail).
 // The down sum runs in another order than `linear`'s (per block, then over blocks, deterministic):
 // results agree with the two-launch path to float rounding, not bit for bit.
 struct FusedMlpArgs {
