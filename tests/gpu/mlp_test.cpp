@@ -100,23 +100,35 @@ struct Shape {
 };
 // Breeze's depth decoder (1024 → 8192) and backbone (2048 → 6144), widths that leave warps without
 // a feature (1000 < the grid's warps), and one whose features do not divide evenly among the warps.
-constexpr Shape kShapes[] = {{1024, 8192}, {1024, 1000}, {1024, 3000}, {2048, 6144}, {2048, 1000}};
+// (At hidden 1024 one row takes the bulk-copy kernel; {1024, 100} leaves some of its blocks
+// without a feature.)
+constexpr Shape kShapes[] = {{1024, 8192}, {1024, 1000}, {1024, 3000}, {1024, 100}, {2048, 6144}, {2048, 1000}};
+
+// Sets set_fused_mlp_bulk for one scope, back on (the default) after.
+struct BulkSwitch {
+  explicit BulkSwitch(bool on) { cuda::set_fused_mlp_bulk(on); }
+  ~BulkSwitch() { cuda::set_fused_mlp_bulk(true); }
+};
 
 TEST(GpuFusedMlp, MatchesTheCpuAndTheTwoLaunchPath) {
   REQUIRE_GPU();
   std::mt19937 rng(41);
-  for (const Shape sh : kShapes) {
-    SCOPED_TRACE(testing::Message() << "hidden " << sh.hidden << ", intermediate " << sh.inter);
-    const MlpCase c = make_case(rng, sh.hidden, sh.inter);
-    const auto fused = run_fused(c, false);
-    const auto two = run_two_launches(c, false);
-    const auto cpu = run_cpu(c);
-    // Non-vacuity: the MLP moves h by a sizeable fraction of its range.
-    EXPECT_GT(max_abs_diff(cpu, c.h), 0.1 * max_abs_diff(c.h, std::vector<float>(c.h.size(), 0.0f)));
-    EXPECT_LT(rel_err(fused, cpu), 2e-5);
-    // Only the down projection's summation order differs from the two launches.
-    EXPECT_LT(rel_err(fused, two), 2e-6);
-    EXPECT_EQ(fused, run_fused(c, false)) << "not deterministic";
+  for (const bool bulk : {true, false}) {
+    const BulkSwitch sw(bulk);
+    for (const Shape sh : kShapes) {
+      SCOPED_TRACE(testing::Message() << "hidden " << sh.hidden << ", intermediate " << sh.inter
+                                      << (bulk ? "" : ", register kernel only"));
+      const MlpCase c = make_case(rng, sh.hidden, sh.inter);
+      const auto fused = run_fused(c, false);
+      const auto two = run_two_launches(c, false);
+      const auto cpu = run_cpu(c);
+      // Non-vacuity: the MLP moves h by a sizeable fraction of its range.
+      EXPECT_GT(max_abs_diff(cpu, c.h), 0.1 * max_abs_diff(c.h, std::vector<float>(c.h.size(), 0.0f)));
+      EXPECT_LT(rel_err(fused, cpu), 2e-5);
+      // Only the down projection's summation order differs from the two launches.
+      EXPECT_LT(rel_err(fused, two), 2e-6);
+      EXPECT_EQ(fused, run_fused(c, false)) << "not deterministic";
+    }
   }
 }
 
@@ -144,10 +156,11 @@ TEST(GpuFusedMlp, Bf16ModeAgreesWithTheTwoLaunchPath) {
 }
 
 // Two rows (guidance's branches) in one launch: each row bit-identical to its own one-row launch
-// (the same features per warp, the same sums in the same order), which the tests above compare
-// with the CPU and the two-launch path.
+// of the register kernel (the same features per warp, the same sums in the same order), which the
+// tests above compare with the CPU and the two-launch path.
 TEST(GpuFusedMlp, TwoRowsEqualTheirSingleRows) {
   REQUIRE_GPU();
+  const BulkSwitch sw(false);
   std::mt19937 rng(47);
   for (const bool bf16 : {false, true}) {
     for (const int64_t inter : {8192, 1000}) {

@@ -290,6 +290,74 @@ void check_attention(int64_t Hq, int64_t Hkv, int64_t D, uint32_t seed) {
   }
 }
 
+// Decode attention over small caches (the depth decoders' ≤ 32 positions): the specialized kernel
+// against the general one bit for bit (outputs and cache stores), f32 and bf16, at the first, an
+// inner and the last position, and the f32 result against the CPU.
+void check_small_attention(int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << "Hq " << Hq << " Hkv " << Hkv << " D " << D << " capacity " << cap);
+  std::mt19937 rng(seed);
+  const int64_t S = 2, qw = Hq * D, kvw = Hkv * D, ld = qw + 2 * kvw;
+  const auto qn = random_vec(rng, D, 0.5f, 1.5f), kn = random_vec(rng, D, 0.5f, 1.5f);
+  std::vector<float> inv(D / 2);
+  cpu::rope_inv_freq(1e6f, D, inv.data());
+  const auto dqn = to_device(qn), dkn = to_device(kn), dinv = to_device(inv);
+  // Earlier positions' keys and values as any earlier step left them (random).
+  const auto k0 = random_vec(rng, S * cap * kvw, -1.5f, 1.5f), v0 = random_vec(rng, S * cap * kvw, -1.5f, 1.5f);
+  ASSERT_TRUE(cuda::attention_reserve(cap, D).ok());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  for (const int64_t p : {int64_t{0}, int64_t{1}, cap / 2 + 1, cap - 1}) {
+    for (const bool bf16 : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "position " << p << (bf16 ? " bf16" : " f32"));
+      const std::vector<int32_t> seq = {1, 0}, pos = {static_cast<int32_t>(p), static_cast<int32_t>(p)};
+      const auto qkv = random_vec(rng, S * ld, -2.0f, 2.0f);
+      const auto dqkv = to_device(qkv), dseq = to_device(seq), dpos = to_device(pos);
+      std::vector<float> out[2], kc[2], vc[2];
+      for (const bool small : {true, false}) {
+        cuda::set_small_attention(small);
+        auto dk = to_device(k0), dv = to_device(v0);
+        auto dout = poisoned(S * qw);
+        ASSERT_TRUE(cuda::attention_decode(dqkv.as<float>(), ld, {Hq, Hkv, D}, dqn.as<float>(), dkn.as<float>(), 1e-6f,
+                                           dinv.as<float>(), scale, {dseq.as<int32_t>(), dpos.as<int32_t>(), S, true},
+                                           {dk.as<float>(), dv.as<float>(), cap * kvw, cap}, dout.as<float>(), nullptr, bf16)
+                        .ok());
+        out[small] = to_host<float>(dout, S * qw);
+        kc[small] = to_host<float>(dk, S * cap * kvw);
+        vc[small] = to_host<float>(dv, S * cap * kvw);
+      }
+      cuda::set_small_attention(true);
+      EXPECT_EQ(out[1], out[0]);
+      EXPECT_EQ(kc[1], kc[0]);
+      EXPECT_EQ(vc[1], vc[0]);
+      EXPECT_NE(vc[1], v0) << "the new value was not stored";
+      if (bf16) continue;
+      // CPU: the new rows normed and rotated into a copy of the caches, then attention over 0..p.
+      std::vector<float> want(S * qw);
+      for (int64_t r = 0; r < S; ++r) {
+        std::vector<float> ck(k0.begin() + seq[r] * cap * kvw, k0.begin() + (seq[r] + 1) * cap * kvw);
+        std::vector<float> cv(v0.begin() + seq[r] * cap * kvw, v0.begin() + (seq[r] + 1) * cap * kvw);
+        std::vector<float> q(qkv.begin() + r * ld, qkv.begin() + r * ld + qw);
+        std::vector<float> kr(qkv.begin() + r * ld + qw, qkv.begin() + r * ld + qw + kvw);
+        cpu::rms_norm(q.data(), qn.data(), q.data(), Hq, D, 1e-6f);
+        cpu::rms_norm(kr.data(), kn.data(), kr.data(), Hkv, D, 1e-6f);
+        const int64_t pr = p;
+        cpu::rope(q.data(), 1, Hq, D, &pr, inv.data());
+        cpu::rope(kr.data(), 1, Hkv, D, &pr, inv.data());
+        std::copy(kr.begin(), kr.end(), ck.begin() + p * kvw);
+        std::copy(qkv.begin() + r * ld + qw + kvw, qkv.begin() + (r + 1) * ld, cv.begin() + p * kvw);
+        cpu::attention(q.data(), 1, Hq, ck.data(), cv.data(), p + 1, Hkv, D, p, 0, scale, want.data() + r * qw);
+      }
+      EXPECT_LT(rel_err(out[1], want), 2e-5);
+    }
+  }
+}
+
+TEST(GpuAttention, SmallCacheKernelEqualsTheGeneralOne) {
+  REQUIRE_GPU();
+  check_small_attention(8, 2, 128, 16, 31);   // Breeze's depth decoder
+  check_small_attention(16, 8, 128, 17, 32);  // Qwen3-TTS's code predictor
+  check_small_attention(4, 2, 64, 32, 33);
+}
+
 TEST(GpuAttention, NormRopeStoreAndAttentionMatchTheCpu) {
   REQUIRE_GPU();
   check_attention(4, 2, 16, 21);    // the tiny goldens' shape

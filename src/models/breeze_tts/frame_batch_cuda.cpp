@@ -103,11 +103,9 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   const int64_t ws_n = std::max({m.backbone().max_linear_n_total(), m.depth().max_linear_n_total(), f.C_, f.V_, D});
   CHORUS_ASSIGN(f.ws_, cuda::LinearWorkspace::create(ws_rows, ws_k, ws_n));
   f.bytes_ += f.ws_.bytes();
-  CHORUS_ASSIGN(f.bb_scratch_, StackScratch::create(bd, f.bb_rows_));
-  CHORUS_ASSIGN(f.depth_scratch_, StackScratch::create(dd, 2 * Q));
-  for (const auto* b : {&f.bb_scratch_.qkv, &f.bb_scratch_.q, &f.bb_scratch_.attn, &f.bb_scratch_.mlp,
-                        &f.depth_scratch_.qkv, &f.depth_scratch_.q, &f.depth_scratch_.attn, &f.depth_scratch_.mlp})
-    f.bytes_ += b->bytes();
+  CHORUS_ASSIGN(f.bb_scratch_, StackScratch::create(bd, f.bb_rows_, m.backbone().fused_mlp()));
+  CHORUS_ASSIGN(f.depth_scratch_, StackScratch::create(dd, 2 * Q, m.depth().fused_mlp()));
+  f.bytes_ += f.bb_scratch_.bytes() + f.depth_scratch_.bytes();
 
   const size_t F = sizeof(float), I = sizeof(int32_t);
   const auto n = [](int64_t v) { return static_cast<size_t>(v); };

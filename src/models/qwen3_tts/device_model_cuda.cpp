@@ -65,7 +65,7 @@ Result<DeviceTensor> upload_vector_f32(const Tensor& t) {
   return d;
 }
 
-Result<StackScratch> StackScratch::create(const nn::Qwen3Dims& d, int64_t rows) {
+Result<StackScratch> StackScratch::create(const nn::Qwen3Dims& d, int64_t rows, bool fused_mlp) {
   StackScratch s;
   s.max_rows = rows;
   const int64_t qw = d.heads * d.head_dim, kvw = d.kv_heads * d.head_dim;
@@ -74,7 +74,8 @@ Result<StackScratch> StackScratch::create(const nn::Qwen3Dims& d, int64_t rows) 
   CHORUS_ASSIGN(s.q, cuda::DeviceBuffer::alloc(f(qw)));
   CHORUS_ASSIGN(s.attn, cuda::DeviceBuffer::alloc(f(qw)));
   CHORUS_ASSIGN(s.mlp, cuda::DeviceBuffer::alloc(f(d.intermediate)));
-  const int mlp_rows = static_cast<int>(std::min<int64_t>(rows, cuda::fused_mlp_max_rows(d.hidden, d.intermediate)));
+  const int mlp_rows =
+      fused_mlp ? static_cast<int>(std::min<int64_t>(rows, cuda::fused_mlp_max_rows(d.hidden, d.intermediate))) : 0;
   if (mlp_rows > 0) {
     CHORUS_ASSIGN(s.mlp_partial,
                   cuda::DeviceBuffer::alloc(cuda::fused_mlp_partial_floats(d.hidden, mlp_rows) * sizeof(float)));

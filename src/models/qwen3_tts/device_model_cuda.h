@@ -54,11 +54,14 @@ struct KvCacheRef {
 // Activations of one stack forward over up to max_rows rows.
 struct StackScratch {
   cuda::DeviceBuffer qkv, q, attn, mlp;
-  cuda::DeviceBuffer mlp_partial;  // cuda::fused_mlp's partial sums (where the hidden width allows it)
+  cuda::DeviceBuffer mlp_partial;  // cuda::fused_mlp's partial sums (stacks that run it only)
   int mlp_rows = 0;                // rows cuda::fused_mlp may take at once with this scratch
   cuda::DeviceBuffer barrier;  // the persistent decode kernel's grid barrier (cuda::decode_stack)
   int64_t max_rows = 0;
-  static Result<StackScratch> create(const nn::Qwen3Dims& d, int64_t max_rows);
+  // fused_mlp: the stack runs cuda::fused_mlp (DeviceStack::fused_mlp()); the others get no
+  // partial-sum buffer.
+  static Result<StackScratch> create(const nn::Qwen3Dims& d, int64_t max_rows, bool fused_mlp = false);
+  size_t bytes() const { return qkv.bytes() + q.bytes() + attn.bytes() + mlp.bytes() + mlp_partial.bytes(); }
 };
 
 // How a stack runs, chosen by the model that owns it.
@@ -79,6 +82,8 @@ class DeviceStack {
                                   StackOptions options = {});
 
   const nn::Qwen3Dims& dims() const { return dims_; }
+  // Whether decode rows run each MLP as one launch (StackOptions::one_launch_mlp, where it applies).
+  bool fused_mlp() const { return !layers_.empty() && !layers_.front().down_t.empty(); }
   int64_t kv_width() const { return dims_.kv_heads * dims_.head_dim; }
   int64_t max_linear_k() const;       // widest matrix input
   int64_t max_linear_n_total() const; // most output features of one launch

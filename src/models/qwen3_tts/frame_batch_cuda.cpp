@@ -98,11 +98,9 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   const int64_t ws_n = std::max({m.talker().max_linear_n_total(), m.code_predictor().max_linear_n_total(), f.V_, f.CV_, C});
   CHORUS_ASSIGN(f.ws_, cuda::LinearWorkspace::create(ws_rows, ws_k, ws_n));
   f.bytes_ += f.ws_.bytes();
-  CHORUS_ASSIGN(f.talker_scratch_, StackScratch::create(td, f.talker_rows_));
-  CHORUS_ASSIGN(f.cp_scratch_, StackScratch::create(cd, 2 * B));
-  for (const auto* b : {&f.talker_scratch_.qkv, &f.talker_scratch_.q, &f.talker_scratch_.attn, &f.talker_scratch_.mlp,
-                        &f.cp_scratch_.qkv, &f.cp_scratch_.q, &f.cp_scratch_.attn, &f.cp_scratch_.mlp})
-    f.bytes_ += b->bytes();
+  CHORUS_ASSIGN(f.talker_scratch_, StackScratch::create(td, f.talker_rows_, m.talker().fused_mlp()));
+  CHORUS_ASSIGN(f.cp_scratch_, StackScratch::create(cd, 2 * B, m.code_predictor().fused_mlp()));
+  f.bytes_ += f.talker_scratch_.bytes() + f.cp_scratch_.bytes();
 
   const size_t F = sizeof(float), I = sizeof(int32_t);
   CHORUS_TRY(f.alloc(f.talker_kv_, static_cast<size_t>(KvCacheRef::floats(td.layers, B, f.cap_, td.kv_heads * td.head_dim)) * F));

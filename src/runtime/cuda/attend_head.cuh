@@ -73,9 +73,12 @@ __device__ inline void head_new_row(const float* row, int h, int g, int Hq, int 
 // then the warp reduces by a butterfly. UNROLL_D: the dims loop unrolled, so all of a warp's key
 // reads are in flight at once (rolled, each step waits for its own round trip). The persistent
 // stack's talker attention measured 1.5x faster unrolled; the per-kernel attention ~1 % slower.
-template <bool UNROLL_D>
+// KEYS: keys per warp at a time (the small-cache kernel gives each of its warps 4 of 16; each key's
+// sum is the same whichever warp forms it).
+template <bool UNROLL_D, int KEYS = kKeysPerWarp>
 __device__ inline void head_scores(const float* qs, const float* kb, int64_t kstep, const float* knew, int new_pos,
                                    int n, int warps, int D, float scale, bool bf16, float* sc) {
+  constexpr int kKeysPerWarp = KEYS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int j0 = warp * kKeysPerWarp; j0 < n; j0 += warps * kKeysPerWarp) {
     const float* kr[kKeysPerWarp];

@@ -1,6 +1,8 @@
 // Attention over a device KV cache: QK-norm + rotary embedding + cache store of the new rows, then
 // causal grouped-query attention per (row, query head).
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "runtime/cuda/attend_head.cuh"
 #include "runtime/cuda/device_util.cuh"
@@ -168,6 +170,62 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
   dev::head_output(part, warps, D, blockDim.x, a.bf16, o);
 }
 
+// The small-cache decode attention (preloads() shapes) with the head size, the warp count and the
+// rounding mode fixed at compile time, and the earlier keys and values always in shared memory (a
+// position that moved after the wait preloads again), so every read of them is a shared-memory load
+// with 32-bit addressing. The steps are attention_kernel's, each key's and value's sums in the same
+// order, so the result is bit-identical to it and to the persistent stack. Why: Nsight Compute showed
+// the general kernel executing ~1300 instructions per warp for 16 positions at ~12 cycles each (one
+// warp per scheduler), most of them 64-bit address arithmetic and generic loads (PERFORMANCE.md
+// "Session 14").
+constexpr int kSmallWarps = 4;
+
+template <int D, bool BF16>
+__global__ void __launch_bounds__(kSmallWarps * 32) attention_small_kernel(AttnParams a) {
+  extern __shared__ float smem[];
+  const int h = blockIdx.x, r = blockIdx.y;
+  const int Hq = a.Hq, Hkv = a.Hkv, group = Hq / Hkv, g = h / group;
+  const int cap = static_cast<int>(a.kv.capacity);
+  const int kvw = Hkv * D;
+  float* keys = smem + preload_offset(D, cap);
+  float* values = keys + cap * D;
+  auto preload = [&](int seq, int pos) {
+    if (seq < 0 || pos < 0) return;
+    const int64_t base = seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
+    preload_rows(a.kv.k + base, a.kv.v + base, kvw, min(pos, cap), D, keys, values);
+  };
+  const int hint = a.poss[r];
+  preload(a.seqs[r], hint);
+  dev::pdl_wait();
+  const int pos = a.poss[r];
+  const int64_t seq = a.seqs[r];
+  const int n = min(pos + 1, cap);
+  float* o = a.out + static_cast<int64_t>(r) * Hq * D + static_cast<int64_t>(h) * D;
+  if (n <= 0 || seq < 0) {
+    for (int d = threadIdx.x; d < D; d += kSmallWarps * 32) o[d] = 0.0f;
+    return;
+  }
+  if (pos != hint) {  // another kernel moved the position after the preload: read the rows again
+    __syncthreads();
+    preload(static_cast<int>(seq), pos);
+  }
+  const dev::HeadScratch w = dev::head_scratch(smem, D, n);
+  const int64_t off = seq * a.kv.seq_stride + static_cast<int64_t>(pos) * kvw + static_cast<int64_t>(g) * D;
+  dev::head_new_row(a.qkv + static_cast<int64_t>(r) * a.ld, h, g, Hq, Hkv, D, a.qn, a.kn, a.eps, a.inv_freq, pos, BF16,
+                    w.q, w.knew, w.vnew, h % group == 0 && pos < cap, a.kv.k + off, a.kv.v + off);
+  __syncthreads();
+  dev::head_scores<false, 4>(w.q, keys, D, w.knew, pos, n, kSmallWarps, D, a.scale, BF16, w.scores);
+  __syncthreads();
+  dev::head_values<8>(w.scores, n, values, D, w.vnew, pos, kSmallWarps, D, BF16, w.part);
+  __syncthreads();
+  dev::head_output(w.part, kSmallWarps, D, kSmallWarps * 32, BF16, o);
+}
+
+// Whether the small-cache kernel takes this shape.
+bool small_attention(int64_t capacity, int64_t D) {
+  return preloads(capacity, D) && dev::attention_warps(capacity) == kSmallWarps && (D == 64 || D == 128);
+}
+
 std::atomic<int64_t> g_reserved_smem{48 * 1024};
 
 size_t attention_smem(int64_t capacity, int64_t head_dim) {
@@ -203,6 +261,9 @@ Status attention_reserve(int64_t capacity, int64_t head_dim) {
                                        static_cast<int>(need)));
   CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(need)));
+  for (auto* k : {attention_small_kernel<64, false>, attention_small_kernel<64, true>, attention_small_kernel<128, false>,
+                  attention_small_kernel<128, true>})
+    CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(need)));
   g_reserved_smem.store(static_cast<int64_t>(need));
   return ok_status();
 }
@@ -221,6 +282,19 @@ Status qk_norm_rope_store(const float* qkv, int64_t ld_qkv, HeadShape h, const f
 }
 
 namespace {
+// CHORUS_SMALL_ATTENTION=0: the general kernel for small caches too (for measurements);
+// set_small_attention switches it at run time (tests).
+std::atomic<int> g_small_attention{-1};
+bool small_attention_enabled() {
+  int v = g_small_attention.load();
+  if (v < 0) {
+    const char* e = std::getenv("CHORUS_SMALL_ATTENTION");
+    v = e && std::strcmp(e, "0") == 0 ? 0 : 1;
+    g_small_attention.store(v);
+  }
+  return v != 0;
+}
+
 Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStream_t s) {
   const size_t smem = attention_smem(p.kv.capacity, p.D);
   if (smem > static_cast<size_t>(g_reserved_smem.load()))
@@ -228,7 +302,11 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
   const dim3 grid(static_cast<unsigned>(p.Hq), static_cast<unsigned>(rows));
   const dim3 block(static_cast<unsigned>(attention_threads(p.kv.capacity)));
   if (!fused) CHORUS_CUDA_TRY(launch(attention_kernel<false>, grid, block, smem, s, p));
-  else if (preloads(p.kv.capacity, p.D)) CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
+  else if (small_attention(p.kv.capacity, p.D) && small_attention_enabled()) {
+    auto* k = p.D == 64 ? (p.bf16 ? attention_small_kernel<64, true> : attention_small_kernel<64, false>)
+                        : (p.bf16 ? attention_small_kernel<128, true> : attention_small_kernel<128, false>);
+    CHORUS_CUDA_TRY(launch(k, grid, block, smem, s, p));
+  } else if (preloads(p.kv.capacity, p.D)) CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
   else CHORUS_CUDA_TRY(launch(attention_kernel<true>, grid, block, smem, s, p));
   return ok_status();
 }
@@ -259,6 +337,8 @@ Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer 
   p.q = q;
   return launch_attention(false, p, rows.rows, s);
 }
+
+void set_small_attention(bool on) { g_small_attention.store(on ? 1 : 0); }
 
 Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
                         float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,

@@ -173,25 +173,47 @@ __device__ __forceinline__ float swiglu_out(float g, float u, bool bf16) {
   return bf16 ? swiglu_bf16(g, u) : __fmul_rn(__fmul_rn(g, sigmoid_f32(g)), u);
 }
 
-// Eight consecutive inputs x[k..k+8) of a row, RMS-normed with `inv` and weights g when g is set
-// (f32: (x·inv)·g; bf16: norm_bf16).
-__device__ __forceinline__ void load_x8(const float* xr, int64_t k, const float* g, float inv, bool bf16,
-                                        float (&v)[8]) {
+// The eight norm weights g[k..k+8) (loaded ahead of their use, e.g. before a kernel's wait).
+__device__ __forceinline__ void load_w8(const float* g, int64_t k, float (&gv)[8]) {
+  const float4 ga = *reinterpret_cast<const float4*>(g + k);
+  const float4 gb = *reinterpret_cast<const float4*>(g + k + 4);
+  gv[0] = ga.x; gv[1] = ga.y; gv[2] = ga.z; gv[3] = ga.w; gv[4] = gb.x; gv[5] = gb.y; gv[6] = gb.z; gv[7] = gb.w;
+}
+
+// v[j] RMS-normed with `inv` and the weights gv (f32: (x·inv)·g; bf16: norm_bf16), in place.
+__device__ __forceinline__ void norm8(float (&v)[8], const float (&gv)[8], float inv, bool bf16) {
+  if (bf16) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = norm_bf16(v[j], inv, gv[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(__fmul_rn(v[j], inv), gv[j]);
+  }
+}
+
+// Eight consecutive inputs x[k..k+8) of a row.
+__device__ __forceinline__ void load_f8(const float* xr, int64_t k, float (&v)[8]) {
   const float4 a = *reinterpret_cast<const float4*>(xr + k);
   const float4 b = *reinterpret_cast<const float4*>(xr + k + 4);
   v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+
+// Eight consecutive inputs x[k..k+8) of a row, RMS-normed with `inv` and weights g when g is set.
+__device__ __forceinline__ void load_x8(const float* xr, int64_t k, const float* g, float inv, bool bf16,
+                                        float (&v)[8]) {
+  load_f8(xr, k, v);
   if (g) {
-    const float4 ga = *reinterpret_cast<const float4*>(g + k);
-    const float4 gb = *reinterpret_cast<const float4*>(g + k + 4);
-    const float gv[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
-    if (bf16) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = norm_bf16(v[j], inv, gv[j]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(__fmul_rn(v[j], inv), gv[j]);
-    }
+    float gv[8];
+    load_w8(g, k, gv);
+    norm8(v, gv, inv, bf16);
   }
+}
+
+// load_x8 with the norm weights already in registers.
+__device__ __forceinline__ void load_x8_normed(const float* xr, int64_t k, const float (&gv)[8], float inv, bool bf16,
+                                               float (&v)[8]) {
+  load_f8(xr, k, v);
+  norm8(v, gv, inv, bf16);
 }
 
 }  // namespace chorus::cuda::dev

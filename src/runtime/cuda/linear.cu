@@ -220,7 +220,10 @@ constexpr int kG1Warps = 8;
 constexpr int kDeepChunks = 8;
 constexpr int64_t kDeepK = 4096;
 
-template <int NW, int EPI, int ROWS, bool BF16, bool DEEP>
+// NPRE: the norm weights of the prefetched chunks are loaded before the wait too, so the normed
+// input does not wait for their round trip after it (H200, Breeze: -0.10 ms per frame with the bulk
+// MLP's, PERFORMANCE.md "Session 14"). Launched for normed single rows of one feature per warp.
+template <int NW, int EPI, int ROWS, bool BF16, bool DEEP, bool NPRE = false>
 __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kG1Warps + warp) * ROWS;
@@ -254,6 +257,13 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
         const int64_t k = lane * 8 + 256 * i;
         pre[r][m][i] = k < K ? dev::load_weights(w[r][m] + k, pol) : make_uint4(0, 0, 0, 0);
       }
+  float gw[NPRE ? kPrefetch : 1][8];
+  if constexpr (NPRE) {
+    if (p.norm_w)
+#pragma unroll
+      for (int i = 0; i < kPrefetch; ++i)
+        if (lane * 8 + 256 * i < K) dev::load_w8(p.norm_w, lane * 8 + 256 * i, gw[i]);
+  }
   issue_prefetch(p);
   dev::pdl_wait();
   if (first >= p.rows_total) return;
@@ -267,9 +277,10 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   for (int r = 0; r < ROWS; ++r)
 #pragma unroll
     for (int m = 0; m < NW; ++m) acc[r][m] = 0.0f;
-  auto step = [&](int64_t k, const uint4 (&wv)[ROWS][NW]) {
+  auto step = [&](int64_t k, const uint4 (&wv)[ROWS][NW], int pre_chunk = -1) {
     float xv[8];
-    dev::load_x8(p.x, k, p.norm_w, inv, BF16, xv);
+    if (NPRE && p.norm_w && pre_chunk >= 0) dev::load_x8_normed(p.x, k, gw[NPRE ? pre_chunk : 0], inv, BF16, xv);
+    else dev::load_x8(p.x, k, p.norm_w, inv, BF16, xv);
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
@@ -289,7 +300,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
       for (int r = 0; r < ROWS; ++r)
 #pragma unroll
         for (int m = 0; m < NW; ++m) wv[r][m] = pre[r][m][i];
-      step(k, wv);
+      step(k, wv, i);
     }
   }
   // Chunk k of every row of this warp → wv.
@@ -345,6 +356,8 @@ cudaError_t launch_gemv1_depth(const GemvParams& p, cudaStream_t s) {
     return launch(gemv1_kernel<NW, EPI, 2, BF16, DEEP>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
   }
   const unsigned blocks = static_cast<unsigned>((p.rows_total + kG1Warps - 1) / kG1Warps);
+  if constexpr (!DEEP)
+    if (p.norm_w) return launch(gemv1_kernel<NW, EPI, 1, BF16, DEEP, true>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
   return launch(gemv1_kernel<NW, EPI, 1, BF16, DEEP>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
 }
 

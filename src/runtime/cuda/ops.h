@@ -106,7 +106,9 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
 // transposed copy of down where it is contiguous. So the three matrices stream from memory in one
 // launch instead of two (the second launch of the pair waits on the first's tail).
 // The down sum runs in another order than `linear`'s (per block, then over blocks, deterministic):
-// results agree with the two-launch path to float rounding, not bit for bit.
+// results agree with the two-launch path to float rounding, not bit for bit. One row at hidden 1024
+// streams the weights through shared memory with bulk copies instead of register loads (faster
+// there; its own down order), see set_fused_mlp_bulk.
 struct FusedMlpArgs {
   float* h = nullptr;                  // [rows, hidden]: the inputs and the residual stream (updated)
   int rows = 1;                        // 1, or 2 (guidance's two branches) up to fused_mlp_max_rows
@@ -126,6 +128,9 @@ size_t fused_mlp_partial_floats(int64_t hidden, int rows = 1);
 // it off, for measurements).
 bool fused_mlp_enabled();
 Status fused_mlp(const FusedMlpArgs& a, cudaStream_t s);
+// Off: single rows at hidden 1024 take the register kernel too, whose rows are bit-identical to its
+// two-row launches (tests; CHORUS_MLP_TMA=0 sets the default, for measurements).
+void set_fused_mlp_bulk(bool on);
 // dst [cols, rows] = src [rows, cols] transposed (bf16 bit patterns; load time, not captured).
 Status transpose_matrix(const DeviceMatrix& src, uint16_t* dst, cudaStream_t s);
 
@@ -184,6 +189,9 @@ Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer 
 Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
                         float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,
                         cudaStream_t s, bool bf16 = false);
+// Small caches with head_dim 64 or 128 take a kernel specialized for them (bit-identical to the
+// general one; faster). Off: the general kernel (tests; CHORUS_SMALL_ATTENTION=0 sets the default).
+void set_small_attention(bool on);
 // Call once (outside graph capture) before attention over caches of up to `capacity` positions.
 Status attention_reserve(int64_t capacity, int64_t head_dim);
 
