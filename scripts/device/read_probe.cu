@@ -1,0 +1,185 @@
+// Times plain reads of a depth layer's MLP bytes (50.3 MB), of one matrix (16.8 MB) and of a layer's
+// attention weights (3.1 MB) by several strategies, each from 16 distinct buffers (so nothing stays
+// in L2) in one CUDA graph with programmatic dependent launch, and the cost of one launch boundary in
+// a chain of dependent launches. Run on the GPU machine; it needs no part of chorus. Session 14's
+// numbers (docs/PERFORMANCE.md "Session 14", call 2): bulk copies through a shared-memory ring read
+// 50 MB at 4.06 TB/s against 3.03 TB/s for 128-thread blocks of register loads, and a boundary costs
+// 0.61-0.64 us.
+//
+//   nvcc -O3 -arch=sm_90 -std=c++17 scripts/device/read_probe.cu -o .devcarry/probe/read_probe
+//   then run .devcarry/probe/read_probe there (carry .devcarry/probe).
+#include <cstdio>
+#include <cstdlib>
+#include <cstdint>
+#include <vector>
+#include <cuda_runtime.h>
+
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1);} } while (0)
+
+__device__ __forceinline__ void pdl_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+}
+__device__ __forceinline__ uint64_t pol_ef() { uint64_t p; asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p)); return p; }
+__device__ __forceinline__ uint4 ldw(const uint4* p, uint64_t pol) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
+  return r;
+}
+
+template <int U>
+__global__ void read_grid(const uint4* p, size_t n16, unsigned* sink) {
+  const uint64_t pol = pol_ef();
+  pdl_wait();
+  uint32_t acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  for (; i + (U - 1) * stride < n16; i += U * stride) {
+    uint4 v[U];
+#pragma unroll
+    for (int c = 0; c < U; ++c) v[c] = ldw(p + i + c * stride, pol);
+#pragma unroll
+    for (int c = 0; c < U; ++c) acc ^= v[c].x ^ v[c].y ^ v[c].z ^ v[c].w;
+  }
+  for (; i < n16; i += stride) { uint4 v = ldw(p + i, pol); acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+  if (acc == 0x9e3779b9u) *sink = acc;
+}
+
+// Contiguous share per block, U loads in flight per thread.
+template <int U>
+__global__ void read_block_contig(const uint4* p, size_t n16, unsigned* sink) {
+  const uint64_t pol = pol_ef();
+  pdl_wait();
+  const size_t per = (n16 + gridDim.x - 1) / gridDim.x;
+  const size_t b0 = blockIdx.x * per, b1 = min(n16, b0 + per);
+  uint32_t acc = 0;
+  size_t i = b0 + threadIdx.x;
+  const size_t stride = blockDim.x;
+  for (; i + (U - 1) * stride < b1; i += U * stride) {
+    uint4 v[U];
+#pragma unroll
+    for (int c = 0; c < U; ++c) v[c] = ldw(p + i + c * stride, pol);
+#pragma unroll
+    for (int c = 0; c < U; ++c) acc ^= v[c].x ^ v[c].y ^ v[c].z ^ v[c].w;
+  }
+  for (; i < b1; i += stride) { uint4 v = ldw(p + i, pol); acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+  if (acc == 0x9e3779b9u) *sink = acc;
+}
+
+// Bulk copies (cp.async.bulk, the tensor memory accelerator) through a shared-memory ring: thread 0
+// keeps STAGES copies of STAGE bytes in flight and refills a stage when its mbarrier completes.
+template <int STAGES, int STAGE>
+__global__ void read_tma(const uint8_t* p, size_t bytes, unsigned* sink) {
+  extern __shared__ __align__(128) uint8_t ring[];
+  __shared__ __align__(8) uint64_t bar[STAGES];
+  const uint64_t pol = pol_ef();
+  const size_t per = ((bytes + gridDim.x - 1) / gridDim.x + 15) & ~size_t(15);
+  const size_t b0 = blockIdx.x * per, b1 = min(bytes, b0 + per);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      unsigned a = (unsigned)__cvta_generic_to_shared(&bar[s]);
+      asm volatile("mbarrier.init.shared.b64 [%0], 1;" :: "r"(a));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  pdl_wait();
+  if (threadIdx.x != 0) return;
+  auto issue = [&](int s, size_t off) {
+    const unsigned n = (unsigned)min((size_t)STAGE, b1 - off);
+    unsigned a = (unsigned)__cvta_generic_to_shared(&bar[s]);
+    unsigned d = (unsigned)__cvta_generic_to_shared(ring + s * STAGE);
+    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" :: "r"(a), "r"(n) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                 :: "r"(d), "l"(p + off), "r"(n), "r"(a), "l"(pol) : "memory");
+  };
+  size_t next = b0;
+  int issued = 0;
+  for (int s = 0; s < STAGES && next < b1; ++s, next += STAGE) { issue(s, next); ++issued; }
+  uint32_t acc = 0;
+  int phase[STAGES] = {};
+  for (int k = 0; k < issued; ++k) {
+    const int s = k % STAGES;
+    unsigned a = (unsigned)__cvta_generic_to_shared(&bar[s]);
+    uint32_t done = 0;
+    while (!done) {
+      asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
+                   : "=r"(done) : "r"(a), "r"(phase[s]) : "memory");
+    }
+    phase[s] ^= 1;
+    acc ^= ring[s * STAGE];
+    if (next < b1) { issue(s, next); next += STAGE; ++issued; }
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;
+}
+
+// Boundary probe: each launch reads the previous launch's value (L2) and writes value + 1.
+__global__ void chain_kernel(unsigned* x) {
+  pdl_wait();
+  if (blockIdx.x == 0 && threadIdx.x == 0) { unsigned v = __ldcg(x); __stcg(x, v + 1); }
+}
+
+template <class F>
+double us_per(cudaStream_t s, int n, F&& enqueue) {
+  cudaGraph_t g; cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  enqueue();
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge, s));
+  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  const int reps = 20;
+  CK(cudaEventRecord(a, s));
+  for (int i = 0; i < reps; ++i) CK(cudaGraphLaunch(ge, s));
+  CK(cudaEventRecord(b, s)); CK(cudaEventSynchronize(b));
+  float ms; CK(cudaEventElapsedTime(&ms, a, b));
+  cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
+  return ms * 1000.0 / (reps * n);
+}
+
+template <class... KA, class... A>
+void L(void (*k)(KA...), dim3 g, dim3 b, size_t sm, cudaStream_t s, A... a) {
+  cudaLaunchConfig_t c = {}; c.gridDim = g; c.blockDim = b; c.dynamicSmemBytes = sm; c.stream = s;
+  cudaLaunchAttribute at[1]; at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1; c.attrs = at; c.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&c, k, a...));
+}
+
+int main() {
+  cudaStream_t s; CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int NB = 16;
+  const size_t sizes[] = {50331648, 16777216, 3145728};
+  std::vector<uint8_t*> buf(NB);
+  for (auto& b : buf) { CK(cudaMalloc(&b, sizes[0])); CK(cudaMemset(b, 1, sizes[0])); }
+  unsigned* sink; CK(cudaMalloc(&sink, 64)); CK(cudaMemset(sink, 0, 64));
+  CK(cudaFuncSetAttribute(read_tma<6, 32768>, cudaFuncAttributeMaxDynamicSharedMemorySize, 6 * 32768));
+  CK(cudaFuncSetAttribute(read_tma<4, 32768>, cudaFuncAttributeMaxDynamicSharedMemorySize, 4 * 32768));
+  CK(cudaFuncSetAttribute(read_tma<8, 16384>, cudaFuncAttributeMaxDynamicSharedMemorySize, 8 * 16384));
+  CK(cudaFuncSetAttribute(read_tma<12, 16384>, cudaFuncAttributeMaxDynamicSharedMemorySize, 12 * 16384));
+  for (size_t bytes : sizes) {
+    const size_t n16 = bytes / 16;
+    auto rep = [&](const char* name, double us) { printf("%6.1f MB  %-36s %7.2f us  %5.2f TB/s\n", bytes / 1e6, name, us, bytes / us / 1e6); };
+#define RUN(name, ...) rep(name, us_per(s, NB, [&] { for (int l = 0; l < NB; ++l) { __VA_ARGS__; } }))
+    RUN("grid 264x128 U4", L(read_grid<4>, 264, 128, 0, s, (const uint4*)buf[l], n16, sink));
+    RUN("grid 264x128 U8", L(read_grid<8>, 264, 128, 0, s, (const uint4*)buf[l], n16, sink));
+    RUN("grid 528x256 U4", L(read_grid<4>, 528, 256, 0, s, (const uint4*)buf[l], n16, sink));
+    RUN("grid 264x256 U8", L(read_grid<8>, 264, 256, 0, s, (const uint4*)buf[l], n16, sink));
+    RUN("grid 132x1024 U4", L(read_grid<4>, 132, 1024, 0, s, (const uint4*)buf[l], n16, sink));
+    RUN("grid 132x512 U16", L(read_grid<16>, 132, 512, 0, s, (const uint4*)buf[l], n16, sink));
+    RUN("contig 264x128 U8", L(read_block_contig<8>, 264, 128, 0, s, (const uint4*)buf[l], n16, sink));
+    RUN("contig 132x512 U8", L(read_block_contig<8>, 132, 512, 0, s, (const uint4*)buf[l], n16, sink));
+    RUN("contig 132x256 U16", L(read_block_contig<16>, 132, 256, 0, s, (const uint4*)buf[l], n16, sink));
+    RUN("tma 132 x 4x32K", L(read_tma<4, 32768>, 132, 32, 4 * 32768, s, (const uint8_t*)buf[l], bytes, sink));
+    RUN("tma 132 x 6x32K", L(read_tma<6, 32768>, 132, 32, 6 * 32768, s, (const uint8_t*)buf[l], bytes, sink));
+    RUN("tma 132 x 8x16K", L(read_tma<8, 16384>, 132, 32, 8 * 16384, s, (const uint8_t*)buf[l], bytes, sink));
+    RUN("tma 264 x 8x16K", L(read_tma<8, 16384>, 264, 32, 8 * 16384, s, (const uint8_t*)buf[l], bytes, sink));
+    RUN("tma 132 x 12x16K", L(read_tma<12, 16384>, 132, 32, 12 * 16384, s, (const uint8_t*)buf[l], bytes, sink));
+  }
+  unsigned* x; CK(cudaMalloc(&x, 64)); CK(cudaMemset(x, 0, 64));
+  printf("chain 1 block:   %.3f us per launch\n", us_per(s, 64, [&] { for (int i = 0; i < 64; ++i) L(chain_kernel, 1, 128, 0, s, x); }));
+  printf("chain 128 blocks: %.3f us per launch\n", us_per(s, 64, [&] { for (int i = 0; i < 64; ++i) L(chain_kernel, 128, 128, 0, s, x); }));
+  printf("chain 264 blocks: %.3f us per launch\n", us_per(s, 64, [&] { for (int i = 0; i < 64; ++i) L(chain_kernel, 264, 128, 0, s, x); }));
+  CK(cudaDeviceSynchronize());
+  return 0;
+}
