@@ -6,13 +6,19 @@
 # start there, else builds with build.sh; then runs the GPU test suite and `chorus bench --device
 # cuda` on real-size random checkpoints, plus comparison runs and an Nsight Compute per-kernel
 # profile. Logs go to $OUT (at most a few files: the device tool returns 8).
-#   STEPS="tests branchtests say bench06 variants06 ncu06 bench17 breeze breeze_variants" (default: tests bench06 variants06 bench17)
+#   STEPS="tests branchtests say bench06 variants06 ncu06 bench17 breeze breeze_variants ncubreeze ncusource" (default: tests bench06 variants06 bench17)
 #   persistent06: 0.6B single stream with and without the persistent decode kernel, alternating
 #   trace06: 0.6B with the persistent kernel's per-phase timing (CHORUS_STACK_TRACE=1)
 #   stackvariants06 / stackvariants17 / stackvariantsbreeze: the per-kernel path and the persistent
 #     kernel, this build and each packed chorus_<name>, on the 0.6B / 1.7B / Breeze checkpoints
 #   ncubreeze: Nsight Compute time per kernel of Breeze's decode (2 frames after prefill), summed
 #     per kernel by scripts/device/ncu_summary.py
+#   ncusource: one launch of each kernel in NCU_KERNELS (';'-separated regexes over demangled
+#     names, default the single-row normed q/k/v, the small-cache attention and the bulk MLP) under
+#     Nsight Compute's full set, each source page summarized by scripts/device/ncu_source.py
+#     (opcode mix, stall reasons); NCU_SKIP_SOURCE launches of that kernel skipped first (default
+#     400, past the prefill). The backbone's q/k/v is the same instantiation as the depth
+#     decoder's: the details CSV's grid size tells them apart (192 blocks: the depth decoder's)
 #   branchtests: every other revision's GPU suite packed beside this one (test_gpu_at_<name>, from
 #     save_builds.sh with SAVE_TESTS=1), with TEST_FILTER
 #   TEST_FILTER=gtest filter for the GPU suite (default: all); TEST_TIMEOUT seconds (default 240)
@@ -192,6 +198,26 @@ if has ncubreeze; then
   ncu_bench /tmp/breeze ncu_breeze.csv 3000 240
   # The first ~900 launches are the text encoder, prefill and frame 0.
   python3 scripts/device/ncu_summary.py "$out/ncu_breeze.csv" --skip "${NCU_SKIP:-900}" | head -30
+  rm -rf /tmp/breeze
+fi
+if has ncusource; then
+  # Where a latency-bound launch's warps spend their time (session 14: the small-cache attention
+  # was instruction-bound). Single-stream Breeze, bf16 activations as the bench runs it.
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
+  i=0
+  IFS=';' read -r -a kernels <<< "${NCU_KERNELS:-gemv1_kernel<1, 0, 1, \(bool\)1, \(bool\)0, \(bool\)1>;attention_small_kernel;fused_mlp_bulk_kernel}"
+  for k in "${kernels[@]}"; do
+    i=$((i + 1))
+    timeout 150 "$ncu_bin" --clock-control none --set full --kernel-name-base demangled -k "regex:$k" \
+      --launch-skip "${NCU_SKIP_SOURCE:-400}" \
+      --launch-count 1 -o "/tmp/ncu_src_$i" "$bin/chorus" bench --device cuda --model /tmp/breeze --frames 4 --warmup 0 \
+      > /tmp/ncu_src.txt 2>&1 || tail -3 /tmp/ncu_src.txt
+    "$ncu_bin" -i "/tmp/ncu_src_$i.ncu-rep" --page source --csv --print-source sass > "/tmp/ncu_src_$i.csv" 2>&1
+    "$ncu_bin" -i "/tmp/ncu_src_$i.ncu-rep" --page details --csv > "$out/ncu_details_$i.csv" 2>&1
+    echo "== $k" | tee -a "$out/ncu_source.txt"
+    python3 scripts/device/ncu_source.py "/tmp/ncu_src_$i.csv" | tee -a "$out/ncu_source.txt"
+  done
   rm -rf /tmp/breeze
 fi
 echo "session ${SECONDS} s"
