@@ -1,8 +1,6 @@
 // Attention over a device KV cache: QK-norm + rotary embedding + cache store of the new rows, then
 // causal grouped-query attention per (row, query head).
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #include "runtime/cuda/attend_head.cuh"
 #include "runtime/cuda/device_util.cuh"
@@ -284,16 +282,7 @@ Status qk_norm_rope_store(const float* qkv, int64_t ld_qkv, HeadShape h, const f
 namespace {
 // CHORUS_SMALL_ATTENTION=0: the general kernel for small caches too (for measurements);
 // set_small_attention switches it at run time (tests).
-std::atomic<int> g_small_attention{-1};
-bool small_attention_enabled() {
-  int v = g_small_attention.load();
-  if (v < 0) {
-    const char* e = std::getenv("CHORUS_SMALL_ATTENTION");
-    v = e && std::strcmp(e, "0") == 0 ? 0 : 1;
-    g_small_attention.store(v);
-  }
-  return v != 0;
-}
+EnvSwitch g_small_attention("CHORUS_SMALL_ATTENTION");
 
 Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStream_t s) {
   const size_t smem = attention_smem(p.kv.capacity, p.D);
@@ -302,7 +291,7 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
   const dim3 grid(static_cast<unsigned>(p.Hq), static_cast<unsigned>(rows));
   const dim3 block(static_cast<unsigned>(attention_threads(p.kv.capacity)));
   if (!fused) CHORUS_CUDA_TRY(launch(attention_kernel<false>, grid, block, smem, s, p));
-  else if (small_attention(p.kv.capacity, p.D) && small_attention_enabled()) {
+  else if (small_attention(p.kv.capacity, p.D) && g_small_attention.on()) {
     auto* k = p.D == 64 ? (p.bf16 ? attention_small_kernel<64, true> : attention_small_kernel<64, false>)
                         : (p.bf16 ? attention_small_kernel<128, true> : attention_small_kernel<128, false>);
     CHORUS_CUDA_TRY(launch(k, grid, block, smem, s, p));
@@ -338,7 +327,7 @@ Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer 
   return launch_attention(false, p, rows.rows, s);
 }
 
-void set_small_attention(bool on) { g_small_attention.store(on ? 1 : 0); }
+void set_small_attention(bool on) { g_small_attention.set(on); }
 
 Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
                         float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,

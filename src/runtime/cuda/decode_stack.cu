@@ -27,6 +27,7 @@
 #include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/ops.h"
 #include "runtime/cuda/attend_head.cuh"
+#include "runtime/cuda/bulk_copy.cuh"
 
 namespace chorus::cuda {
 
@@ -106,35 +107,11 @@ __host__ __device__ inline WeightBuffers weight_buffers(int64_t H, int64_t qkv_r
   return {{b0 * 2, b1 * 2}};
 }
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, int64_t bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               ::"r"(smem_addr(dst)), "l"(src), "r"(static_cast<unsigned>(bytes)), "r"(smem_addr(bar))
-               : "memory");
-}
-
-// A weight copy: bulk_copy with the weight loads' L2 policy (dev::weight_l2_policy, evict-first).
-__device__ __forceinline__ void bulk_copy_weights(void* dst, const void* src, int64_t bytes, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-      ::"r"(smem_addr(dst)), "l"(src), "r"(static_cast<unsigned>(bytes)), "r"(smem_addr(bar)),
-        "l"(dev::weight_l2_policy())
-      : "memory");
-}
+using dev::bulk_copy;
+using dev::bulk_copy_weights;
+using dev::mbar_expect_bytes;
+using dev::mbar_wait;
+using dev::smem_addr;
 
 // This block's rows of `m` → dst (for NW = 2 the gate rows, then the up rows), completing on `bar`.
 // Thread 0 only, after a block barrier that ended all reads of dst.
@@ -143,9 +120,7 @@ __device__ void issue_rows(const Mat& m, uint16_t* dst, uint64_t* bar) {
   const int64_t r0 = blockIdx.x * m.F / gridDim.x, r1 = (blockIdx.x + 1) * m.F / gridDim.x;
   const int64_t row_bytes = m.K * 2;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // earlier generic reads of dst come first
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-               "r"(static_cast<unsigned>((r1 - r0) * row_bytes * NW))
-               : "memory");
+  mbar_expect_bytes(bar, (r1 - r0) * row_bytes * NW);
   if (r1 <= r0) return;
   if constexpr (NW == 2) {
     bulk_copy_weights(dst, m.w[0] + r0 * m.K, (r1 - r0) * row_bytes, bar);
@@ -295,9 +270,7 @@ __device__ void issue_preload(const DecodeStackArgs& a, const StackLayerWeights&
   const float* vb = kb + a.kv_layer_floats;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   const int64_t bytes = 2 * pos * row + (L.q_norm ? 2 * row : 0) + row / 2;
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-               "r"(static_cast<unsigned>(bytes))
-               : "memory");
+  mbar_expect_bytes(bar, bytes);
   for (int j = 0; j < pos; ++j) {
     bulk_copy(p.keys + j * D, kb + j * kstride, row, bar);
     bulk_copy(p.values + j * D, vb + j * kstride, row, bar);

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -22,6 +23,27 @@ __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.launch_dependents;" :::);
 }
 }  // namespace dev
+
+// A kernel choice that is on unless the environment variable `name` is "0" (read at the first
+// use, for measurements), and that tests may switch at run time (set).
+class EnvSwitch {
+ public:
+  explicit constexpr EnvSwitch(const char* name) : name_(name) {}
+  bool on() {
+    int v = state_.load();
+    if (v < 0) {
+      const char* e = std::getenv(name_);
+      v = e && std::strcmp(e, "0") == 0 ? 0 : 1;
+      state_.store(v);
+    }
+    return v != 0;
+  }
+  void set(bool on) { state_.store(on ? 1 : 0); }
+
+ private:
+  const char* name_;
+  std::atomic<int> state_{-1};
+};
 
 inline bool pdl_enabled() {
   static const bool on = [] {

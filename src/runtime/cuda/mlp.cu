@@ -24,11 +24,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "runtime/cuda/bulk_copy.cuh"
 #include "runtime/cuda/device_util.cuh"
 #include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/ops.h"
@@ -195,23 +195,6 @@ constexpr int kBulkConsumers = 8;
 constexpr int kBulkThreads = (kBulkConsumers + 1) * 32;
 constexpr int kBulkRingBytes = 192 * 1024;
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-  const unsigned a = smem_addr(bar);
-  unsigned done = 0;
-  do {
-    asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
-                 : "=r"(done)
-                 : "r"(a), "r"(parity)
-                 : "memory");
-  } while (!done);
-}
-
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-
 template <int CH, bool BF16>
 __global__ void __launch_bounds__(kBulkThreads, 1) fused_mlp_bulk_kernel(MlpParams p) {
   constexpr int H = 256 * CH;
@@ -227,8 +210,8 @@ __global__ void __launch_bounds__(kBulkThreads, 1) fused_mlp_bulk_kernel(MlpPara
   const int stages = static_cast<int>((f1 - f0 + kBulkConsumers - 1) / kBulkConsumers);
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&full[s])));
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(&empty[s])), "r"(kBulkConsumers));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(dev::smem_addr(&full[s])));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(dev::smem_addr(&empty[s])), "r"(kBulkConsumers));
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -236,22 +219,15 @@ __global__ void __launch_bounds__(kBulkThreads, 1) fused_mlp_bulk_kernel(MlpPara
 
   if (warp == kBulkConsumers) {  // the producer reads weights only, so it starts before the wait
     if (lane != 0) return;
-    const uint64_t pol = dev::weight_l2_policy();
     const uint16_t* src[3] = {p.gate, p.up, p.down_t};
     for (int k = 0; k < stages; ++k) {
       const int s = k % S;
-      if (k >= S) mbar_wait(&empty[s], ((k / S) - 1) & 1);  // its previous use was consumed
+      if (k >= S) dev::mbar_wait(&empty[s], ((k / S) - 1) & 1);  // its previous use was consumed
       const int64_t f = f0 + static_cast<int64_t>(k) * kBulkConsumers;
-      const unsigned bytes = static_cast<unsigned>(f1 - f < kBulkConsumers ? f1 - f : kBulkConsumers) * kRowBytes;
-      const unsigned bar = smem_addr(&full[s]);
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(3 * bytes) : "memory");
-      for (int m = 0; m < 3; ++m) {
-        const unsigned dst = smem_addr(ring + s * kStageBytes + m * kBulkConsumers * kRowBytes);
-        asm volatile(
-            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(dst),
-            "l"(src[m] + f * H), "r"(bytes), "r"(bar), "l"(pol)
-            : "memory");
-      }
+      const int64_t bytes = (f1 - f < kBulkConsumers ? f1 - f : kBulkConsumers) * kRowBytes;
+      dev::mbar_expect_bytes(&full[s], 3 * bytes);
+      for (int m = 0; m < 3; ++m)
+        dev::bulk_copy_weights(ring + s * kStageBytes + m * kBulkConsumers * kRowBytes, src[m] + f * H, bytes, &full[s]);
       if (k == min(S, stages) - 1)  // after the first stages: the next layer's attention weights
         for (int i = 0; i < 4; ++i) dev::prefetch_l2_share(p.prefetch[i].ptr, p.prefetch[i].bytes, blockIdx.x, gridDim.x);
     }
@@ -275,7 +251,7 @@ __global__ void __launch_bounds__(kBulkThreads, 1) fused_mlp_bulk_kernel(MlpPara
     for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
   for (int k = 0; k < stages; ++k) {
     const int s = k % S;
-    mbar_wait(&full[s], (k / S) & 1);
+    dev::mbar_wait(&full[s], (k / S) & 1);
     if (f0 + static_cast<int64_t>(k) * kBulkConsumers + warp < f1) {
       const uint4* row[3];
 #pragma unroll
@@ -303,7 +279,7 @@ __global__ void __launch_bounds__(kBulkThreads, 1) fused_mlp_bulk_kernel(MlpPara
       }
     }
     __syncwarp();  // the warp is done reading the stage: once all are, it may be refilled
-    if (lane == 0) mbar_arrive(&empty[s]);
+    if (lane == 0) dev::mbar_arrive(&empty[s]);
   }
   // Every stage was consumed, so every copy has landed: the ring now holds the warps' sums
   // (named barrier 1: the consumer warps only; the producer has returned).
@@ -359,15 +335,19 @@ __global__ void transpose_kernel(const uint16_t* src, int64_t rows, int64_t cols
   }
 }
 
-int mlp_blocks() {
-  static const int blocks = [] {
+// The GPU's SMs (132 if it cannot be asked), at most kMaxBlocks: the bulk kernel's grid.
+int sm_count() {
+  static const int n = [] {
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
       sms = 132;
-    return std::clamp(kBlocksPerSm * sms, 1, kMaxBlocks);
+    return std::clamp(sms, 1, kMaxBlocks);
   }();
-  return blocks;
+  return n;
 }
+
+// The register kernel's grid.
+int mlp_blocks() { return std::clamp(kBlocksPerSm * sm_count(), 1, kMaxBlocks); }
 
 // Features in flight per warp while one is summed: 2 at hidden 1024 (measured faster than 1; 3
 // needs the input in shared memory), 1 at 2048. CHORUS_MLP_AHEAD=1|3 overrides it at 1024, for
@@ -382,26 +362,7 @@ int mlp_ahead_1024() {
 
 // CHORUS_MLP_TMA=0: single rows at hidden 1024 through the register kernel too (for
 // measurements); set_fused_mlp_bulk switches it at run time (tests).
-std::atomic<int> g_bulk{-1};
-bool bulk_enabled() {
-  int v = g_bulk.load();
-  if (v < 0) {
-    const char* e = std::getenv("CHORUS_MLP_TMA");
-    v = e && std::strcmp(e, "0") == 0 ? 0 : 1;
-    g_bulk.store(v);
-  }
-  return v != 0;
-}
-
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      sms = 132;
-    return std::clamp(sms, 1, kMaxBlocks);
-  }();
-  return n;
-}
+EnvSwitch g_bulk("CHORUS_MLP_TMA");
 
 template <bool BF16>
 cudaError_t launch_bulk(const MlpParams& p, cudaStream_t s) {
@@ -415,7 +376,7 @@ template <bool BF16>
 cudaError_t launch_mlp(const MlpParams& p, int rows, int blocks, cudaStream_t s) {
   const dim3 grid(blocks), block(kMlpWarps * 32);
   cudaError_t e = cudaSuccess;
-  if (rows == 1 && p.hidden == 1024 && bulk_enabled()) {
+  if (rows == 1 && p.hidden == 1024 && g_bulk.on()) {
     blocks = sm_count();
     e = launch_bulk<BF16>(p, s);
   } else if (rows == 2) {
@@ -457,7 +418,7 @@ bool fused_mlp_enabled() {
   return on;
 }
 
-void set_fused_mlp_bulk(bool on) { g_bulk.store(on ? 1 : 0); }
+void set_fused_mlp_bulk(bool on) { g_bulk.set(on); }
 
 Status fused_mlp(const FusedMlpArgs& a, cudaStream_t s) {
   const int64_t H = a.gate.cols, I = a.gate.rows;
