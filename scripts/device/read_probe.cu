@@ -28,42 +28,38 @@ __device__ __forceinline__ uint4 ldw(const uint4* p, uint64_t pol) {
   return r;
 }
 
+// Chunks i, i + stride, ... below `end` with U loads in flight per thread, folded into a value
+// the compiler must keep.
 template <int U>
-__global__ void read_grid(const uint4* p, size_t n16, unsigned* sink) {
+__device__ uint32_t read_strided(const uint4* p, size_t i, size_t end, size_t stride) {
   const uint64_t pol = pol_ef();
-  pdl_wait();
   uint32_t acc = 0;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  for (; i + (U - 1) * stride < n16; i += U * stride) {
+  for (; i + (U - 1) * stride < end; i += U * stride) {
     uint4 v[U];
 #pragma unroll
     for (int c = 0; c < U; ++c) v[c] = ldw(p + i + c * stride, pol);
 #pragma unroll
     for (int c = 0; c < U; ++c) acc ^= v[c].x ^ v[c].y ^ v[c].z ^ v[c].w;
   }
-  for (; i < n16; i += stride) { uint4 v = ldw(p + i, pol); acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+  for (; i < end; i += stride) { uint4 v = ldw(p + i, pol); acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+  return acc;
+}
+
+// The whole grid strides over the buffer.
+template <int U>
+__global__ void read_grid(const uint4* p, size_t n16, unsigned* sink) {
+  pdl_wait();
+  const uint32_t acc = read_strided<U>(p, blockIdx.x * size_t(blockDim.x) + threadIdx.x, n16, size_t(gridDim.x) * blockDim.x);
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
 // Contiguous share per block, U loads in flight per thread.
 template <int U>
 __global__ void read_block_contig(const uint4* p, size_t n16, unsigned* sink) {
-  const uint64_t pol = pol_ef();
   pdl_wait();
   const size_t per = (n16 + gridDim.x - 1) / gridDim.x;
   const size_t b0 = blockIdx.x * per, b1 = min(n16, b0 + per);
-  uint32_t acc = 0;
-  size_t i = b0 + threadIdx.x;
-  const size_t stride = blockDim.x;
-  for (; i + (U - 1) * stride < b1; i += U * stride) {
-    uint4 v[U];
-#pragma unroll
-    for (int c = 0; c < U; ++c) v[c] = ldw(p + i + c * stride, pol);
-#pragma unroll
-    for (int c = 0; c < U; ++c) acc ^= v[c].x ^ v[c].y ^ v[c].z ^ v[c].w;
-  }
-  for (; i < b1; i += stride) { uint4 v = ldw(p + i, pol); acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+  const uint32_t acc = read_strided<U>(p, b0 + threadIdx.x, b1, blockDim.x);
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
