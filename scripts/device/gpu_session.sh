@@ -13,6 +13,9 @@
 #     kernel, this build and each packed chorus_<name>, on the 0.6B / 1.7B / Breeze checkpoints
 #   ncubreeze: Nsight Compute time per kernel of Breeze's decode (2 frames after prefill), summed
 #     per kernel by scripts/device/ncu_summary.py
+#   timeline: each launch's share of Breeze's decode critical path, from a CUPTI kernel trace
+#     (scripts/device/kernel_trace.cpp, scripts/device/timeline.py; TIMELINE_FRAMES,
+#     TIMELINE_SKIP kernels skipped first, TIMELINE_MODELS)
 #   ncusource: one launch of each kernel in NCU_KERNELS (';'-separated regexes over demangled
 #     names, default the single-row normed q/k/v, the small-cache attention and the bulk MLP) under
 #     Nsight Compute's full set, each source page summarized by scripts/device/ncu_source.py
@@ -200,13 +203,36 @@ if has ncubreeze; then
   python3 scripts/device/ncu_summary.py "$out/ncu_breeze.csv" --skip "${NCU_SKIP:-900}" | head -30
   rm -rf /tmp/breeze
 fi
+if has timeline; then
+  # Each launch's share of the critical path (its end minus the previous kernel's end), from a
+  # CUPTI kernel trace (scripts/device/kernel_trace.cpp, injected; built here unless KERNEL_TRACE_LIB
+  # names a prebuilt one); Breeze single stream, then its depth decoder and backbone windows launch
+  # by launch (scripts/device/timeline.py).
+  cupti=$(find /usr/local/cuda/ /usr/local/cuda/extras/CUPTI/ /usr/lib -name 'libcupti.so.13' 2>/dev/null | head -1)
+  export LD_LIBRARY_PATH=$(dirname "${cupti:-/x/x}"):$LD_LIBRARY_PATH
+  trace_lib=${KERNEL_TRACE_LIB:-/tmp/libkernel_trace.so}
+  [ -f "$trace_lib" ] || g++ -O2 -shared -fPIC -I/usr/local/cuda/include scripts/device/kernel_trace.cpp \
+    -L"$(dirname "${cupti:-/x/x}")" -l:libcupti.so.13 -o "$trace_lib"
+  "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
+  for model in ${TIMELINE_MODELS:-breeze}; do
+    "$bin/chorus" bench --device cuda --model "/tmp/$model" --frames "${TIMELINE_FRAMES:-60}" 2>&1 | grep -E "single stream" | head -1
+    CUDA_INJECTION64_PATH=$(realpath "$trace_lib") KERNEL_TRACE_OUT=/tmp/trace.csv timeout 240 \
+      "$bin/chorus" bench --device cuda --model "/tmp/$model" --frames "${TIMELINE_FRAMES:-60}" > /tmp/trace.txt 2>&1
+    grep -E "single stream|kernel_trace" /tmp/trace.txt | head -3
+    echo "== $model" >> "$out/timeline.txt"
+    python3 scripts/device/timeline.py /tmp/trace.csv --skip "${TIMELINE_SKIP:-3000}" --window 70 | tee -a "$out/timeline.txt"
+    python3 scripts/device/timeline.py /tmp/trace.csv --skip "${TIMELINE_SKIP:-3000}" --top 0 \
+      --window-at "attention_kernel" --window 40 | tee -a "$out/timeline.txt"
+  done
+  rm -rf /tmp/breeze
+fi
 if has ncusource; then
   # Where a latency-bound launch's warps spend their time (session 14: the small-cache attention
   # was instruction-bound). Single-stream Breeze, bf16 activations as the bench runs it.
   ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
   i=0
-  IFS=';' read -r -a kernels <<< "${NCU_KERNELS:-gemv1_kernel<1, 0, 1, \(bool\)1, \(bool\)0, \(bool\)1>;attention_small_kernel;fused_mlp_bulk_kernel}"
+  IFS=';' read -r -a kernels <<< "${NCU_KERNELS:-gemv1_kernel<1, 0, 1, 1, 0, 1>;attention_small_kernel;fused_mlp_bulk_kernel}"
   for k in "${kernels[@]}"; do
     i=$((i + 1))
     timeout 150 "$ncu_bin" --clock-control none --set full --kernel-name-base demangled -k "regex:$k" \

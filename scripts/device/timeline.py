@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Where a decode step's time goes, from a kernel trace (no instrumentation of the kernels).
+
+Input: a CSV with the columns "Start (ns)", "Duration (ns)", "GrdX" and "Name": what
+scripts/device/kernel_trace.cpp (a CUPTI injection library) writes, or `nsys stats --report
+cuda_gpu_trace --format csv` over a run whose graphs were traced per node. Kernels are ordered by start; each one's
+*critical-path share* is its end minus the previous kernel's end (with programmatic dependent launch
+a kernel starts before its predecessor ends, so durations overlap and do not add up; the ends do).
+Kernels are grouped by name and grid, so the same kernel in two stacks of different shapes (the
+backbone's and the depth decoder's q/k/v) stays apart. Prints, per group: launches, median share,
+median duration, median start lead over the previous end (how early PDL made it resident), and the
+total share; then the ordered kernels of one window, for reading a layer launch by launch.
+
+  timeline.py trace.csv [--skip N] [--window-at NAME] [--window K] [--top N]
+"""
+import argparse
+import csv
+import re
+import statistics
+import sys
+
+
+def short_name(name):
+    # "void chorus::cuda::(anonymous namespace)::gemv1_kernel<1, 0, 1, true, false, true>(...)" →
+    # "gemv1_kernel<1, 0, 1, true, false, true>"
+    name = name.replace("(anonymous namespace)::", "").removeprefix("void ")
+    head, _, args = name.partition("<")
+    head = head.split("(")[0].split("::")[-1]
+    return head + ("<" + args.split(">(")[0] + ">" if args else "")
+
+
+def column(header, *keys):
+    for key in keys:
+        for i, h in enumerate(header):
+            if h.strip().lower().startswith(key.lower()):
+                return i
+    raise SystemExit(f"no column {keys} in {header}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("csv")
+    ap.add_argument("--skip", type=int, default=0, help="kernels to skip first (warm-up, prefill)")
+    ap.add_argument("--window-at", default="attention_small_kernel",
+                    help="the window starts at this kernel's occurrence in the middle of the run")
+    ap.add_argument("--window", type=int, default=40, help="kernels printed in the window")
+    ap.add_argument("--top", type=int, default=30)
+    args = ap.parse_args()
+
+    with open(args.csv, newline="") as f:
+        rows = list(csv.reader(f))
+    start_at = next(i for i, r in enumerate(rows) if any("Start" in c for c in r))
+    header, body = rows[start_at], rows[start_at + 1:]
+    c_start, c_dur = column(header, "Start"), column(header, "Duration")
+    c_grid, c_name = column(header, "GrdX"), column(header, "Name")
+    kernels = []
+    for r in body:
+        if len(r) <= c_name or not r[c_grid].strip():
+            continue  # memory copies and sets have no grid
+        try:
+            s, d = float(r[c_start]), float(r[c_dur])
+        except ValueError:
+            continue
+        kernels.append((s, s + d, d, f"{short_name(r[c_name])} [{r[c_grid].strip()}]"))
+    kernels.sort()
+    kernels = kernels[args.skip:]
+    if len(kernels) < 2:
+        sys.exit("too few kernels in the trace")
+
+    groups = {}
+    prev_end = kernels[0][1]
+    for s, e, d, key in kernels[1:]:
+        g = groups.setdefault(key, {"share": [], "dur": [], "lead": []})
+        g["share"].append(e - prev_end)
+        g["dur"].append(d)
+        g["lead"].append(prev_end - s)
+        prev_end = max(prev_end, e)
+    span = kernels[-1][1] - kernels[0][1]
+    print(f"{len(kernels)} kernels over {span / 1e6:.3f} ms (all times µs)")
+    print(f"{'launches':>8} {'share':>7} {'dur':>7} {'lead':>7} {'total ms':>9} {'%':>5}  kernel [grid]")
+    ordered = sorted(groups.items(), key=lambda kv: -sum(kv[1]["share"]))
+    for key, g in ordered[:args.top]:
+        total = sum(g["share"])
+        print(f"{len(g['share']):>8} {statistics.median(g['share']) / 1e3:>7.2f} {statistics.median(g['dur']) / 1e3:>7.2f} "
+              f"{statistics.median(g['lead']) / 1e3:>7.2f} {total / 1e6:>9.3f} {100 * total / span:>5.1f}  {key}")
+
+    hits = [i for i, k in enumerate(kernels) if args.window_at in k[3]]
+    if hits:
+        i0 = hits[len(hits) // 2]
+        i0 = max(1, i0 - 3)
+        t0 = kernels[i0 - 1][1]
+        print(f"\nwindow: {args.window} kernels from #{i0} (times from the previous kernel's end, µs)")
+        print(f"{'start':>8} {'end':>8} {'dur':>7} {'share':>7}  kernel [grid]")
+        prev_end = kernels[i0 - 1][1]
+        for s, e, d, key in kernels[i0:i0 + args.window]:
+            print(f"{(s - t0) / 1e3:>8.2f} {(e - t0) / 1e3:>8.2f} {d / 1e3:>7.2f} {(e - prev_end) / 1e3:>7.2f}  {key}")
+            prev_end = max(prev_end, e)
+
+
+if __name__ == "__main__":
+    main()
