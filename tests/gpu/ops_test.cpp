@@ -63,6 +63,68 @@ TEST(GpuLinear, LongSingleRowsEqualTheMultiRowKernelBitForBit) {
   }
 }
 
+// The final norm fused into a head's launch (LinearArgs::round_outputs = false): the input normed as
+// the stack's mode norms it, the logits left in f32. Bit for bit what the two launches it replaces
+// give (rms_norm, then the head on the normed row in f32), on the single-row kernel with one and two
+// features per warp; the multi-row kernel (two rows) within summation-order rounding of them.
+TEST(GpuLinear, NormedHeadWithF32OutputsEqualsTheNormThenTheHead) {
+  REQUIRE_GPU();
+  std::mt19937 rng(19);
+  const int64_t K = 1024;
+  for (const bool bf16 : {false, true}) {
+    for (const int64_t N : {2064, 300}) {
+      SCOPED_TRACE(testing::Message() << "N " << N << (bf16 ? ", bf16" : ", f32"));
+      std::vector<float> x = random_vec(rng, static_cast<size_t>(2 * K), -2.0f, 2.0f);
+      if (bf16)
+        for (float& v : x) v = round_to_bf16(v);
+      const auto g = random_vec(rng, static_cast<size_t>(K), 0.5f, 1.5f);
+      const auto dx = to_device(x), dg = to_device(g);
+      const Bf16Matrix w = random_bf16(rng, N, K, 1.0f / 32.0f);
+      const auto run = [&](int64_t M, bool fused, bool round) {
+        auto y = poisoned(static_cast<size_t>(M * N)), normed = poisoned(static_cast<size_t>(M * K));
+        cuda::LinearArgs a;
+        a.x = dx.as<float>();
+        a.ldx = K;
+        a.M = M;
+        a.out[0] = {w.gpu(), nullptr, y.as<float>(), N};
+        if (fused) {
+          a.norm_weight = dg.as<float>();
+          a.bf16 = bf16;
+          a.round_outputs = round;
+        } else {
+          EXPECT_TRUE(cuda::rms_norm(dx.as<float>(), dg.as<float>(), normed.as<float>(), M, K, 1e-6f, nullptr, bf16).ok());
+          a.x = normed.as<float>();
+        }
+        const Status st = cuda::linear(a, nullptr, nullptr, cuda::kLinearGemv);
+        EXPECT_TRUE(st.ok()) << st.error().to_string();
+        return to_host<float>(y, static_cast<size_t>(M * N));
+      };
+      const auto want = run(1, false, true);
+      const auto got = run(1, true, false);
+      EXPECT_EQ(got, want);
+      EXPECT_LT(rel_err(run(2, true, false), run(2, false, true)), 1e-6);
+      if (bf16) {  // non-vacuity: the outputs are not bf16 values, and rounding them changes them
+        EXPECT_TRUE(std::any_of(got.begin(), got.end(), [](float v) { return v != round_to_bf16(v); }));
+        EXPECT_NE(run(1, true, true), got);
+      }
+    }
+  }
+  // Unrounded outputs with a residual add: refused (the same launch with kStore runs).
+  const Bf16Matrix w = random_bf16(rng, 64, K, 1.0f / 32.0f);
+  const auto dx = to_device(random_vec(rng, static_cast<size_t>(K)));
+  auto y = to_device(std::vector<float>(64, 0.0f));
+  cuda::LinearArgs a;
+  a.x = dx.as<float>();
+  a.ldx = K;
+  a.M = 1;
+  a.out[0] = {w.gpu(), nullptr, y.as<float>(), 64};
+  a.bf16 = true;
+  a.round_outputs = false;
+  EXPECT_TRUE(cuda::linear(a, nullptr, nullptr, cuda::kLinearGemv).ok());
+  a.epilogue = cuda::Epilogue::kAdd;
+  EXPECT_FALSE(cuda::linear(a, nullptr, nullptr, cuda::kLinearGemv).ok());
+}
+
 TEST(GpuLinear, EveryEpiloguePathAndShapeMatchesTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(11);

@@ -303,13 +303,23 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
     }
     const cuda::RowMap map = k == 1 ? cuda::RowMap{first_seq_.as<int32_t>(), first_pos_.as<int32_t>(), rows, false}
                                     : cuda::RowMap{iota_.as<int32_t>(), depth_pos_.as<int32_t>() + k * Q_, rows, true};
-    CHORUS_TRY(m.depth().forward(dx, out, map, kv, depth_scratch_, ws_, s, bf16_));
+    // One row (a single stream without guidance, past step 1): the final norm runs in the head's
+    // launch (one launch less per step, PERFORMANCE.md "Session 15").
+    const bool norm_in_head = rows == 1;
+    CHORUS_TRY(m.depth().forward(dx, norm_in_head ? nullptr : out, map, kv, depth_scratch_, ws_, s, bf16_));
     float* logits = logits_d_.as<float>() + static_cast<int64_t>(k - 1) * Q_ * V_;
     cuda::LinearArgs head;  // each branch's last row
     head.x = k == 1 ? out + D_ : out;
     head.ldx = k == 1 ? 2 * D_ : D_;
     head.M = Q_;
     head.out[0] = {m.head(k - 1).matrix(), nullptr, logits, V_};
+    if (norm_in_head) {
+      head.x = dx;
+      head.norm_weight = m.depth().final_norm();
+      head.norm_eps = m.depth().norm_eps();
+      head.bf16 = bf16_;          // the norm as the stack's final norm rounds it
+      head.round_outputs = false;  // the logits in f32, as before
+    }
     // The next step's stack, or after the last step the backbone's.
     if (k + 1 < G_)
       m.depth().prefetch_attention(0, head.prefetch);

@@ -43,6 +43,7 @@ struct GemvParams {
   int nseg;
   int64_t rows_total;  // features computed (for SwiGLU: the gate's rows)
   bool bf16;           // bf16-activation mode: normed inputs and outputs stored as bf16
+  bool round_out;      // with bf16: the stored products rounded (LinearArgs::round_outputs)
   L2Prefetch prefetch[4];
 };
 
@@ -203,7 +204,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(GemvParams p)
     for (int m = 0; m < MT; ++m) {
       if (m0 + m >= p.M) break;
       const float v = sg.bias ? acc[0][m] + sg.bias[n] : acc[0][m];
-      dev::store_out(sg.y + (m0 + m) * sg.ldy + n, v, EPI, BF16);
+      dev::store_out(sg.y + (m0 + m) * sg.ldy + n, v, EPI, BF16 && p.round_out);
     }
   }
 }
@@ -342,7 +343,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
     } else {
       const Seg& sg = p.seg[seg[r]];
       const float v = sg.bias ? acc[r][0] + sg.bias[n] : acc[r][0];
-      dev::store_out(sg.y + n, v, EPI, BF16);
+      dev::store_out(sg.y + n, v, EPI, BF16 && p.round_out);
     }
   }
 }
@@ -435,6 +436,7 @@ struct CombineParams {
   int64_t M;
   int epi;
   bool bf16;
+  bool round_out;
 };
 
 __global__ void combine_kernel(CombineParams p) {
@@ -459,7 +461,7 @@ __global__ void combine_kernel(CombineParams p) {
     const Seg& sg = p.seg[si];
     float v = p.ys[si][m * sg.n + n] + p.ys[si][(p.M + m) * sg.n + n];
     if (sg.bias) v += sg.bias[n];
-    dev::store_out(sg.y + m * sg.ldy + n, v, p.epi, p.bf16);
+    dev::store_out(sg.y + m * sg.ldy + n, v, p.epi, p.bf16 && p.round_out);
   }
 }
 
@@ -525,6 +527,9 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   p.nseg = a.outputs;
   p.rows_total = 0;
   p.bf16 = a.bf16;
+  p.round_out = a.round_outputs;
+  if (!a.round_outputs && a.epilogue != Epilogue::kStore)
+    return make_error(ErrorCode::kInternal, "cuda linear: unrounded outputs are for kStore only");
   for (int i = 0; i < 4; ++i) p.prefetch[i] = a.prefetch[i];
   bool vec = K % 8 == 0 && a.ldx % 4 == 0 && aligned16(a.x) && (!a.norm_weight || aligned16(a.norm_weight));
   for (int i = 0; i < a.outputs; ++i) {
@@ -565,6 +570,7 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   c.M = a.M;
   c.epi = epi;
   c.bf16 = a.bf16;
+  c.round_out = a.round_outputs;
   float* ys = ws->y_split_.as<float>();
   const float one = 1.0f, zero = 0.0f;
   for (int i = 0; i < a.outputs; ++i) {

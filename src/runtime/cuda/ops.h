@@ -66,6 +66,10 @@ struct LinearArgs {
   // bf16(w · bf16(x · rsqrt(mean x² + eps))); each output is rounded to bf16, kAdd rounds the sum
   // again, kSwiGlu gives bf16(bf16(silu(bf16 g)) · bf16 u). false: the f32 path, unchanged.
   bool bf16 = false;
+  // With bf16, false leaves the stored products in f32 while the normed input is still rounded as
+  // the bf16 mode rounds it: a head over a bf16 stack's final norm whose logits are read in f32
+  // (the final norm fused into the head's launch). kStore only.
+  bool round_outputs = true;
   // Weights of a later launch that this one's blocks ask L2 to fetch (cp.async.bulk.prefetch) before
   // they wait for their inputs, so a latency-bound launch that follows (a layer's q/k/v and o, ~5 MB)
   // reads them from L2. No effect on results; matrix-vector path only. Measured on the H200 (Breeze,
