@@ -6,13 +6,15 @@
 # start there, else builds with build.sh; then runs the GPU test suite and `chorus bench --device
 # cuda` on real-size random checkpoints, plus comparison runs and an Nsight Compute per-kernel
 # profile. Logs go to $OUT (at most a few files: the device tool returns 8).
-#   STEPS="tests branchtests say bench06 variants06 ncu06 bench17 breeze breeze_variants ncubreeze ncusource" (default: tests bench06 variants06 bench17)
+#   STEPS="tests branchtests say bench06 variants06 ncu06 bench17 breeze breeze_variants breeze_env timeline ncubreeze ncusource" (default: tests bench06 variants06 bench17)
 #   persistent06: 0.6B single stream with and without the persistent decode kernel, alternating
 #   trace06: 0.6B with the persistent kernel's per-phase timing (CHORUS_STACK_TRACE=1)
 #   stackvariants06 / stackvariants17 / stackvariantsbreeze: the per-kernel path and the persistent
 #     kernel, this build and each packed chorus_<name>, on the 0.6B / 1.7B / Breeze checkpoints
 #   ncubreeze: Nsight Compute time per kernel of Breeze's decode (2 frames after prefill), summed
 #     per kernel by scripts/device/ncu_summary.py
+#   breeze_env: run-time switches side by side on Breeze (BREEZE_ENVS ';'-separated settings, "-"
+#     for none; BREEZE_ROUNDS, BREEZE_FRAMES)
 #   timeline: each launch's share of Breeze's decode critical path, from a CUPTI kernel trace
 #     (scripts/device/kernel_trace.cpp, scripts/device/timeline.py; TIMELINE_FRAMES,
 #     TIMELINE_SKIP kernels skipped first, TIMELINE_MODELS)
@@ -193,6 +195,23 @@ if has breeze; then
     echo "== breeze, single rows through the general matrix-vector kernel (CHORUS_GEMV1=0)" | tee -a "$out/bench_breeze.txt"
     CHORUS_GEMV1=0 bench /tmp/breeze "$out/bench_breeze.txt" --frames 100
   fi
+  rm -rf /tmp/breeze
+fi
+if has breeze_env; then
+  # Run-time switches side by side on one build (no rebuild): Breeze single stream, each setting of
+  # BREEZE_ENVS (';'-separated, each a space-separated list of VAR=value, "-" for none) in turn,
+  # BREEZE_ROUNDS times, BREEZE_FRAMES frames (e.g. BREEZE_ENVS="-;CHORUS_L2_PREFETCH=0").
+  "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
+  IFS=';' read -r -a settings <<< "${BREEZE_ENVS:--}"
+  for ((round = 1; round <= ${BREEZE_ROUNDS:-2}; ++round)); do
+    for setting in "${settings[@]}"; do
+      vars=()
+      [ "$setting" != "-" ] && read -r -a vars <<< "$setting"
+      echo "== breeze, ${setting}" | tee -a "$out/bench_breeze_env.txt"
+      env "${vars[@]}" "$bin/chorus" bench --device cuda --model /tmp/breeze --frames "${BREEZE_FRAMES:-150}" 2>&1 \
+        | grep "single stream" | tee -a "$out/bench_breeze_env.txt"
+    done
+  done
   rm -rf /tmp/breeze
 fi
 if has ncubreeze; then
