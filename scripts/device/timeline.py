@@ -9,9 +9,10 @@ a kernel starts before its predecessor ends, so durations overlap and do not add
 Kernels are grouped by name and grid, so the same kernel in two stacks of different shapes (the
 backbone's and the depth decoder's q/k/v) stays apart. Prints, per group: launches, median share,
 median duration, median start lead over the previous end (how early PDL made it resident), and the
-total share; then the ordered kernels of one window, for reading a layer launch by launch.
+total share; the median interval between the ends of one kernel (--period, default the sampler: a
+depth step); then the ordered kernels of one window, for reading a layer launch by launch.
 
-  timeline.py trace.csv [--skip N] [--window-at NAME] [--window K] [--top N]
+  timeline.py trace.csv [--skip N] [--window-at NAME] [--window K] [--top N] [--period NAME]
 """
 import argparse
 import csv
@@ -45,6 +46,8 @@ def main():
                     help="the window starts at this kernel's occurrence in the middle of the run")
     ap.add_argument("--window", type=int, default=40, help="kernels printed in the window")
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--period", default="sample_kernel",
+                    help="also print the median interval between this kernel's ends (a depth step)")
     args = ap.parse_args()
 
     with open(args.csv, newline="") as f:
@@ -83,6 +86,13 @@ def main():
         total = sum(g["share"])
         print(f"{len(g['share']):>8} {statistics.median(g['share']) / 1e3:>7.2f} {statistics.median(g['dur']) / 1e3:>7.2f} "
               f"{statistics.median(g['lead']) / 1e3:>7.2f} {total / 1e6:>9.3f} {100 * total / span:>5.1f}  {key}")
+
+    ends = [k[1] for k in kernels if args.period in k[3]]
+    gaps = [b - a for a, b in zip(ends, ends[1:])]
+    if gaps:
+        # Steps are separated by other work too (a frame's backbone): the median is the usual step.
+        print(f"\n{args.period}: {len(ends)} launches, median interval between their ends "
+              f"{statistics.median(gaps) / 1e3:.2f} µs")
 
     hits = [i for i, k in enumerate(kernels) if args.window_at in k[3]]
     if hits:
