@@ -353,8 +353,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
   const auto stage_in = [&](const float* x, int64_t K, const float* g) { stage<BF16>(x, K, g, a.eps, xs, &inv_s); };
   const auto none = [] {};
   if (threadIdx.x == 0) {
-    for (uint64_t& b : bars) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&b)) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (uint64_t& b : bars) dev::mbar_init(&b, 1);
+    dev::mbar_init_fence();
     issue_rows<1>(qkv_mat(a.layers[0]), buf0, &bars[0]);
     issue_rows<1>(o_mat(a.layers[0]), buf1, &bars[1]);
   }

@@ -210,10 +210,10 @@ __global__ void __launch_bounds__(kBulkThreads, 1) fused_mlp_bulk_kernel(MlpPara
   const int stages = static_cast<int>((f1 - f0 + kBulkConsumers - 1) / kBulkConsumers);
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(dev::smem_addr(&full[s])));
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(dev::smem_addr(&empty[s])), "r"(kBulkConsumers));
+      dev::mbar_init(&full[s], 1);
+      dev::mbar_init(&empty[s], kBulkConsumers);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    dev::mbar_init_fence();
   }
   __syncthreads();
 
