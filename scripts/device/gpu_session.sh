@@ -17,13 +17,13 @@
 #     for none; BREEZE_ROUNDS, BREEZE_FRAMES)
 #   timeline: each launch's share of Breeze's decode critical path, from a CUPTI kernel trace
 #     (scripts/device/kernel_trace.cpp, scripts/device/timeline.py; TIMELINE_FRAMES,
-#     TIMELINE_SKIP kernels skipped first, TIMELINE_MODELS)
+#     TIMELINE_SKIP kernels skipped first)
 #   ncusource: one launch of each kernel in NCU_KERNELS (';'-separated regexes over demangled
 #     names, default the single-row normed q/k/v, the small-cache attention and the bulk MLP) under
 #     Nsight Compute's full set, each source page summarized by scripts/device/ncu_source.py
 #     (opcode mix, stall reasons); NCU_SKIP_SOURCE launches of that kernel skipped first (default
-#     400, past the prefill). The backbone's q/k/v is the same instantiation as the depth
-#     decoder's: the details CSV's grid size tells them apart (192 blocks: the depth decoder's)
+#     400, past the prefill). The details CSV's grid size tells which launch was caught (192
+#     blocks: the depth decoder's q/k/v)
 #   branchtests: every other revision's GPU suite packed beside this one (test_gpu_at_<name>, from
 #     save_builds.sh with SAVE_TESTS=1), with TEST_FILTER
 #   TEST_FILTER=gtest filter for the GPU suite (default: all); TEST_TIMEOUT seconds (default 240)
@@ -96,6 +96,9 @@ make_model() {  # make_model <size> <dir>
   /usr/bin/time -f "make-tiny $1: %e s" "$bin/chorus" make-tiny --variant custom_voice --dims "real-$1" --seed 1 \
     --out "$2" > /tmp/make.txt 2>&1 || cat /tmp/make.txt
 }
+make_breeze() {  # Breeze TTS 2 at the released size, random weights, in /tmp/breeze
+  "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
+}
 bench() {  # bench <model dir> <log> <args...>
   local m=$1 log=$2
   shift 2
@@ -151,7 +154,7 @@ if has stackvariants17; then
   rm -rf /tmp/q17
 fi
 if has stackvariantsbreeze; then
-  "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
+  make_breeze
   stack_variants breeze /tmp/breeze
   rm -rf /tmp/breeze
 fi
@@ -201,7 +204,7 @@ if has breeze_env; then
   # Run-time switches side by side on one build (no rebuild): Breeze single stream, each setting of
   # BREEZE_ENVS (';'-separated, each a space-separated list of VAR=value, "-" for none) in turn,
   # BREEZE_ROUNDS times, BREEZE_FRAMES frames (e.g. BREEZE_ENVS="-;CHORUS_L2_PREFETCH=0").
-  "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
+  make_breeze
   IFS=';' read -r -a settings <<< "${BREEZE_ENVS:--}"
   for ((round = 1; round <= ${BREEZE_ROUNDS:-2}; ++round)); do
     for setting in "${settings[@]}"; do
@@ -216,7 +219,7 @@ if has breeze_env; then
 fi
 if has ncubreeze; then
   # Which of Breeze's per-kernel launches fall short of the bandwidth floor.
-  "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
+  make_breeze
   ncu_bench /tmp/breeze ncu_breeze.csv 3000 240
   # The first ~900 launches are the text encoder, prefill and frame 0.
   python3 scripts/device/ncu_summary.py "$out/ncu_breeze.csv" --skip "${NCU_SKIP:-900}" | head -30
@@ -232,24 +235,22 @@ if has timeline; then
   trace_lib=${KERNEL_TRACE_LIB:-/tmp/libkernel_trace.so}
   [ -f "$trace_lib" ] || g++ -O2 -shared -fPIC -I/usr/local/cuda/include scripts/device/kernel_trace.cpp \
     -L"$(dirname "${cupti:-/x/x}")" -l:libcupti.so.13 -o "$trace_lib"
-  "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
-  for model in ${TIMELINE_MODELS:-breeze}; do
-    "$bin/chorus" bench --device cuda --model "/tmp/$model" --frames "${TIMELINE_FRAMES:-60}" 2>&1 | grep -E "single stream" | head -1
-    CUDA_INJECTION64_PATH=$(realpath "$trace_lib") KERNEL_TRACE_OUT=/tmp/trace.csv timeout 240 \
-      "$bin/chorus" bench --device cuda --model "/tmp/$model" --frames "${TIMELINE_FRAMES:-60}" > /tmp/trace.txt 2>&1
-    grep -E "single stream|kernel_trace" /tmp/trace.txt | head -3
-    echo "== $model" >> "$out/timeline.txt"
-    python3 scripts/device/timeline.py /tmp/trace.csv --skip "${TIMELINE_SKIP:-3000}" --window 70 | tee -a "$out/timeline.txt"
-    python3 scripts/device/timeline.py /tmp/trace.csv --skip "${TIMELINE_SKIP:-3000}" --top 0 \
-      --window-at "attention_kernel" --window 40 | tee -a "$out/timeline.txt"
-  done
+  make_breeze
+  # Untraced first: the traced run's ms per frame against it shows what tracing costs.
+  "$bin/chorus" bench --device cuda --model /tmp/breeze --frames "${TIMELINE_FRAMES:-60}" 2>&1 | grep -E "single stream" | head -1
+  CUDA_INJECTION64_PATH=$(realpath "$trace_lib") KERNEL_TRACE_OUT=/tmp/trace.csv timeout 240 \
+    "$bin/chorus" bench --device cuda --model /tmp/breeze --frames "${TIMELINE_FRAMES:-60}" > /tmp/trace.txt 2>&1
+  grep -E "single stream|kernel_trace" /tmp/trace.txt | head -3
+  python3 scripts/device/timeline.py /tmp/trace.csv --skip "${TIMELINE_SKIP:-3000}" --window 70 | tee -a "$out/timeline.txt"
+  python3 scripts/device/timeline.py /tmp/trace.csv --skip "${TIMELINE_SKIP:-3000}" --top 0 \
+    --window-at "attention_kernel" --window 40 | tee -a "$out/timeline.txt"
   rm -rf /tmp/breeze
 fi
 if has ncusource; then
   # Where a latency-bound launch's warps spend their time (session 14: the small-cache attention
   # was instruction-bound). Single-stream Breeze, bf16 activations as the bench runs it.
   ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-  "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
+  make_breeze
   i=0
   IFS=';' read -r -a kernels <<< "${NCU_KERNELS:-gemv1_kernel<1, 0, 1, 1, 0, 1>;attention_small_kernel;fused_mlp_bulk_kernel}"
   for k in "${kernels[@]}"; do
