@@ -306,7 +306,10 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
     // One row (a single stream without guidance, past step 1): the final norm runs in the head's
     // launch (one launch less per step, PERFORMANCE.md "Session 15").
     const bool norm_in_head = rows == 1;
-    CHORUS_TRY(m.depth().forward(dx, norm_in_head ? nullptr : out, map, kv, depth_scratch_, ws_, s, bf16_));
+    // dx holds bf16 values in the bf16 mode (the projector's rounded outputs, or the sampler's
+    // rounded row), so the stack does not round them again.
+    CHORUS_TRY(m.depth().forward(dx, norm_in_head ? nullptr : out, map, kv, depth_scratch_, ws_, s, bf16_,
+                                 /*input_rounded=*/true));
     float* logits = logits_d_.as<float>() + static_cast<int64_t>(k - 1) * Q_ * V_;
     cuda::LinearArgs head;  // each branch's last row
     head.x = k == 1 ? out + D_ : out;

@@ -153,7 +153,7 @@ int64_t DeviceStack::max_linear_n_total() const {
 }
 
 Result<bool> DeviceStack::forward_persistent(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv,
-                                             StackScratch& sc, cudaStream_t s, bool bf16) const {
+                                             StackScratch& sc, cudaStream_t s, bool bf16, bool input_rounded) const {
   const nn::Qwen3Dims& d = dims_;
   if (rows.rows != 1 || !rows.decode) return false;
   cuda::DecodeStackArgs a;
@@ -181,7 +181,7 @@ Result<bool> DeviceStack::forward_persistent(float* h, float* out, const cuda::R
   a.barrier = sc.barrier.as<unsigned>();
   a.bf16 = bf16;
   if (!a.barrier || !cuda::decode_stack_applies(a)) return false;
-  if (bf16) CHORUS_TRY(cuda::round_bf16(h, d.hidden, s));
+  if (bf16 && !input_rounded) CHORUS_TRY(cuda::round_bf16(h, d.hidden, s));
   CHORUS_TRY(cuda::decode_stack(a, s));
   if (out) CHORUS_TRY(cuda::rms_norm(h, final_norm_.f32(), out, 1, d.hidden, a.eps, s, bf16));
   return true;
@@ -210,12 +210,12 @@ void DeviceStack::prefetch_attention(int64_t layer, cuda::L2Prefetch (&to)[4]) c
 }
 
 Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& sc,
-                            cuda::LinearWorkspace& ws, cudaStream_t s, bool bf16) const {
+                            cuda::LinearWorkspace& ws, cudaStream_t s, bool bf16, bool input_rounded) const {
   const nn::Qwen3Dims& d = dims_;
   const int64_t R = rows.rows;
   if (R <= 0) return ok_status();
   if (R > sc.max_rows) return make_error(ErrorCode::kInternal, "device stack: scratch too small");
-  CHORUS_ASSIGN(const bool done, forward_persistent(h, out, rows, kv, sc, s, bf16));
+  CHORUS_ASSIGN(const bool done, forward_persistent(h, out, rows, kv, sc, s, bf16, input_rounded));
   if (done) return ok_status();
   const int64_t H = d.hidden, D = d.head_dim, qw = d.heads * D, kvw = d.kv_heads * D, I = d.intermediate;
   const int64_t ld_qkv = qw + 2 * kvw;
@@ -225,7 +225,7 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
   float* q = sc.q.as<float>();
   float* attn = sc.attn.as<float>();
   float* mlp = sc.mlp.as<float>();
-  if (bf16) CHORUS_TRY(cuda::round_bf16(h, R * H, s));
+  if (bf16 && !input_rounded) CHORUS_TRY(cuda::round_bf16(h, R * H, s));
   for (int64_t li = 0; li < d.layers; ++li) {
     const Layer& L = layers_[static_cast<size_t>(li)];
     cuda::LinearArgs a;

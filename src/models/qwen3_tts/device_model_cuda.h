@@ -93,12 +93,14 @@ class DeviceStack {
   // norm of each row, or null to leave it to the caller (a linear that norms its input with
   // final_norm(), one kernel less per step). New keys and values go into `kv` at (rows.seq,
   // rows.pos). bf16: the bf16-activation mode of nn::Qwen3Stack (Rounding::kBF16; the input rows
-  // are rounded first, the caches hold bf16 values); false: the f32 path. One decode row runs as
-  // one persistent kernel (cuda::decode_stack, bit-identical) where it applies.
+  // are rounded first, the caches hold bf16 values); false: the f32 path. input_rounded (bf16
+  // only): the rows are bf16 values already (a bf16 linear's or the sampler's rounded output), so
+  // the rounding launch is skipped. One decode row runs as one persistent kernel
+  // (cuda::decode_stack, bit-identical) where it applies.
   const float* final_norm() const { return final_norm_.f32(); }
   float norm_eps() const { return static_cast<float>(dims_.rms_eps); }
   Status forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& scratch,
-                 cuda::LinearWorkspace& ws, cudaStream_t s, bool bf16 = false) const;
+                 cuda::LinearWorkspace& ws, cudaStream_t s, bool bf16 = false, bool input_rounded = false) const;
   // Sets `to` (a LinearArgs::prefetch) to layer `layer`'s q, k, v and o weights, so the launch that
   // precedes the layer (or the stack) pulls them into L2; unchanged when prefetching is off or the
   // four total more than 16 MB (larger prefetches were measured slower).
@@ -111,7 +113,7 @@ class DeviceStack {
   };
   // The single-row decode step as one persistent kernel, or false when it does not apply.
   Result<bool> forward_persistent(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv,
-                                  StackScratch& sc, cudaStream_t s, bool bf16) const;
+                                  StackScratch& sc, cudaStream_t s, bool bf16, bool input_rounded) const;
   nn::Qwen3Dims dims_;
   std::vector<Layer> layers_;
   cuda::DeviceBuffer layer_table_;  // [layers] cuda::StackLayerWeights
