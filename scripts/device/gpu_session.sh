@@ -18,7 +18,7 @@
 #   timeline: each launch's share of Breeze's decode critical path, from a CUPTI kernel trace
 #     (scripts/device/kernel_trace.cpp, scripts/device/timeline.py; TIMELINE_FRAMES,
 #     TIMELINE_SKIP kernels skipped first)
-#   ncusource: one launch of each kernel in NCU_KERNELS (';'-separated regexes over demangled
+#   ncusource: one launch of each kernel in NCU_KERNELS (';'-separated regexes over mangled
 #     names, default the single-row normed q/k/v, the small-cache attention and the bulk MLP) under
 #     Nsight Compute's full set, each source page summarized by scripts/device/ncu_source.py
 #     (opcode mix, stall reasons); NCU_SKIP_SOURCE launches of that kernel skipped first (default
@@ -252,13 +252,17 @@ if has ncusource; then
   ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   make_breeze
   i=0
-  IFS=';' read -r -a kernels <<< "${NCU_KERNELS:-gemv1_kernel<1, 0, 1, 1, 0, 1>;attention_small_kernel;fused_mlp_bulk_kernel}"
+  # Mangled names: the demangled ones did not match (session 16; the bool arguments print as
+  # true/false there, and regexes over spaces and angle brackets are fragile). ILi1ELi0ELi1ELb1ELb0ELb1E
+  # is gemv1_kernel<1, 0, 1, true, false, true>: the depth decoder's normed q/k/v in bf16.
+  IFS=';' read -r -a kernels <<< "${NCU_KERNELS:-gemv1_kernelILi1ELi0ELi1ELb1ELb0ELb1E;attention_small_kernel;fused_mlp_bulk_kernel}"
   for k in "${kernels[@]}"; do
     i=$((i + 1))
-    timeout 150 "$ncu_bin" --clock-control none --set full --kernel-name-base demangled -k "regex:$k" \
+    timeout 150 "$ncu_bin" --clock-control none --set full --kernel-name-base mangled -k "regex:$k" \
       --launch-skip "${NCU_SKIP_SOURCE:-400}" \
       --launch-count 1 -o "/tmp/ncu_src_$i" "$bin/chorus" bench --device cuda --model /tmp/breeze --frames 4 --warmup 0 \
       > /tmp/ncu_src.txt 2>&1 || tail -3 /tmp/ncu_src.txt
+    grep -E "^==(PROF|WARNING|ERROR)==" /tmp/ncu_src.txt | grep -v "Profiling \"" | head -5
     "$ncu_bin" -i "/tmp/ncu_src_$i.ncu-rep" --page source --csv --print-source sass > "/tmp/ncu_src_$i.csv" 2>&1
     "$ncu_bin" -i "/tmp/ncu_src_$i.ncu-rep" --page details --csv > "$out/ncu_details_$i.csv" 2>&1
     echo "== $k" | tee -a "$out/ncu_source.txt"
