@@ -3,7 +3,8 @@
 
 Builds a copy of src/runtime/cuda/sampler.cu (of the working tree or of a revision) whose kernel
 stops after a given stage, and a harness that times each stop as 300 launches replayed from one CUDA
-graph (one row, top-k 50, temperature 0.9, as the code predictor samples), for 2048 and 3072 ids.
+graph (one row, top-k 50, temperature 0.9, as the code predictor samples), for 2048, 2051 and 3072 ids
+(2051 both with 4 and with 8 ids per thread, where the revision's kernel takes it).
 Each column is cumulative: the kernel up to and including that stage.
 
   scripts/device/sampler_stages.py --name new                  # the working tree
@@ -79,6 +80,8 @@ float per_launch_us(Kernel kernel, int threads, const SampleArgs& a, cudaStream_
 
 template <int kPer>
 void stages(int V, float sigma, cudaStream_t s) {
+  const int threads = (V + 32 * kPer - 1) / (32 * kPer) * 32;
+  if (threads > kMaxThreads) return;  // this revision's kernel cannot take that many
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, sigma);
   std::vector<float> host(V);
@@ -116,7 +119,6 @@ void stages(int V, float sigma, cudaStream_t s) {
   embedding.embed_table = table;
   embedding.embed_out = embed_out;
   embedding.embed_dim = 1024;
-  const int threads = (V + 32 * kPer - 1) / (32 * kPer) * 32;
   std::printf(TAG " %d ids, logits N(0, %.0f), %d threads: empty kernel %.2f | validity and max %.2f | "
               "+ top-k %.2f | + weights and kept ids %.2f | + draw %.2f | + embedding row %.2f us\n",
               V, sigma, threads, per_launch_us(empty_kernel, threads, a, s),
@@ -134,6 +136,8 @@ int main() {
   CHECK(cudaStreamCreate(&s));
   for (float sigma : {1.0f, 3.0f, 8.0f}) {
     stages<4>(2048, sigma, s);
+    stages<8>(2051, sigma, s);  // Breeze's depth decoder
+    stages<4>(2051, sigma, s);
     stages<8>(3072, sigma, s);
   }
   return 0;

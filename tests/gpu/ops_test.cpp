@@ -524,12 +524,14 @@ void expect_every_row_picks_the_cpu_id(int V, int R, uint32_t seed) {
 }
 
 // Vocabularies of the talker (3072: 8 ids per thread), the code predictor (2048: 4 per thread),
-// Breeze's depth decoder (2051) and one that leaves the last warp part empty.
+// Breeze's depth decoder (2051: 4 per thread, 17 warps), the most ids at 4 per thread (2304, 18
+// warps), and one that leaves the last warp part empty.
 TEST(GpuSampler, EveryRowPicksTheCpuId) {
   REQUIRE_GPU();
   expect_every_row_picks_the_cpu_id(3072, 112, 31);
   expect_every_row_picks_the_cpu_id(2048, 112, 32);
   expect_every_row_picks_the_cpu_id(2051, 56, 33);
+  expect_every_row_picks_the_cpu_id(2304, 56, 35);
   expect_every_row_picks_the_cpu_id(700, 56, 34);
 }
 
