@@ -110,6 +110,57 @@ __global__ void read_tma(const uint8_t* p, size_t bytes, unsigned* sink) {
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
+// The bulk-copy MLP's read pattern (mlp.cu): each block streams its contiguous share of three
+// equal matrices (gate rows, up rows, down's columns) through STAGES stages of three COPY-byte
+// copies, one per matrix, all completing on the stage's mbarrier.
+template <int STAGES, int COPY>
+__global__ void read_tma3(const uint8_t* a, const uint8_t* b, const uint8_t* c, size_t each, unsigned* sink) {
+  extern __shared__ __align__(128) uint8_t ring[];
+  __shared__ __align__(8) uint64_t bar[STAGES];
+  const uint64_t pol = pol_ef();
+  const size_t per = ((each + gridDim.x - 1) / gridDim.x + 2047) & ~size_t(2047);
+  const size_t b0 = min(each, blockIdx.x * per), b1 = min(each, b0 + per);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      unsigned ad = (unsigned)__cvta_generic_to_shared(&bar[s]);
+      asm volatile("mbarrier.init.shared.b64 [%0], 1;" :: "r"(ad));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  pdl_wait();
+  if (threadIdx.x != 0) return;
+  const uint8_t* src[3] = {a, b, c};
+  auto issue = [&](int s, size_t off) {
+    const unsigned n = (unsigned)min((size_t)COPY, b1 - off);
+    unsigned ad = (unsigned)__cvta_generic_to_shared(&bar[s]);
+    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" :: "r"(ad), "r"(3 * n) : "memory");
+    for (int m = 0; m < 3; ++m) {
+      unsigned d = (unsigned)__cvta_generic_to_shared(ring + (s * 3 + m) * COPY);
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                   :: "r"(d), "l"(src[m] + off), "r"(n), "r"(ad), "l"(pol) : "memory");
+    }
+  };
+  size_t next = b0;
+  int issued = 0;
+  for (int s = 0; s < STAGES && next < b1; ++s, next += COPY) { issue(s, next); ++issued; }
+  uint32_t acc = 0;
+  int phase[STAGES] = {};
+  for (int k = 0; k < issued; ++k) {
+    const int s = k % STAGES;
+    unsigned ad = (unsigned)__cvta_generic_to_shared(&bar[s]);
+    uint32_t done = 0;
+    while (!done) {
+      asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
+                   : "=r"(done) : "r"(ad), "r"(phase[s]) : "memory");
+    }
+    phase[s] ^= 1;
+    acc ^= ring[s * 3 * COPY];
+    if (next < b1) { issue(s, next); next += COPY; ++issued; }
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;
+}
+
 // Boundary probe: each launch reads the previous launch's value (L2) and writes value + 1.
 __global__ void chain_kernel(unsigned* x) {
   pdl_wait();
@@ -153,6 +204,8 @@ int main() {
   CK(cudaFuncSetAttribute(read_tma<4, 32768>, cudaFuncAttributeMaxDynamicSharedMemorySize, 4 * 32768));
   CK(cudaFuncSetAttribute(read_tma<8, 16384>, cudaFuncAttributeMaxDynamicSharedMemorySize, 8 * 16384));
   CK(cudaFuncSetAttribute(read_tma<12, 16384>, cudaFuncAttributeMaxDynamicSharedMemorySize, 12 * 16384));
+  CK(cudaFuncSetAttribute(read_tma<4, 49152>, cudaFuncAttributeMaxDynamicSharedMemorySize, 4 * 49152));
+  CK(cudaFuncSetAttribute(read_tma3<4, 16384>, cudaFuncAttributeMaxDynamicSharedMemorySize, 12 * 16384));
   for (size_t bytes : sizes) {
     const size_t n16 = bytes / 16;
     auto rep = [&](const char* name, double us) { printf("%6.1f MB  %-36s %7.2f us  %5.2f TB/s\n", bytes / 1e6, name, us, bytes / us / 1e6); };
@@ -171,6 +224,11 @@ int main() {
     RUN("tma 132 x 8x16K", L(read_tma<8, 16384>, 132, 32, 8 * 16384, s, (const uint8_t*)buf[l], bytes, sink));
     RUN("tma 264 x 8x16K", L(read_tma<8, 16384>, 264, 32, 8 * 16384, s, (const uint8_t*)buf[l], bytes, sink));
     RUN("tma 132 x 12x16K", L(read_tma<12, 16384>, 132, 32, 12 * 16384, s, (const uint8_t*)buf[l], bytes, sink));
+    RUN("tma 132 x 4x48K", L(read_tma<4, 49152>, 132, 32, 4 * 49152, s, (const uint8_t*)buf[l], bytes, sink));
+    // The MLP's pattern: three matrices of a third each (here thirds of one buffer), 4 stages of 3 x 16K.
+    RUN("tma3 132 x 4x(3x16K)", L(read_tma3<4, 16384>, 132, 32, 12 * 16384, s, (const uint8_t*)buf[l],
+                                  (const uint8_t*)buf[l] + bytes / 3 / 2048 * 2048, (const uint8_t*)buf[l] + 2 * (bytes / 3 / 2048 * 2048),
+                                  bytes / 3 / 2048 * 2048, sink));
   }
   unsigned* x; CK(cudaMalloc(&x, 64)); CK(cudaMemset(x, 0, 64));
   printf("chain 1 block:   %.3f us per launch\n", us_per(s, 64, [&] { for (int i = 0; i < 64; ++i) L(chain_kernel, 1, 128, 0, s, x); }));

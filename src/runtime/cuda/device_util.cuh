@@ -139,24 +139,33 @@ __device__ __forceinline__ float swiglu_bf16(float g, float u) {
 // Σ x[k]² over a row of K floats (K a multiple of 4, x 16-byte aligned) by one warp, in f64: lane l
 // sums k = 4l + 128i in order, then the butterfly. linear's single-row kernel and fused_mlp share it,
 // so their 1 / RMS values are bit-identical. (decode_stack keeps its own copy of the loop: calling
-// this cost that kernel, at its 128-register cap, a 4-byte spill.) Each batch of 8 loads is issued
-// before the first sum, so a row of 1024 costs one round trip to L2 after the kernel's wait: the
-// rolled loop, as compiled, waited three times (Nsight Compute, PERFORMANCE.md "Session 16"). The
-// padding of a short batch adds +0.0, which leaves the sum unchanged.
+// this cost that kernel, at its 128-register cap, a 4-byte spill.)
 __device__ __forceinline__ double warp_sum_squares(const float* x, int64_t K) {
-  constexpr int kBatch = 8;
   const int lane = threadIdx.x & 31;
   double ss = 0.0;
-  for (int64_t k0 = lane * 4; k0 < K; k0 += 128 * kBatch) {
-    float4 v[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j)
-      v[j] = k0 + 128 * j < K ? *reinterpret_cast<const float4*>(x + k0 + 128 * j) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j)
-      ss += static_cast<double>(v[j].x) * v[j].x + static_cast<double>(v[j].y) * v[j].y +
-            static_cast<double>(v[j].z) * v[j].z + static_cast<double>(v[j].w) * v[j].w;
+  for (int64_t k = lane * 4; k < K; k += 128) {
+    const float4 v = *reinterpret_cast<const float4*>(x + k);
+    ss += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
+          static_cast<double>(v.w) * v.w;
   }
+  return warp_sum(ss);
+}
+
+// warp_sum_squares for a row of exactly 1024 (the depth decoder's), the same sums in the same order,
+// with all 8 of a lane's loads issued before the first sum: the launch then waits on one round trip
+// to L2 after its PDL wait, where the loop above, as compiled, waited three times (Nsight Compute,
+// PERFORMANCE.md "Session 16"). Only the kernels of such rows call it: compiled into the kernels of
+// rows of 2048 too (a run-time choice), it cost the backbone's q/k/v launch 1.3 µs.
+__device__ __forceinline__ double warp_sum_squares_1024(const float* x) {
+  const int lane = threadIdx.x & 31;
+  float4 v[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = *reinterpret_cast<const float4*>(x + lane * 4 + 128 * j);
+  double ss = 0.0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    ss += static_cast<double>(v[j].x) * v[j].x + static_cast<double>(v[j].y) * v[j].y +
+          static_cast<double>(v[j].z) * v[j].z + static_cast<double>(v[j].w) * v[j].w;
   return warp_sum(ss);
 }
 

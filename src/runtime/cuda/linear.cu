@@ -271,7 +271,12 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
 
   float inv = 1.0f;
   if (p.norm_w) {
-    inv = dev::inv_rms(dev::warp_sum_squares(p.x, K), K, p.eps, BF16);
+    // The normed single rows of one feature per warp (NPRE) include the depth decoder's rows of
+    // 1024; the other instantiations keep only the loop (see warp_sum_squares_1024).
+    double ss;
+    if (NPRE && K == 1024) ss = dev::warp_sum_squares_1024(p.x);
+    else ss = dev::warp_sum_squares(p.x, K);
+    inv = dev::inv_rms(ss, K, p.eps, BF16);
   }
   float acc[ROWS][NW];
 #pragma unroll

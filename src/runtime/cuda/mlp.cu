@@ -92,7 +92,10 @@ __global__ void __launch_bounds__(kMlpWarps * 32, kBlocksPerSm) fused_mlp_kernel
   for (int r = 0; r < R; ++r) {
     const float* hr = p.h + r * H;
     // 1 / RMS of the row exactly as linear's single-row kernel derives it.
-    const float inv = dev::inv_rms(dev::warp_sum_squares(hr, H), H, p.eps, BF16);
+    double ss;
+    if constexpr (H == 1024) ss = dev::warp_sum_squares_1024(hr);
+    else ss = dev::warp_sum_squares(hr, H);
+    const float inv = dev::inv_rms(ss, H, p.eps, BF16);
     if constexpr (XS) {
       for (int k = threadIdx.x * 8; k < H; k += kMlpWarps * 32 * 8) {
         float v[8];
@@ -240,7 +243,8 @@ __global__ void __launch_bounds__(kBulkThreads, 1) fused_mlp_bulk_kernel(MlpPara
   dev::pdl_wait();
   float xn[CH][8];
   {
-    const float inv = dev::inv_rms(dev::warp_sum_squares(p.h, H), H, p.eps, BF16);
+    static_assert(H == 1024, "the bulk kernel's rows");
+    const float inv = dev::inv_rms(dev::warp_sum_squares_1024(p.h), H, p.eps, BF16);
 #pragma unroll
     for (int i = 0; i < CH; ++i) dev::load_x8_normed(p.h, lane * 8 + 256 * i, gw[i], inv, BF16, xn[i]);
   }
