@@ -63,15 +63,9 @@ __global__ void read_block_contig(const uint4* p, size_t n16, unsigned* sink) {
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
-// Bulk copies (cp.async.bulk, the tensor memory accelerator) through a shared-memory ring: thread 0
-// keeps STAGES copies of STAGE bytes in flight and refills a stage when its mbarrier completes.
-template <int STAGES, int STAGE>
-__global__ void read_tma(const uint8_t* p, size_t bytes, unsigned* sink) {
-  extern __shared__ __align__(128) uint8_t ring[];
-  __shared__ __align__(8) uint64_t bar[STAGES];
-  const uint64_t pol = pol_ef();
-  const size_t per = ((bytes + gridDim.x - 1) / gridDim.x + 15) & ~size_t(15);
-  const size_t b0 = blockIdx.x * per, b1 = min(bytes, b0 + per);
+// Thread 0 initializes the ring's mbarriers (one arrival each) and the block syncs.
+template <int STAGES>
+__device__ void init_bars(uint64_t* bar) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       unsigned a = (unsigned)__cvta_generic_to_shared(&bar[s]);
@@ -80,19 +74,17 @@ __global__ void read_tma(const uint8_t* p, size_t bytes, unsigned* sink) {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  pdl_wait();
-  if (threadIdx.x != 0) return;
-  auto issue = [&](int s, size_t off) {
-    const unsigned n = (unsigned)min((size_t)STAGE, b1 - off);
-    unsigned a = (unsigned)__cvta_generic_to_shared(&bar[s]);
-    unsigned d = (unsigned)__cvta_generic_to_shared(ring + s * STAGE);
-    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" :: "r"(a), "r"(n) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-                 :: "r"(d), "l"(p + off), "r"(n), "r"(a), "l"(pol) : "memory");
-  };
+}
+
+// One thread streams [b0, b1) in steps of `step` bytes through the ring: issue(s, off) fills stage
+// s from offset off; each stage is refilled once its mbarrier completes. Returns a value folded from
+// the first byte of each stage (stage_bytes apart), so the reads cannot be dropped.
+template <int STAGES, class Issue>
+__device__ uint32_t drive_ring(uint64_t* bar, const uint8_t* ring, size_t stage_bytes, size_t b0, size_t b1,
+                               size_t step, Issue issue) {
   size_t next = b0;
   int issued = 0;
-  for (int s = 0; s < STAGES && next < b1; ++s, next += STAGE) { issue(s, next); ++issued; }
+  for (int s = 0; s < STAGES && next < b1; ++s, next += step) { issue(s, next); ++issued; }
   uint32_t acc = 0;
   int phase[STAGES] = {};
   for (int k = 0; k < issued; ++k) {
@@ -104,9 +96,33 @@ __global__ void read_tma(const uint8_t* p, size_t bytes, unsigned* sink) {
                    : "=r"(done) : "r"(a), "r"(phase[s]) : "memory");
     }
     phase[s] ^= 1;
-    acc ^= ring[s * STAGE];
-    if (next < b1) { issue(s, next); next += STAGE; ++issued; }
+    acc ^= ring[s * stage_bytes];
+    if (next < b1) { issue(s, next); next += step; ++issued; }
   }
+  return acc;
+}
+
+// Bulk copies (cp.async.bulk, the tensor memory accelerator) through a shared-memory ring: thread 0
+// keeps STAGES copies of STAGE bytes in flight and refills a stage when its mbarrier completes.
+template <int STAGES, int STAGE>
+__global__ void read_tma(const uint8_t* p, size_t bytes, unsigned* sink) {
+  extern __shared__ __align__(128) uint8_t ring[];
+  __shared__ __align__(8) uint64_t bar[STAGES];
+  const uint64_t pol = pol_ef();
+  const size_t per = ((bytes + gridDim.x - 1) / gridDim.x + 15) & ~size_t(15);
+  const size_t b0 = blockIdx.x * per, b1 = min(bytes, b0 + per);
+  init_bars<STAGES>(bar);
+  pdl_wait();
+  if (threadIdx.x != 0) return;
+  auto issue = [&](int s, size_t off) {
+    const unsigned n = (unsigned)min((size_t)STAGE, b1 - off);
+    unsigned a = (unsigned)__cvta_generic_to_shared(&bar[s]);
+    unsigned d = (unsigned)__cvta_generic_to_shared(ring + s * STAGE);
+    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" :: "r"(a), "r"(n) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                 :: "r"(d), "l"(p + off), "r"(n), "r"(a), "l"(pol) : "memory");
+  };
+  const uint32_t acc = drive_ring<STAGES>(bar, ring, STAGE, b0, b1, STAGE, issue);
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
@@ -120,14 +136,7 @@ __global__ void read_tma3(const uint8_t* a, const uint8_t* b, const uint8_t* c, 
   const uint64_t pol = pol_ef();
   const size_t per = ((each + gridDim.x - 1) / gridDim.x + 2047) & ~size_t(2047);
   const size_t b0 = min(each, blockIdx.x * per), b1 = min(each, b0 + per);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      unsigned ad = (unsigned)__cvta_generic_to_shared(&bar[s]);
-      asm volatile("mbarrier.init.shared.b64 [%0], 1;" :: "r"(ad));
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
+  init_bars<STAGES>(bar);
   pdl_wait();
   if (threadIdx.x != 0) return;
   const uint8_t* src[3] = {a, b, c};
@@ -141,23 +150,7 @@ __global__ void read_tma3(const uint8_t* a, const uint8_t* b, const uint8_t* c, 
                    :: "r"(d), "l"(src[m] + off), "r"(n), "r"(ad), "l"(pol) : "memory");
     }
   };
-  size_t next = b0;
-  int issued = 0;
-  for (int s = 0; s < STAGES && next < b1; ++s, next += COPY) { issue(s, next); ++issued; }
-  uint32_t acc = 0;
-  int phase[STAGES] = {};
-  for (int k = 0; k < issued; ++k) {
-    const int s = k % STAGES;
-    unsigned ad = (unsigned)__cvta_generic_to_shared(&bar[s]);
-    uint32_t done = 0;
-    while (!done) {
-      asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
-                   : "=r"(done) : "r"(ad), "r"(phase[s]) : "memory");
-    }
-    phase[s] ^= 1;
-    acc ^= ring[s * 3 * COPY];
-    if (next < b1) { issue(s, next); next += COPY; ++issued; }
-  }
+  const uint32_t acc = drive_ring<STAGES>(bar, ring, 3 * COPY, b0, b1, COPY, issue);
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
