@@ -213,17 +213,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1) sample_kernel(SampleArgs a) {
       for (int j = 0; j < kPer; ++j)
         if (v[j] != kNegInf && order_key(v[j]) < prefix) v[j] = kNegInf;
     }
-    // 5. Weights w = exp(f64(s) − f64(max s)).
-    const double mx = static_cast<double>(all.best);
-    double w[kPer];
+    // 5. The top-k survivors (finite scaled logits) in ascending id order (threads own contiguous
+    // ids), in shared memory when they fit: a warp scan, then each warp adds the counts of the
+    // warps before it. Their f64 values go in first and become weights in place (6), so only the
+    // ~k survivors pay for the f64 exponential, not every id of every warp.
     int count = 0;
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      w[j] = v[j] != kNegInf ? exp(static_cast<double>(v[j]) - mx) : 0.0;
-      count += w[j] > 0.0;
-    }
-    // 6. The ids with w > 0 in ascending order (threads own contiguous ids), in shared memory when
-    // they fit: a warp scan, then each warp adds the counts of the warps before it.
+    for (int j = 0; j < kPer; ++j) count += v[j] != kNegInf;
     int incl = count;
     for (int o = 1; o < 32; o <<= 1) {
       const int y = __shfl_up_sync(0xffffffffu, incl, o);
@@ -240,11 +236,17 @@ __global__ void __launch_bounds__(kMaxThreads, 1) sample_kernel(SampleArgs a) {
     int32_t* sorted = in_smem ? s_sorted : cid + V;
 #pragma unroll
     for (int j = 0; j < kPer; ++j)
-      if (w[j] > 0.0) {
-        cw[off] = w[j];
+      if (v[j] != kNegInf) {
+        cw[off] = static_cast<double>(v[j]);
         cid[off] = i0 + j;
         ++off;
       }
+    __syncthreads();
+    // 6. Weights w = exp(f64(s) − f64(max s)), in place. A weight that underflows to 0 stays in the
+    // list, where the CPU leaves that id out: a zero adds nothing to the sums below, top-p ranks it
+    // last, and the draw takes the first running sum above its target, so it is never chosen.
+    const double mx = static_cast<double>(all.best);
+    for (int e = tid; e < kept; e += blockDim.x) cw[e] = exp(cw[e] - mx);
     __syncthreads();
     // 7. Top-p: rank the kept ids by (w descending, id ascending), keep the fewest reaching top_p·Σw.
     if (p.top_p < 1.0f) {
