@@ -308,8 +308,8 @@ __global__ void __launch_bounds__(kBulkThreads, 1) fused_mlp_bulk_kernel(MlpPara
 // [32x, 32x + 32).
 // EARLY: the next launch (the next layer's q/k/v) may start before this one waits. A kernel lets
 // its successor launch only after its own wait, and this one waits through the whole MLP, so the
-// q/k/v launch used to become resident only when the MLP ended; now it loads its weights during
-// the MLP's stream (its own wait still ends after this kernel, so after the MLP).
+// q/k/v launch became resident only when the MLP ended; early, it loads its weights during the
+// MLP's stream (its own wait still ends after this kernel, so after the MLP).
 template <bool BF16, bool EARLY>
 __global__ void __launch_bounds__(kReduceWarps * 32) mlp_reduce_kernel(const float* partial, int parts, int64_t hidden,
                                                                       float* h) {
@@ -393,7 +393,8 @@ template <bool BF16>
 cudaError_t launch_mlp(const MlpParams& p, int rows, int blocks, cudaStream_t s) {
   const dim3 grid(blocks), block(kMlpWarps * 32);
   cudaError_t e = cudaSuccess;
-  if (rows == 1 && p.hidden == 1024 && g_bulk.on()) {
+  const bool bulk = rows == 1 && p.hidden == 1024 && g_bulk.on();
+  if (bulk) {
     blocks = sm_count();
     e = launch_bulk<BF16>(p, s);
   } else if (rows == 2) {
@@ -407,7 +408,11 @@ cudaError_t launch_mlp(const MlpParams& p, int rows, int blocks, cudaStream_t s)
                      : launch(fused_mlp_kernel<4, BF16, 2, false, 1>, grid, block, 0, s, p);
   }
   if (e != cudaSuccess) return e;
-  return launch(g_reduce_early.on() ? mlp_reduce_kernel<BF16, true> : mlp_reduce_kernel<BF16, false>,
+  // Not after the bulk kernel: there q/k/v became resident 3 µs earlier but took longer after the
+  // wait (depth decoder +0.04 ms per frame), while the backbone, after the register kernel, gained
+  // 0.05 ms (PERFORMANCE.md "Session 17").
+  const bool early = g_reduce_early.on() && !bulk;
+  return launch(early ? mlp_reduce_kernel<BF16, true> : mlp_reduce_kernel<BF16, false>,
                 dim3(static_cast<unsigned>(p.hidden / 32), static_cast<unsigned>(rows)), dim3(kReduceWarps * 32), 0, s,
                 static_cast<const float*>(p.partial), blocks, p.hidden, p.h);
 }
