@@ -393,8 +393,7 @@ template <bool BF16>
 cudaError_t launch_mlp(const MlpParams& p, int rows, int blocks, cudaStream_t s) {
   const dim3 grid(blocks), block(kMlpWarps * 32);
   cudaError_t e = cudaSuccess;
-  const bool bulk = rows == 1 && p.hidden == 1024 && g_bulk.on();
-  if (bulk) {
+  if (rows == 1 && p.hidden == 1024 && g_bulk.on()) {
     blocks = sm_count();
     e = launch_bulk<BF16>(p, s);
   } else if (rows == 2) {
@@ -408,10 +407,11 @@ cudaError_t launch_mlp(const MlpParams& p, int rows, int blocks, cudaStream_t s)
                      : launch(fused_mlp_kernel<4, BF16, 2, false, 1>, grid, block, 0, s, p);
   }
   if (e != cudaSuccess) return e;
-  // Not after the bulk kernel: there q/k/v became resident 3 µs earlier but took longer after the
-  // wait (depth decoder +0.04 ms per frame), while the backbone, after the register kernel, gained
-  // 0.05 ms (PERFORMANCE.md "Session 17").
-  const bool early = g_reduce_early.on() && !bulk;
+  // Only after one row at hidden 2048 (Breeze's backbone: −0.05 ms per frame). After the bulk
+  // kernel (the depth decoder's single row) q/k/v became resident 3 µs earlier but took longer after
+  // the wait (+0.04 ms per frame), and after two rows at hidden 1024 (guidance's depth decoder)
+  // +0.39 ms (PERFORMANCE.md "Session 17").
+  const bool early = g_reduce_early.on() && rows == 1 && p.hidden == 2048;
   return launch(early ? mlp_reduce_kernel<BF16, true> : mlp_reduce_kernel<BF16, false>,
                 dim3(static_cast<unsigned>(p.hidden / 32), static_cast<unsigned>(rows)), dim3(kReduceWarps * 32), 0, s,
                 static_cast<const float*>(p.partial), blocks, p.hidden, p.h);
