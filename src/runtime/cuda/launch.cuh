@@ -22,6 +22,9 @@ __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" :::);
 }
+// The two halves of pdl_wait, for kernels that let the next kernel start at another time.
+__device__ __forceinline__ void pdl_wait_only() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" :::); }
 }  // namespace dev
 
 // A kernel choice that is on unless the environment variable `name` is "0" (read at the first

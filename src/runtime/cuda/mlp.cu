@@ -306,11 +306,20 @@ __global__ void __launch_bounds__(kBulkThreads, 1) fused_mlp_bulk_kernel(MlpPara
 // h[r][f] += Σ_b partial[r][b][f] (b in order within each warp's share, then the warps' sums in
 // order), rounded as linear's residual epilogue rounds it. Block (x, r) takes row r's outputs
 // [32x, 32x + 32).
-template <bool BF16>
+// EARLY: the next launch (the next layer's q/k/v) may start before this one waits. A kernel lets
+// its successor launch only after its own wait, and this one waits through the whole MLP, so the
+// q/k/v launch became resident only when the MLP ended; early, it loads its weights during the
+// MLP's stream (its own wait still ends after this kernel, so after the MLP).
+template <bool BF16, bool EARLY>
 __global__ void __launch_bounds__(kReduceWarps * 32) mlp_reduce_kernel(const float* partial, int parts, int64_t hidden,
                                                                       float* h) {
   __shared__ float red[kReduceWarps][32];
-  dev::pdl_wait();
+  if constexpr (EARLY) {
+    dev::pdl_launch_dependents();
+    dev::pdl_wait_only();
+  } else {
+    dev::pdl_wait();
+  }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t f = static_cast<int64_t>(blockIdx.x) * 32 + lane, r = blockIdx.y;
   const float* rows = partial + r * parts * hidden;
@@ -368,6 +377,10 @@ int mlp_ahead_1024() {
 // measurements); set_fused_mlp_bulk switches it at run time (tests).
 EnvSwitch g_bulk("CHORUS_MLP_TMA");
 
+// CHORUS_REDUCE_EARLY=0: the reduction lets the next launch start only after its wait (for
+// measurements).
+EnvSwitch g_reduce_early("CHORUS_REDUCE_EARLY");
+
 template <bool BF16>
 cudaError_t launch_bulk(const MlpParams& p, cudaStream_t s) {
   auto* kernel = fused_mlp_bulk_kernel<4, BF16>;
@@ -394,8 +407,14 @@ cudaError_t launch_mlp(const MlpParams& p, int rows, int blocks, cudaStream_t s)
                      : launch(fused_mlp_kernel<4, BF16, 2, false, 1>, grid, block, 0, s, p);
   }
   if (e != cudaSuccess) return e;
-  return launch(mlp_reduce_kernel<BF16>, dim3(static_cast<unsigned>(p.hidden / 32), static_cast<unsigned>(rows)),
-                dim3(kReduceWarps * 32), 0, s, static_cast<const float*>(p.partial), blocks, p.hidden, p.h);
+  // Only after one row at hidden 2048 (Breeze's backbone: −0.05 ms per frame). After the bulk
+  // kernel (the depth decoder's single row) q/k/v became resident 3 µs earlier but took longer after
+  // the wait (+0.04 ms per frame), and after two rows at hidden 1024 (guidance's depth decoder)
+  // +0.39 ms (PERFORMANCE.md "Session 17").
+  const bool early = g_reduce_early.on() && rows == 1 && p.hidden == 2048;
+  return launch(early ? mlp_reduce_kernel<BF16, true> : mlp_reduce_kernel<BF16, false>,
+                dim3(static_cast<unsigned>(p.hidden / 32), static_cast<unsigned>(rows)), dim3(kReduceWarps * 32), 0, s,
+                static_cast<const float*>(p.partial), blocks, p.hidden, p.h);
 }
 
 }  // namespace
