@@ -16,15 +16,16 @@
 namespace chorus::cuda {
 
 namespace dev {
-// Waits until every kernel this one depends on has completed and its writes are visible, then
-// lets the next kernel on the stream start launching.
-__device__ __forceinline__ void pdl_wait() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" :::);
-}
-// The two halves of pdl_wait, for kernels that let the next kernel start at another time.
+// Waits until every kernel this one depends on has completed and its writes are visible.
 __device__ __forceinline__ void pdl_wait_only() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// Lets the next kernel on the stream start launching (its blocks become resident and run up to
+// their own wait).
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+// The usual order: wait, then let the next kernel start launching.
+__device__ __forceinline__ void pdl_wait() {
+  pdl_wait_only();
+  pdl_launch_dependents();
+}
 }  // namespace dev
 
 // A kernel choice that is on unless the environment variable `name` is "0" (read at the first
