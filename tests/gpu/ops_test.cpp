@@ -8,6 +8,7 @@
 #include <set>
 
 #include "gpu_test_util.h"
+#include "models/breeze_tts/frame_kernels_cuda.h"
 #include "sampling/rng.h"
 #include "sampling/sampler.h"
 
@@ -352,10 +353,10 @@ void check_attention(int64_t Hq, int64_t Hkv, int64_t D, uint32_t seed) {
   }
 }
 
-// Decode attention over small caches (the depth decoders' ≤ 32 positions): the specialized kernel
-// against the general one bit for bit (outputs and cache stores), f32 and bf16, at the first, an
-// inner and the last position, and the f32 result against the CPU.
-void check_small_attention(int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint32_t seed) {
+// A specialized decode-attention kernel (`use` switches it on and off) against the general one bit
+// for bit (outputs and cache stores), f32 and bf16, at the first, an inner and the last position,
+// and the f32 result against the CPU.
+void check_specialized_attention(void (*use)(bool), int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint32_t seed) {
   SCOPED_TRACE(testing::Message() << "Hq " << Hq << " Hkv " << Hkv << " D " << D << " capacity " << cap);
   std::mt19937 rng(seed);
   const int64_t S = 2, qw = Hq * D, kvw = Hkv * D, ld = qw + 2 * kvw;
@@ -375,7 +376,7 @@ void check_small_attention(int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint
       const auto dqkv = to_device(qkv), dseq = to_device(seq), dpos = to_device(pos);
       std::vector<float> out[2], kc[2], vc[2];
       for (const bool small : {true, false}) {
-        cuda::set_small_attention(small);
+        use(small);
         auto dk = to_device(k0), dv = to_device(v0);
         auto dout = poisoned(S * qw);
         ASSERT_TRUE(cuda::attention_decode(dqkv.as<float>(), ld, {Hq, Hkv, D}, dqn.as<float>(), dkn.as<float>(), 1e-6f,
@@ -386,7 +387,7 @@ void check_small_attention(int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint
         kc[small] = to_host<float>(dk, S * cap * kvw);
         vc[small] = to_host<float>(dv, S * cap * kvw);
       }
-      cuda::set_small_attention(true);
+      use(true);
       EXPECT_EQ(out[1], out[0]);
       EXPECT_EQ(kc[1], kc[0]);
       EXPECT_EQ(vc[1], vc[0]);
@@ -413,11 +414,82 @@ void check_small_attention(int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint
   }
 }
 
+// Decode attention over small caches (the depth decoders' ≤ 32 positions).
 TEST(GpuAttention, SmallCacheKernelEqualsTheGeneralOne) {
   REQUIRE_GPU();
-  check_small_attention(8, 2, 128, 16, 31);   // Breeze's depth decoder
-  check_small_attention(16, 8, 128, 17, 32);  // Qwen3-TTS's code predictor
-  check_small_attention(4, 2, 64, 32, 33);
+  check_specialized_attention(cuda::set_small_attention, 8, 2, 128, 16, 31);   // Breeze's depth decoder
+  check_specialized_attention(cuda::set_small_attention, 16, 8, 128, 17, 32);  // Qwen3-TTS's code predictor
+  check_specialized_attention(cuda::set_small_attention, 4, 2, 64, 32, 33);
+}
+
+// Decode attention over long caches (the backbones and talkers, head size 128).
+TEST(GpuAttention, LongCacheKernelEqualsTheGeneralOne) {
+  REQUIRE_GPU();
+  check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 300, 34);  // Breeze's backbone
+  check_specialized_attention(cuda::set_long_attention, 16, 2, 128, 65, 35);
+}
+
+// The fused decode attentions form the rotation (and the small kernel preloads the earlier keys) at
+// the position they read before their PDL wait. When the kernel just before moves the position, as
+// the engines' advance kernel does between steps, they must form both again. Each round launches
+// the advance kernel (position p − 1 → p) and the attention on one stream, so the attention
+// usually starts while the position is still p − 1, and compares it bit for bit with the attention
+// launched after the position was set and synchronized.
+void check_moved_position(int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << "Hq " << Hq << " Hkv " << Hkv << " D " << D << " capacity " << cap);
+  std::mt19937 rng(seed);
+  const int64_t S = 2, qw = Hq * D, kvw = Hkv * D, ld = qw + 2 * kvw;
+  const auto qn = random_vec(rng, D, 0.5f, 1.5f), kn = random_vec(rng, D, 0.5f, 1.5f);
+  std::vector<float> inv(D / 2);
+  cpu::rope_inv_freq(1e6f, D, inv.data());
+  const auto dqn = to_device(qn), dkn = to_device(kn), dinv = to_device(inv);
+  const auto k0 = random_vec(rng, S * cap * kvw, -1.5f, 1.5f), v0 = random_vec(rng, S * cap * kvw, -1.5f, 1.5f);
+  ASSERT_TRUE(cuda::attention_reserve(cap, D).ok());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const std::vector<int32_t> seq = {1, 0};
+  const auto dseq = to_device(seq);
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  for (const int32_t p : {int32_t{1}, int32_t{2}, static_cast<int32_t>(cap / 2), static_cast<int32_t>(cap - 1)}) {
+    for (const bool bf16 : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "position " << p << (bf16 ? " bf16" : " f32"));
+      const auto dqkv = to_device(random_vec(rng, S * ld, -2.0f, 2.0f));
+      std::vector<float> out[2], kc[2], vc[2];
+      for (const bool moved : {false, true}) {
+        auto dk = to_device(k0), dv = to_device(v0);
+        auto dout = poisoned(S * qw);
+        auto dpos = to_device(std::vector<int32_t>(S, moved ? p - 1 : p));
+        auto dframes = to_device(std::vector<int32_t>(S, 0));
+        const auto dprompt = to_device(std::vector<int32_t>(S, p));  // advanced: p + frames − 1 = p
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        if (moved) {
+          ASSERT_TRUE(breeze_tts::gpu::advance_positions(dframes.as<int32_t>(), dprompt.as<int32_t>(),
+                                                         static_cast<int32_t>(cap), dpos.as<int32_t>(), S, 1, st)
+                          .ok());
+        }
+        ASSERT_TRUE(cuda::attention_decode(dqkv.as<float>(), ld, {Hq, Hkv, D}, dqn.as<float>(), dkn.as<float>(), 1e-6f,
+                                           dinv.as<float>(), scale, {dseq.as<int32_t>(), dpos.as<int32_t>(), S, true},
+                                           {dk.as<float>(), dv.as<float>(), cap * kvw, cap}, dout.as<float>(), st, bf16)
+                        .ok());
+        ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+        EXPECT_EQ(to_host<int32_t>(dpos, S), std::vector<int32_t>(S, p));
+        out[moved] = to_host<float>(dout, S * qw);
+        kc[moved] = to_host<float>(dk, S * cap * kvw);
+        vc[moved] = to_host<float>(dv, S * cap * kvw);
+      }
+      EXPECT_EQ(out[1], out[0]);
+      EXPECT_EQ(kc[1], kc[0]);
+      EXPECT_EQ(vc[1], vc[0]);
+    }
+  }
+  cudaStreamDestroy(st);
+}
+
+TEST(GpuAttention, PositionMovedByThePreviousKernel) {
+  REQUIRE_GPU();
+  check_moved_position(8, 2, 128, 16, 36);    // the small-cache kernel
+  check_moved_position(16, 8, 128, 300, 37);  // the long-cache kernel
+  check_moved_position(4, 2, 16, 300, 38);    // the general kernel
 }
 
 TEST(GpuAttention, NormRopeStoreAndAttentionMatchTheCpu) {

@@ -9,7 +9,7 @@
 namespace chorus::cuda::dev {
 
 constexpr int kKeysPerWarp = 8;    // keys one warp scores at a time
-constexpr int kMaxDimChunks = 8;   // head_dim <= 256
+constexpr int kMaxDimChunks = kHeadChunks;  // head_dim <= 256
 constexpr int kSmallContext = 64;  // KV capacities up to this attend with 4 warps, longer with 16
 
 __host__ __device__ inline int attention_warps(int64_t capacity) { return capacity > kSmallContext ? 16 : 4; }
@@ -40,10 +40,63 @@ __device__ inline void prefetch_kv_l2(const float* k, const float* v, int64_t fl
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(v + begin), "r"(bytes) : "memory");
 }
 
-// Warps 0..2: the new row's query head h (QK-normed, rotated) → qs, its kv group's key → knew,
-// value → vnew; when `store`, the key and value also go to the caches at kdst / vdst. `row` is
-// [q heads | k heads | v heads] of head_dim each, read through L2 (another block may have
-// written it in the same kernel).
+// The new row's part of a decode attention in three steps, so that a kernel can take the first
+// before its PDL wait: head_new_row_consts (warp 0: the query norm's constants, warp 1: the key
+// norm's, both at the position read before the wait), head_new_row_load (warps 0..2: the lane's
+// dims of the query head h, the kv group's key, its value, in registers, read through L2 since
+// another block may have written them in the same kernel; the row does not depend on the
+// position, so these loads go out together with the position's) and head_new_row_finish (the
+// norm and rotation → qs, knew, vnew; when `store`, the key and value also to kdst / vdst).
+__device__ inline HeadRowConsts head_new_row_consts(const float* q_norm, const float* k_norm, const float* inv_freq,
+                                                   int D, int pos) {
+  const int warp = threadIdx.x >> 5;
+  HeadRowConsts hc{};
+  if (warp < 2) hc = head_row_consts(warp == 0 ? q_norm : k_norm, inv_freq, D, pos);
+  return hc;
+}
+
+__device__ inline void head_new_row_load(const float* row, int h, int g, int Hq, int Hkv, int D,
+                                         float (&x)[kHeadChunks]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t head = warp == 0 ? h : warp == 1 ? Hq + g : Hq + Hkv + g;
+#pragma unroll
+  for (int i = 0; i < kHeadChunks; ++i) {
+    const int d = lane + 32 * i;
+    x[i] = warp < 3 && d < D ? __ldcg(row + head * D + d) : 0.0f;
+  }
+}
+
+__device__ inline void head_new_row_finish(const float (&x)[kHeadChunks], HeadRowConsts& hc, bool q_normed,
+                                           bool k_normed, int D, float eps, int pos, bool bf16, float* qs, float* knew,
+                                           float* vnew, bool store, float* kdst, float* vdst) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (warp >= 3) return;
+  float* buf = warp == 0 ? qs : warp == 1 ? knew : vnew;
+#pragma unroll
+  for (int i = 0; i < kHeadChunks; ++i) {
+    const int d = lane + 32 * i;
+    if (d < D) buf[d] = x[i];
+  }
+  if (warp == 2) {
+    if (store)
+#pragma unroll
+      for (int i = 0; i < kHeadChunks; ++i) {
+        const int d = lane + 32 * i;
+        if (d < D) vdst[d] = x[i];
+      }
+    return;
+  }
+  if (hc.pos != pos) rotate_at(hc, D, pos);  // another kernel moved the position after the wait
+  __syncwarp();
+  if (warp == 0 ? q_normed : k_normed) norm_head(buf, D, hc, eps, bf16);
+  rope_head<false>(buf, D, hc, pos, buf, bf16);
+  __syncwarp();
+  if (warp == 1 && store)
+    for (int d = lane; d < D; d += 32) kdst[d] = knew[d];
+}
+
+// The whole step with the constants loaded after the row, as the persistent stack (which preloads
+// its norms itself) was tuned with: warps 0..2 read their vectors through L2 into qs, knew, vnew.
 __device__ inline void head_new_row(const float* row, int h, int g, int Hq, int Hkv, int D, const float* q_norm,
                                     const float* k_norm, float eps, const float* inv_freq, int pos, bool bf16,
                                     float* qs, float* knew, float* vnew, bool store, float* kdst, float* vdst) {

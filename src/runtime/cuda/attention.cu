@@ -103,38 +103,44 @@ __device__ inline void preload_rows(const float* k, const float* v, int64_t stri
 template <bool FUSED, bool PRELOAD = false>
 __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a) {
   extern __shared__ float smem[];
-  // The position read before the wait decides what is preloaded; the block uses the preload only if
-  // the position read after the wait is the same (a kernel just before could have moved it).
+  const int Hq = a.Hq, Hkv = a.Hkv, D = a.D;
+  const int h = blockIdx.x;
+  const int64_t r = blockIdx.y;
+  const int group = Hq / Hkv, g = h / group;
+  // The position read before the wait: what is preloaded and where the rotation is formed. The block
+  // uses them only if the position read after the wait is the same (a kernel just before could
+  // have moved it).
+  const int hint = FUSED ? a.poss[r] : 0;
   int preloaded_pos = -1;
   if (PRELOAD) {
-    const int64_t r = blockIdx.y, seq = a.seqs[r];
-    const int pos = a.poss[r];
-    const int earlier = min(pos, static_cast<int>(a.kv.capacity));
-    if (seq >= 0 && pos >= 0) {
-      const int64_t kstride = static_cast<int64_t>(a.Hkv) * a.D;
-      const int64_t base = seq * a.kv.seq_stride + static_cast<int64_t>(blockIdx.x / (a.Hq / a.Hkv)) * a.D;
-      float* keys = smem + preload_offset(a.D, a.kv.capacity);
-      preload_rows(a.kv.k + base, a.kv.v + base, kstride, earlier, a.D, keys, keys + a.kv.capacity * a.D);
-      preloaded_pos = pos;
+    const int64_t seq = a.seqs[r];
+    const int earlier = min(hint, static_cast<int>(a.kv.capacity));
+    if (seq >= 0 && hint >= 0) {
+      const int64_t kstride = static_cast<int64_t>(Hkv) * D;
+      const int64_t base = seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
+      float* keys = smem + preload_offset(D, a.kv.capacity);
+      preload_rows(a.kv.k + base, a.kv.v + base, kstride, earlier, D, keys, keys + a.kv.capacity * D);
+      preloaded_pos = hint;
     }
   }
   if (FUSED && threadIdx.x == 0 && a.kv.capacity > dev::kSmallContext) {
     // While the previous kernel runs: the earlier positions' keys and values into L2, this block's
     // share. The position read before the wait is a hint (the caches below are only read after it).
-    const int64_t r = blockIdx.y, seq = a.seqs[r];
-    const int64_t earlier = min(static_cast<int64_t>(a.poss[r]), a.kv.capacity);
+    const int64_t seq = a.seqs[r];
+    const int64_t earlier = min(static_cast<int64_t>(hint), a.kv.capacity);
     if (earlier > 0 && seq >= 0)
       dev::prefetch_kv_l2(a.kv.k + seq * a.kv.seq_stride, a.kv.v + seq * a.kv.seq_stride,
-                          earlier * a.Hkv * a.D, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+                          earlier * Hkv * D, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
   }
+  dev::HeadRowConsts hc{};
+  if (FUSED) hc = dev::head_new_row_consts(a.qn, a.kn, a.inv_freq, D, hint);
   dev::pdl_wait();
-  const int Hq = a.Hq, Hkv = a.Hkv, D = a.D;
   const KvLayer& kv = a.kv;
-  const int h = blockIdx.x;
-  const int64_t r = blockIdx.y;
   const int warps = blockDim.x >> 5;
   const int pos = a.poss[r];
   const int64_t seq = a.seqs[r];
+  float x[dev::kHeadChunks];  // the new row's values, loaded together with the position
+  if (FUSED) dev::head_new_row_load(a.qkv + r * a.ld, h, g, Hq, Hkv, D, x);
   const int n = min(pos + 1, static_cast<int>(kv.capacity));
   float* o = a.out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
   if (n <= 0) {
@@ -143,14 +149,13 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
   }
   const dev::HeadScratch w = dev::head_scratch(smem, D, n);
   float *qs = w.q, *knew = w.knew, *vnew = w.vnew, *sc = w.scores, *part = w.part;
-  const int group = Hq / Hkv, g = h / group;
   const int64_t kstride = static_cast<int64_t>(Hkv) * D;
   const float* kb = kv.k + seq * kv.seq_stride + static_cast<int64_t>(g) * D;
   const float* vb = kv.v + seq * kv.seq_stride + static_cast<int64_t>(g) * D;
   if constexpr (FUSED) {
     const int64_t off = seq * kv.seq_stride + static_cast<int64_t>(pos) * kstride + static_cast<int64_t>(g) * D;
-    dev::head_new_row(a.qkv + r * a.ld, h, g, Hq, Hkv, D, a.qn, a.kn, a.eps, a.inv_freq, pos, a.bf16, qs, knew, vnew,
-                      h % group == 0 && pos < kv.capacity, kv.k + off, kv.v + off);
+    dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, a.bf16, qs, knew, vnew,
+                             h % group == 0 && pos < kv.capacity, kv.k + off, kv.v + off);
   } else {
     for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = a.q[r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D + d];
   }
@@ -194,9 +199,12 @@ __global__ void __launch_bounds__(kSmallWarps * 32) attention_small_kernel(AttnP
   };
   const int hint = a.poss[r];
   preload(a.seqs[r], hint);
+  dev::HeadRowConsts hc = dev::head_new_row_consts(a.qn, a.kn, a.inv_freq, D, hint);
   dev::pdl_wait();
   const int pos = a.poss[r];
   const int64_t seq = a.seqs[r];
+  float x[dev::kHeadChunks];  // the new row's values, loaded together with the position
+  dev::head_new_row_load(a.qkv + static_cast<int64_t>(r) * a.ld, h, g, Hq, Hkv, D, x);
   const int n = min(pos + 1, cap);
   float* o = a.out + static_cast<int64_t>(r) * Hq * D + static_cast<int64_t>(h) * D;
   if (n <= 0 || seq < 0) {
@@ -209,14 +217,63 @@ __global__ void __launch_bounds__(kSmallWarps * 32) attention_small_kernel(AttnP
   }
   const dev::HeadScratch w = dev::head_scratch(smem, D, n);
   const int64_t off = seq * a.kv.seq_stride + static_cast<int64_t>(pos) * kvw + static_cast<int64_t>(g) * D;
-  dev::head_new_row(a.qkv + static_cast<int64_t>(r) * a.ld, h, g, Hq, Hkv, D, a.qn, a.kn, a.eps, a.inv_freq, pos, BF16,
-                    w.q, w.knew, w.vnew, h % group == 0 && pos < cap, a.kv.k + off, a.kv.v + off);
+  dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, BF16, w.q, w.knew, w.vnew,
+                           h % group == 0 && pos < cap, a.kv.k + off, a.kv.v + off);
   __syncthreads();
   dev::head_scores<false, 4>(w.q, keys, D, w.knew, pos, n, kSmallWarps, D, a.scale, BF16, w.scores);
   __syncthreads();
   dev::head_values<8>(w.scores, n, values, D, w.vnew, pos, kSmallWarps, D, BF16, w.part);
   __syncthreads();
   dev::head_output(w.part, kSmallWarps, D, kSmallWarps * 32, BF16, o);
+}
+
+// The decode attention over long caches (the backbones and talkers: more than kSmallContext
+// positions, 16 warps) with the head size and the rounding mode fixed at compile time, so the
+// scores' loop over the head's dims unrolls and each warp's 8 keys are read in one round trip instead
+// of one per 32 dims. The steps and every sum's order are attention_kernel<true>'s, so it is
+// bit-identical to it and to the persistent stack.
+constexpr int kLongWarps = 16;
+static_assert(kLongWarps * 32 == kAttnMaxThreads);
+
+template <int D, bool BF16>
+__global__ void __launch_bounds__(kLongWarps * 32) attention_long_kernel(AttnParams a) {
+  extern __shared__ float smem[];
+  const int h = blockIdx.x;
+  const int64_t r = blockIdx.y;
+  const int Hq = a.Hq, Hkv = a.Hkv, group = Hq / Hkv, g = h / group;
+  const int hint = a.poss[r];
+  if (threadIdx.x == 0) {  // the earlier keys and values into L2 while the previous kernel runs
+    const int64_t seq = a.seqs[r];
+    const int64_t earlier = min(static_cast<int64_t>(hint), a.kv.capacity);
+    if (earlier > 0 && seq >= 0)
+      dev::prefetch_kv_l2(a.kv.k + seq * a.kv.seq_stride, a.kv.v + seq * a.kv.seq_stride, earlier * Hkv * D,
+                          static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+  }
+  dev::HeadRowConsts hc = dev::head_new_row_consts(a.qn, a.kn, a.inv_freq, D, hint);
+  dev::pdl_wait();
+  const int pos = a.poss[r];
+  const int64_t seq = a.seqs[r];
+  float x[dev::kHeadChunks];
+  dev::head_new_row_load(a.qkv + r * a.ld, h, g, Hq, Hkv, D, x);
+  const int n = min(pos + 1, static_cast<int>(a.kv.capacity));
+  float* o = a.out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
+  if (n <= 0) {
+    for (int d = threadIdx.x; d < D; d += kLongWarps * 32) o[d] = 0.0f;
+    return;
+  }
+  const dev::HeadScratch w = dev::head_scratch(smem, D, n);
+  const int64_t kstride = static_cast<int64_t>(Hkv) * D;
+  float* kb = a.kv.k + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
+  float* vb = a.kv.v + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
+  const int64_t off = static_cast<int64_t>(pos) * kstride;
+  dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, BF16, w.q, w.knew, w.vnew,
+                           h % group == 0 && pos < a.kv.capacity, kb + off, vb + off);
+  __syncthreads();
+  dev::head_scores<true>(w.q, kb, kstride, w.knew, pos, n, kLongWarps, D, a.scale, BF16, w.scores);
+  __syncthreads();
+  dev::head_values<8>(w.scores, n, vb, kstride, w.vnew, pos, kLongWarps, D, BF16, w.part);
+  __syncthreads();
+  dev::head_output(w.part, kLongWarps, D, kLongWarps * 32, BF16, o);
 }
 
 // Whether the small-cache kernel takes this shape.
@@ -260,7 +317,7 @@ Status attention_reserve(int64_t capacity, int64_t head_dim) {
   CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(need)));
   for (auto* k : {attention_small_kernel<64, false>, attention_small_kernel<64, true>, attention_small_kernel<128, false>,
-                  attention_small_kernel<128, true>})
+                  attention_small_kernel<128, true>, attention_long_kernel<128, false>, attention_long_kernel<128, true>})
     CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(need)));
   g_reserved_smem.store(static_cast<int64_t>(need));
   return ok_status();
@@ -283,6 +340,8 @@ namespace {
 // CHORUS_SMALL_ATTENTION=0: the general kernel for small caches too (for measurements);
 // set_small_attention switches it at run time (tests).
 EnvSwitch g_small_attention("CHORUS_SMALL_ATTENTION");
+// CHORUS_LONG_ATTENTION=0: the general kernel for long caches too.
+EnvSwitch g_long_attention("CHORUS_LONG_ATTENTION");
 
 Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStream_t s) {
   const size_t smem = attention_smem(p.kv.capacity, p.D);
@@ -296,6 +355,9 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
                         : (p.bf16 ? attention_small_kernel<128, true> : attention_small_kernel<128, false>);
     CHORUS_CUDA_TRY(launch(k, grid, block, smem, s, p));
   } else if (preloads(p.kv.capacity, p.D)) CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
+  else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.on())
+    CHORUS_CUDA_TRY(launch(p.bf16 ? attention_long_kernel<128, true> : attention_long_kernel<128, false>, grid, block,
+                           smem, s, p));
   else CHORUS_CUDA_TRY(launch(attention_kernel<true>, grid, block, smem, s, p));
   return ok_status();
 }
@@ -328,6 +390,7 @@ Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer 
 }
 
 void set_small_attention(bool on) { g_small_attention.set(on); }
+void set_long_attention(bool on) { g_long_attention.set(on); }
 
 Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
                         float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,

@@ -196,6 +196,8 @@ Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const flo
 // Small caches with head_dim 64 or 128 take a kernel specialized for them (bit-identical to the
 // general one; faster). Off: the general kernel (tests; CHORUS_SMALL_ATTENTION=0 sets the default).
 void set_small_attention(bool on);
+// The long-cache kernel (head size 128, more than 64 positions) on or off (tests).
+void set_long_attention(bool on);
 // Call once (outside graph capture) before attention over caches of up to `capacity` positions.
 Status attention_reserve(int64_t capacity, int64_t head_dim);
 
