@@ -8,7 +8,6 @@
 #include <set>
 
 #include "gpu_test_util.h"
-#include "models/breeze_tts/frame_kernels_cuda.h"
 #include "sampling/rng.h"
 #include "sampling/sampler.h"
 
@@ -21,14 +20,15 @@ std::vector<float> cpu_rms_norm(const std::vector<float>& x, const std::vector<f
   return y;
 }
 
-// Long rows (K >= 4096: the single-row kernel's deep loads) give bit for bit what the multi-row
-// kernel gives for the same row (the same per-feature order; without the RMS prologue, whose sum
-// the two kernels reduce differently), for every epilogue, and match the CPU. K = 4104 is not a
-// multiple of 256, so lanes leave the deep loop at different chunks.
+// Long rows (K >= 2048: the single-row kernel's whole-row prefetch, and from 4096 its deep loads)
+// give bit for bit what the multi-row kernel gives for the same row (the same per-feature order;
+// without the RMS prologue, whose sum the two kernels reduce differently), for every epilogue, and
+// match the CPU. K = 3000 and 4104 are not multiples of 256, so lanes leave the prefetched chunks
+// and the deep loop at different chunks.
 TEST(GpuLinear, LongSingleRowsEqualTheMultiRowKernelBitForBit) {
   REQUIRE_GPU();
   std::mt19937 rng(12);
-  for (int64_t K : {4096, 4104, 6144, 8192}) {
+  for (int64_t K : {2048, 3000, 4096, 4104, 6144, 8192}) {
     SCOPED_TRACE(testing::Message() << "K " << K);
     const int64_t N = 72;
     const auto x = random_vec(rng, static_cast<size_t>(2 * K));
@@ -129,12 +129,12 @@ TEST(GpuLinear, NormedHeadWithF32OutputsEqualsTheNormThenTheHead) {
 TEST(GpuLinear, EveryEpiloguePathAndShapeMatchesTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(11);
-  auto ws = cuda::LinearWorkspace::create(64, 1024, 512);
+  auto ws = cuda::LinearWorkspace::create(64, 2048, 512);
   ASSERT_TRUE(ws.ok()) << ws.error().to_string();
   int checked = 0;
   for (int path : {cuda::kLinearGemv, cuda::kLinearTensor, cuda::kLinearAuto})
     for (int64_t M : {1, 2, 3, 5, 8, 13, 16, 17, 40})
-      for (int64_t K : {1024, 40, 36}) {
+      for (int64_t K : {1024, 2048, 40, 36}) {
         SCOPED_TRACE(testing::Message() << "path " << path << " M " << M << " K " << K);
         const int64_t N[3] = {96, 32, 40};
         const auto x = random_vec(rng, static_cast<size_t>(M * K));
@@ -208,7 +208,7 @@ TEST(GpuLinear, EveryEpiloguePathAndShapeMatchesTheCpu) {
         }
         ++checked;
       }
-  EXPECT_EQ(checked, 3 * 9 * 3);
+  EXPECT_EQ(checked, 3 * 9 * 4);
 }
 
 // A row's result must not depend on the other rows of the call (matrix-vector path).
@@ -430,11 +430,12 @@ TEST(GpuAttention, LongCacheKernelEqualsTheGeneralOne) {
 }
 
 // The fused decode attentions form the rotation (and the small kernel preloads the earlier keys) at
-// the position they read before their PDL wait. When the kernel just before moves the position, as
-// the engines' advance kernel does between steps, they must form both again. Each round launches
-// the advance kernel (position p − 1 → p) and the attention on one stream, so the attention
-// usually starts while the position is still p − 1, and compares it bit for bit with the attention
-// launched after the position was set and synchronized.
+// the position they read before their PDL wait. When the kernel just before moves the position
+// after it let them launch, they must form both again. Here that kernel is the sampler (one block
+// per row): it lets the next launch start at its wait and then writes the position (id p, the only
+// one its top-k of 1 keeps) after several microseconds of work, so the attention reads p − 1 before
+// its wait. The result must equal, bit for bit, the attention launched after the position was set
+// and synchronized.
 void check_moved_position(int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint32_t seed) {
   SCOPED_TRACE(testing::Message() << "Hq " << Hq << " Hkv " << Hkv << " D " << D << " capacity " << cap);
   std::mt19937 rng(seed);
@@ -448,6 +449,14 @@ void check_moved_position(int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint3
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const std::vector<int32_t> seq = {1, 0};
   const auto dseq = to_device(seq);
+  constexpr int64_t kVocab = 2051;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  cuda::DeviceSampler sp;
+  sp.top_k = 1;
+  const auto dparams = to_device(std::vector<cuda::DeviceSampler>(S, sp));
+  auto derr = to_device(std::vector<int32_t>(S, 0));
+  auto dw = to_device(std::vector<double>(static_cast<size_t>(S * kVocab)));
+  auto dids = to_device(std::vector<int32_t>(static_cast<size_t>(2 * S * kVocab)));
   cudaStream_t st = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
   for (const int32_t p : {int32_t{1}, int32_t{2}, static_cast<int32_t>(cap / 2), static_cast<int32_t>(cap - 1)}) {
@@ -459,13 +468,23 @@ void check_moved_position(int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint3
         auto dk = to_device(k0), dv = to_device(v0);
         auto dout = poisoned(S * qw);
         auto dpos = to_device(std::vector<int32_t>(S, moved ? p - 1 : p));
-        auto dframes = to_device(std::vector<int32_t>(S, 0));
-        const auto dprompt = to_device(std::vector<int32_t>(S, p));  // advanced: p + frames − 1 = p
+        std::vector<float> logits(static_cast<size_t>(S * kVocab));
+        for (auto& l : logits) l = nd(rng);
+        for (int64_t r = 0; r < S; ++r) logits[static_cast<size_t>(r * kVocab + p)] = 50.0f;
+        auto dlogits = to_device(logits);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         if (moved) {
-          ASSERT_TRUE(breeze_tts::gpu::advance_positions(dframes.as<int32_t>(), dprompt.as<int32_t>(),
-                                                         static_cast<int32_t>(cap), dpos.as<int32_t>(), S, 1, st)
-                          .ok());
+          cuda::SampleArgs a;
+          a.logits = dlogits.as<float>();
+          a.ld = kVocab;
+          a.vocab = kVocab;
+          a.rows = static_cast<int32_t>(S);
+          a.params = dparams.as<cuda::DeviceSampler>();
+          a.out = dpos.as<int32_t>();
+          a.error = derr.as<int32_t>();
+          a.scratch_w = dw.as<double>();
+          a.scratch_ids = dids.as<int32_t>();
+          ASSERT_TRUE(cuda::sample(a, st).ok());
         }
         ASSERT_TRUE(cuda::attention_decode(dqkv.as<float>(), ld, {Hq, Hkv, D}, dqn.as<float>(), dkn.as<float>(), 1e-6f,
                                            dinv.as<float>(), scale, {dseq.as<int32_t>(), dpos.as<int32_t>(), S, true},
@@ -482,6 +501,7 @@ void check_moved_position(int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint3
       EXPECT_EQ(vc[1], vc[0]);
     }
   }
+  EXPECT_EQ(to_host<int32_t>(derr, S), std::vector<int32_t>(S, 0));
   cudaStreamDestroy(st);
 }
 

@@ -1,6 +1,7 @@
 // Attention over a device KV cache: QK-norm + rotary embedding + cache store of the new rows, then
 // causal grouped-query attention per (row, query head).
 #include <atomic>
+#include <cstdlib>
 
 #include "runtime/cuda/attend_head.cuh"
 #include "runtime/cuda/device_util.cuh"
@@ -235,7 +236,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32) attention_small_kernel(AttnP
 constexpr int kLongWarps = 16;
 static_assert(kLongWarps * 32 == kAttnMaxThreads);
 
-template <int D, bool BF16>
+template <int D, bool BF16, int KEYS = dev::kKeysPerWarp, int VALUES = 8>
 __global__ void __launch_bounds__(kLongWarps * 32) attention_long_kernel(AttnParams a) {
   extern __shared__ float smem[];
   const int h = blockIdx.x;
@@ -269,9 +270,9 @@ __global__ void __launch_bounds__(kLongWarps * 32) attention_long_kernel(AttnPar
   dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, BF16, w.q, w.knew, w.vnew,
                            h % group == 0 && pos < a.kv.capacity, kb + off, vb + off);
   __syncthreads();
-  dev::head_scores<true>(w.q, kb, kstride, w.knew, pos, n, kLongWarps, D, a.scale, BF16, w.scores);
+  dev::head_scores<true, KEYS>(w.q, kb, kstride, w.knew, pos, n, kLongWarps, D, a.scale, BF16, w.scores);
   __syncthreads();
-  dev::head_values<8>(w.scores, n, vb, kstride, w.vnew, pos, kLongWarps, D, BF16, w.part);
+  dev::head_values<VALUES>(w.scores, n, vb, kstride, w.vnew, pos, kLongWarps, D, BF16, w.part);
   __syncthreads();
   dev::head_output(w.part, kLongWarps, D, kLongWarps * 32, BF16, o);
 }
@@ -317,7 +318,8 @@ Status attention_reserve(int64_t capacity, int64_t head_dim) {
   CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(need)));
   for (auto* k : {attention_small_kernel<64, false>, attention_small_kernel<64, true>, attention_small_kernel<128, false>,
-                  attention_small_kernel<128, true>, attention_long_kernel<128, false>, attention_long_kernel<128, true>})
+                  attention_small_kernel<128, true>, attention_long_kernel<128, false>, attention_long_kernel<128, true>,
+                  attention_long_kernel<128, false, 16, 16>, attention_long_kernel<128, true, 16, 16>})
     CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(need)));
   g_reserved_smem.store(static_cast<int64_t>(need));
   return ok_status();
@@ -342,6 +344,14 @@ namespace {
 EnvSwitch g_small_attention("CHORUS_SMALL_ATTENTION");
 // CHORUS_LONG_ATTENTION=0: the general kernel for long caches too.
 EnvSwitch g_long_attention("CHORUS_LONG_ATTENTION");
+// LAB (measurement only): CHORUS_LONG_WIDE=1 scores 16 keys per warp at a time and keeps 16 value rows in flight.
+bool long_wide() {
+  static const bool on = [] {
+    const char* e = std::getenv("CHORUS_LONG_WIDE");
+    return e && e[0] == '1';
+  }();
+  return on;
+}
 
 Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStream_t s) {
   const size_t smem = attention_smem(p.kv.capacity, p.D);
@@ -355,9 +365,14 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
                         : (p.bf16 ? attention_small_kernel<128, true> : attention_small_kernel<128, false>);
     CHORUS_CUDA_TRY(launch(k, grid, block, smem, s, p));
   } else if (preloads(p.kv.capacity, p.D)) CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
-  else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.on())
-    CHORUS_CUDA_TRY(launch(p.bf16 ? attention_long_kernel<128, true> : attention_long_kernel<128, false>, grid, block,
-                           smem, s, p));
+  else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.on()) {
+    if (long_wide())
+      CHORUS_CUDA_TRY(launch(p.bf16 ? attention_long_kernel<128, true, 16, 16> : attention_long_kernel<128, false, 16, 16>,
+                             grid, block, smem, s, p));
+    else
+      CHORUS_CUDA_TRY(launch(p.bf16 ? attention_long_kernel<128, true> : attention_long_kernel<128, false>, grid, block,
+                             smem, s, p));
+  }
   else CHORUS_CUDA_TRY(launch(attention_kernel<true>, grid, block, smem, s, p));
   return ok_status();
 }

@@ -221,10 +221,15 @@ constexpr int kG1Warps = 8;
 constexpr int kDeepChunks = 8;
 constexpr int64_t kDeepK = 4096;
 
+// PRE: 16-byte chunks per lane and row loaded before the wait. kWidePrefetch for rows of 2048 to
+// 4095 (Breeze's backbone, the 1.7B talker): all of a 2048-long row, so no weight load waits for
+// the norm; shorter rows are whole at kPrefetch, longer ones take the deep loop.
+constexpr int kWidePrefetch = 8;
+
 // NPRE: the norm weights of the prefetched chunks are loaded before the wait too, so the normed
 // input does not wait for their round trip after it (H200, Breeze: -0.10 ms per frame with the bulk
 // MLP's, PERFORMANCE.md "Session 14"). Launched for normed single rows of one feature per warp.
-template <int NW, int EPI, int ROWS, bool BF16, bool DEEP, bool NPRE = false>
+template <int NW, int EPI, int ROWS, bool BF16, bool DEEP, bool NPRE = false, int PRE = kPrefetch>
 __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kG1Warps + warp) * ROWS;
@@ -248,21 +253,21 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
 #pragma unroll
     for (int m = 0; m < NW; ++m) w[r][m] = p.seg[NW == 2 ? m : si].w + n * K;
   }
-  uint4 pre[ROWS][NW][kPrefetch];
+  uint4 pre[ROWS][NW][PRE];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r)
 #pragma unroll
     for (int m = 0; m < NW; ++m)
 #pragma unroll
-      for (int i = 0; i < kPrefetch; ++i) {
+      for (int i = 0; i < PRE; ++i) {
         const int64_t k = lane * 8 + 256 * i;
         pre[r][m][i] = k < K ? dev::load_weights(w[r][m] + k, pol) : make_uint4(0, 0, 0, 0);
       }
-  float gw[NPRE ? kPrefetch : 1][8];
+  float gw[NPRE ? PRE : 1][8];
   if constexpr (NPRE) {
     if (p.norm_w)
 #pragma unroll
-      for (int i = 0; i < kPrefetch; ++i)
+      for (int i = 0; i < PRE; ++i)
         if (lane * 8 + 256 * i < K) dev::load_w8(p.norm_w, lane * 8 + 256 * i, gw[i]);
   }
   issue_prefetch(p);
@@ -311,14 +316,14 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
     // chunk's x loaded before the first product (an in-range address for chunks past K, which are
     // not used), so they cost one round trip to L2, not one each behind the k < K branches. Only
     // this epilogue's instantiations carry it, so the normed launches compile as before.
-    float xs[kPrefetch][8];
+    float xs[PRE][8];
 #pragma unroll
-    for (int i = 0; i < kPrefetch; ++i) {
+    for (int i = 0; i < PRE; ++i) {
       const int64_t k = lane * 8 + 256 * i;
       dev::load_f8(p.x, k < K ? k : 0, xs[i]);
     }
 #pragma unroll
-    for (int i = 0; i < kPrefetch; ++i)
+    for (int i = 0; i < PRE; ++i)
       if (lane * 8 + 256 * i < K) {
         uint4 wv[ROWS][NW];
         prefetched(i, wv);
@@ -326,7 +331,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
       }
   } else {
 #pragma unroll
-    for (int i = 0; i < kPrefetch; ++i) {
+    for (int i = 0; i < PRE; ++i) {
       const int64_t k = lane * 8 + 256 * i;
       if (k < K) {
         uint4 wv[ROWS][NW];
@@ -342,7 +347,7 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
 #pragma unroll
       for (int m = 0; m < NW; ++m) wv[r][m] = dev::load_weights(w[r][m] + k, pol);
   };
-  int64_t k_rest = lane * 8 + 256 * kPrefetch;
+  int64_t k_rest = lane * 8 + 256 * PRE;
   if constexpr (DEEP) {
     for (; k_rest + 256 * (kDeepChunks - 1) < K; k_rest += 256 * kDeepChunks) {
       uint4 wv[kDeepChunks][ROWS][NW];
@@ -379,9 +384,30 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   }
 }
 
+// CHORUS_GEMV_WIDE_PREFETCH=0: rows of 2048 to 4095 prefetch kPrefetch chunks (for measurements).
+bool wide_prefetch_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("CHORUS_GEMV_WIDE_PREFETCH");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
 template <int EPI, bool BF16, bool DEEP>
 cudaError_t launch_gemv1_depth(const GemvParams& p, cudaStream_t s) {
   constexpr int NW = EPI == 2 ? 2 : 1;
+  if constexpr (!DEEP && NW == 1) {  // (SwiGLU's two matrices would double the registers)
+    if (p.K >= 32 * 8 * kWidePrefetch && wide_prefetch_enabled()) {
+      constexpr int W = kWidePrefetch;
+      if (p.rows_total > 2048) {
+        const unsigned blocks = static_cast<unsigned>((p.rows_total + 2 * kG1Warps - 1) / (2 * kG1Warps));
+        return launch(gemv1_kernel<NW, EPI, 2, BF16, false, false, W>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
+      }
+      // (Without the norm weights ahead, NPRE: with them this row length spills.)
+      const unsigned blocks = static_cast<unsigned>((p.rows_total + kG1Warps - 1) / kG1Warps);
+      return launch(gemv1_kernel<NW, EPI, 1, BF16, false, false, W>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
+    }
+  }
   // Two features per warp for the large matrices keeps one wave of warps on the GPU.
   if (NW == 1 && p.rows_total > 2048) {
     const unsigned blocks = static_cast<unsigned>((p.rows_total + 2 * kG1Warps - 1) / (2 * kG1Warps));
