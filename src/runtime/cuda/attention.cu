@@ -1,7 +1,6 @@
 // Attention over a device KV cache: QK-norm + rotary embedding + cache store of the new rows, then
 // causal grouped-query attention per (row, query head).
 #include <atomic>
-#include <cstdlib>
 
 #include "runtime/cuda/attend_head.cuh"
 #include "runtime/cuda/device_util.cuh"
@@ -230,13 +229,15 @@ __global__ void __launch_bounds__(kSmallWarps * 32) attention_small_kernel(AttnP
 
 // The decode attention over long caches (the backbones and talkers: more than kSmallContext
 // positions, 16 warps) with the head size and the rounding mode fixed at compile time, so the
-// scores' loop over the head's dims unrolls and each warp's 8 keys are read in one round trip instead
-// of one per 32 dims. The steps and every sum's order are attention_kernel<true>'s, so it is
-// bit-identical to it and to the persistent stack.
+// scores' loop over the head's dims unrolls: each warp reads its KEYS keys in one round trip instead
+// of one per 32 dims, and keeps VALUES value rows in flight. The steps and every sum's order are
+// attention_kernel<true>'s, so it is bit-identical to it and to the persistent stack. Breeze's
+// backbone: 16 keys and 16 values measured 0.07 ms per frame faster than 8 and 8 (PERFORMANCE.md
+// "Session 18").
 constexpr int kLongWarps = 16;
 static_assert(kLongWarps * 32 == kAttnMaxThreads);
 
-template <int D, bool BF16, int KEYS = dev::kKeysPerWarp, int VALUES = 8>
+template <int D, bool BF16, int KEYS = 16, int VALUES = 16>
 __global__ void __launch_bounds__(kLongWarps * 32) attention_long_kernel(AttnParams a) {
   extern __shared__ float smem[];
   const int h = blockIdx.x;
@@ -318,8 +319,7 @@ Status attention_reserve(int64_t capacity, int64_t head_dim) {
   CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(need)));
   for (auto* k : {attention_small_kernel<64, false>, attention_small_kernel<64, true>, attention_small_kernel<128, false>,
-                  attention_small_kernel<128, true>, attention_long_kernel<128, false>, attention_long_kernel<128, true>,
-                  attention_long_kernel<128, false, 16, 16>, attention_long_kernel<128, true, 16, 16>})
+                  attention_small_kernel<128, true>, attention_long_kernel<128, false>, attention_long_kernel<128, true>})
     CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(need)));
   g_reserved_smem.store(static_cast<int64_t>(need));
   return ok_status();
@@ -344,14 +344,6 @@ namespace {
 EnvSwitch g_small_attention("CHORUS_SMALL_ATTENTION");
 // CHORUS_LONG_ATTENTION=0: the general kernel for long caches too.
 EnvSwitch g_long_attention("CHORUS_LONG_ATTENTION");
-// LAB (measurement only): CHORUS_LONG_WIDE=1 scores 16 keys per warp at a time and keeps 16 value rows in flight.
-bool long_wide() {
-  static const bool on = [] {
-    const char* e = std::getenv("CHORUS_LONG_WIDE");
-    return e && e[0] == '1';
-  }();
-  return on;
-}
 
 Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStream_t s) {
   const size_t smem = attention_smem(p.kv.capacity, p.D);
@@ -366,12 +358,8 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
     CHORUS_CUDA_TRY(launch(k, grid, block, smem, s, p));
   } else if (preloads(p.kv.capacity, p.D)) CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
   else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.on()) {
-    if (long_wide())
-      CHORUS_CUDA_TRY(launch(p.bf16 ? attention_long_kernel<128, true, 16, 16> : attention_long_kernel<128, false, 16, 16>,
-                             grid, block, smem, s, p));
-    else
-      CHORUS_CUDA_TRY(launch(p.bf16 ? attention_long_kernel<128, true> : attention_long_kernel<128, false>, grid, block,
-                             smem, s, p));
+    CHORUS_CUDA_TRY(launch(p.bf16 ? attention_long_kernel<128, true> : attention_long_kernel<128, false>, grid, block,
+                           smem, s, p));
   }
   else CHORUS_CUDA_TRY(launch(attention_kernel<true>, grid, block, smem, s, p));
   return ok_status();
