@@ -356,18 +356,43 @@ void check_attention(int64_t Hq, int64_t Hkv, int64_t D, uint32_t seed) {
 // A specialized decode-attention kernel (`use` switches it on and off) against the general one bit
 // for bit (outputs and cache stores), f32 and bf16, at the first, an inner and the last position,
 // and the f32 result against the CPU.
+// The random inputs of a decode-attention check over two sequences: QK-norm weights, rotary
+// frequencies, and the earlier positions' keys and values as any earlier step left them.
+struct AttentionInputs {
+  int64_t S, qw, kvw, ld;
+  std::vector<float> qn, kn, inv, k0, v0;
+  cuda::DeviceBuffer dqn, dkn, dinv;
+  float scale;
+};
+
+AttentionInputs attention_inputs(std::mt19937& rng, int64_t Hq, int64_t Hkv, int64_t D, int64_t cap) {
+  AttentionInputs in;
+  in.S = 2;
+  in.qw = Hq * D;
+  in.kvw = Hkv * D;
+  in.ld = in.qw + 2 * in.kvw;
+  in.qn = random_vec(rng, D, 0.5f, 1.5f);
+  in.kn = random_vec(rng, D, 0.5f, 1.5f);
+  in.inv.resize(D / 2);
+  cpu::rope_inv_freq(1e6f, D, in.inv.data());
+  in.dqn = to_device(in.qn);
+  in.dkn = to_device(in.kn);
+  in.dinv = to_device(in.inv);
+  in.k0 = random_vec(rng, in.S * cap * in.kvw, -1.5f, 1.5f);
+  in.v0 = random_vec(rng, in.S * cap * in.kvw, -1.5f, 1.5f);
+  in.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  return in;
+}
+
 void check_specialized_attention(void (*use)(bool), int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint32_t seed) {
   SCOPED_TRACE(testing::Message() << "Hq " << Hq << " Hkv " << Hkv << " D " << D << " capacity " << cap);
   std::mt19937 rng(seed);
-  const int64_t S = 2, qw = Hq * D, kvw = Hkv * D, ld = qw + 2 * kvw;
-  const auto qn = random_vec(rng, D, 0.5f, 1.5f), kn = random_vec(rng, D, 0.5f, 1.5f);
-  std::vector<float> inv(D / 2);
-  cpu::rope_inv_freq(1e6f, D, inv.data());
-  const auto dqn = to_device(qn), dkn = to_device(kn), dinv = to_device(inv);
-  // Earlier positions' keys and values as any earlier step left them (random).
-  const auto k0 = random_vec(rng, S * cap * kvw, -1.5f, 1.5f), v0 = random_vec(rng, S * cap * kvw, -1.5f, 1.5f);
+  const AttentionInputs in = attention_inputs(rng, Hq, Hkv, D, cap);
+  const int64_t S = in.S, qw = in.qw, kvw = in.kvw, ld = in.ld;
+  const auto &qn = in.qn, &kn = in.kn, &inv = in.inv, &k0 = in.k0, &v0 = in.v0;
+  const auto &dqn = in.dqn, &dkn = in.dkn, &dinv = in.dinv;
+  const float scale = in.scale;
   ASSERT_TRUE(cuda::attention_reserve(cap, D).ok());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   for (const int64_t p : {int64_t{0}, int64_t{1}, cap / 2 + 1, cap - 1}) {
     for (const bool bf16 : {false, true}) {
       SCOPED_TRACE(testing::Message() << "position " << p << (bf16 ? " bf16" : " f32"));
@@ -439,14 +464,12 @@ TEST(GpuAttention, LongCacheKernelEqualsTheGeneralOne) {
 void check_moved_position(int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint32_t seed) {
   SCOPED_TRACE(testing::Message() << "Hq " << Hq << " Hkv " << Hkv << " D " << D << " capacity " << cap);
   std::mt19937 rng(seed);
-  const int64_t S = 2, qw = Hq * D, kvw = Hkv * D, ld = qw + 2 * kvw;
-  const auto qn = random_vec(rng, D, 0.5f, 1.5f), kn = random_vec(rng, D, 0.5f, 1.5f);
-  std::vector<float> inv(D / 2);
-  cpu::rope_inv_freq(1e6f, D, inv.data());
-  const auto dqn = to_device(qn), dkn = to_device(kn), dinv = to_device(inv);
-  const auto k0 = random_vec(rng, S * cap * kvw, -1.5f, 1.5f), v0 = random_vec(rng, S * cap * kvw, -1.5f, 1.5f);
+  const AttentionInputs in = attention_inputs(rng, Hq, Hkv, D, cap);
+  const int64_t S = in.S, qw = in.qw, kvw = in.kvw, ld = in.ld;
+  const auto &k0 = in.k0, &v0 = in.v0;
+  const auto &dqn = in.dqn, &dkn = in.dkn, &dinv = in.dinv;
+  const float scale = in.scale;
   ASSERT_TRUE(cuda::attention_reserve(cap, D).ok());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const std::vector<int32_t> seq = {1, 0};
   const auto dseq = to_device(seq);
   constexpr int64_t kVocab = 2051;
