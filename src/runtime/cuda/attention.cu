@@ -357,10 +357,9 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
                         : (p.bf16 ? attention_small_kernel<128, true> : attention_small_kernel<128, false>);
     CHORUS_CUDA_TRY(launch(k, grid, block, smem, s, p));
   } else if (preloads(p.kv.capacity, p.D)) CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
-  else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.on()) {
+  else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.on())
     CHORUS_CUDA_TRY(launch(p.bf16 ? attention_long_kernel<128, true> : attention_long_kernel<128, false>, grid, block,
                            smem, s, p));
-  }
   else CHORUS_CUDA_TRY(launch(attention_kernel<true>, grid, block, smem, s, p));
   return ok_status();
 }
