@@ -94,6 +94,18 @@ __device__ inline void preload_rows(const float* k, const float* v, int64_t stri
   }
 }
 
+// While the previous kernel runs (thread 0 of each block, before the PDL wait): the block's share of
+// row r's earlier keys and values, every kv head, into L2. The position read before the wait is a
+// hint; the caches are only read after it.
+__device__ inline void prefetch_earlier_kv(const AttnParams& a, int64_t r, int hint) {
+  if (threadIdx.x != 0) return;
+  const int64_t seq = a.seqs[r];
+  const int64_t earlier = min(static_cast<int64_t>(hint), a.kv.capacity);
+  if (earlier > 0 && seq >= 0)
+    dev::prefetch_kv_l2(a.kv.k + seq * a.kv.seq_stride, a.kv.v + seq * a.kv.seq_stride,
+                        earlier * a.Hkv * a.D, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+}
+
 // grid (q heads, rows). Shared: q, new key, new value [D each], scores [n], per-warp partial
 // outputs [warps, D]. FUSED (decode: one new row per sequence): the block norms and rotates its own
 // query head and its kv head's new key itself, takes the new key and value from shared memory,
@@ -123,15 +135,7 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
       preloaded_pos = hint;
     }
   }
-  if (FUSED && threadIdx.x == 0 && a.kv.capacity > dev::kSmallContext) {
-    // While the previous kernel runs: the earlier positions' keys and values into L2, this block's
-    // share. The position read before the wait is a hint (the caches below are only read after it).
-    const int64_t seq = a.seqs[r];
-    const int64_t earlier = min(static_cast<int64_t>(hint), a.kv.capacity);
-    if (earlier > 0 && seq >= 0)
-      dev::prefetch_kv_l2(a.kv.k + seq * a.kv.seq_stride, a.kv.v + seq * a.kv.seq_stride,
-                          earlier * Hkv * D, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
-  }
+  if (FUSED && a.kv.capacity > dev::kSmallContext) prefetch_earlier_kv(a, r, hint);
   dev::HeadRowConsts hc{};
   if (FUSED) hc = dev::head_new_row_consts(a.qn, a.kn, a.inv_freq, D, hint);
   dev::pdl_wait();
@@ -244,13 +248,7 @@ __global__ void __launch_bounds__(kLongWarps * 32) attention_long_kernel(AttnPar
   const int64_t r = blockIdx.y;
   const int Hq = a.Hq, Hkv = a.Hkv, group = Hq / Hkv, g = h / group;
   const int hint = a.poss[r];
-  if (threadIdx.x == 0) {  // the earlier keys and values into L2 while the previous kernel runs
-    const int64_t seq = a.seqs[r];
-    const int64_t earlier = min(static_cast<int64_t>(hint), a.kv.capacity);
-    if (earlier > 0 && seq >= 0)
-      dev::prefetch_kv_l2(a.kv.k + seq * a.kv.seq_stride, a.kv.v + seq * a.kv.seq_stride, earlier * Hkv * D,
-                          static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
-  }
+  prefetch_earlier_kv(a, r, hint);
   dev::HeadRowConsts hc = dev::head_new_row_consts(a.qn, a.kn, a.inv_freq, D, hint);
   dev::pdl_wait();
   const int pos = a.poss[r];
