@@ -385,19 +385,13 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
 }
 
 // CHORUS_GEMV_WIDE_PREFETCH=0: rows of 2048 to 4095 prefetch kPrefetch chunks (for measurements).
-bool wide_prefetch_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("CHORUS_GEMV_WIDE_PREFETCH");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return on;
-}
+EnvSwitch g_wide_prefetch("CHORUS_GEMV_WIDE_PREFETCH");
 
 template <int EPI, bool BF16, bool DEEP>
 cudaError_t launch_gemv1_depth(const GemvParams& p, cudaStream_t s) {
   constexpr int NW = EPI == 2 ? 2 : 1;
   if constexpr (!DEEP && NW == 1) {  // (SwiGLU's two matrices would double the registers)
-    if (p.K >= 32 * 8 * kWidePrefetch && wide_prefetch_enabled()) {
+    if (p.K >= 32 * 8 * kWidePrefetch && g_wide_prefetch.on()) {
       constexpr int W = kWidePrefetch;
       if (p.rows_total > 2048) {
         const unsigned blocks = static_cast<unsigned>((p.rows_total + 2 * kG1Warps - 1) / (2 * kG1Warps));
