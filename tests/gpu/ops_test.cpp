@@ -353,9 +353,6 @@ void check_attention(int64_t Hq, int64_t Hkv, int64_t D, uint32_t seed) {
   }
 }
 
-// A specialized decode-attention kernel (`use` switches it on and off) against the general one bit
-// for bit (outputs and cache stores), f32 and bf16, at the first, an inner and the last position,
-// and the f32 result against the CPU.
 // The random inputs of a decode-attention check over two sequences: QK-norm weights, rotary
 // frequencies, and the earlier positions' keys and values as any earlier step left them.
 struct AttentionInputs {
@@ -384,6 +381,9 @@ AttentionInputs attention_inputs(std::mt19937& rng, int64_t Hq, int64_t Hkv, int
   return in;
 }
 
+// A specialized decode-attention kernel (`use` switches it on and off) against the general one bit
+// for bit (outputs and cache stores), f32 and bf16, at the first, an inner and the last position,
+// and the f32 result against the CPU.
 void check_specialized_attention(void (*use)(bool), int64_t Hq, int64_t Hkv, int64_t D, int64_t cap, uint32_t seed) {
   SCOPED_TRACE(testing::Message() << "Hq " << Hq << " Hkv " << Hkv << " D " << D << " capacity " << cap);
   std::mt19937 rng(seed);
