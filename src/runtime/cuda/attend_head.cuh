@@ -9,7 +9,6 @@
 namespace chorus::cuda::dev {
 
 constexpr int kKeysPerWarp = 8;    // keys one warp scores at a time
-constexpr int kMaxDimChunks = kHeadChunks;  // head_dim <= 256
 constexpr int kSmallContext = 64;  // KV capacities up to this attend with 4 warps, longer with 16
 
 __host__ __device__ inline int attention_warps(int64_t capacity) { return capacity > kSmallContext ? 16 : 4; }
@@ -142,7 +141,7 @@ __device__ inline void head_scores(const float* qs, const float* kb, int64_t kst
     for (int u = 0; u < kKeysPerWarp; ++u) acc[u] = 0.0f;
     if constexpr (UNROLL_D) {
 #pragma unroll
-      for (int i = 0; i < kMaxDimChunks; ++i) {
+      for (int i = 0; i < kHeadChunks; ++i) {
         const int d = lane + 32 * i;
         if (d >= D) break;
         const float qd = qs[d];
@@ -183,21 +182,21 @@ __device__ inline void head_values(const float* sc, int n, const float* vb, int6
   sum = warp_sum(sum);
   const float inv = static_cast<float>(1.0 / sum);
   const float sum_f = static_cast<float>(sum);
-  float acc[kMaxDimChunks];
+  float acc[kHeadChunks];
 #pragma unroll
-  for (int i = 0; i < kMaxDimChunks; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < kHeadChunks; ++i) acc[i] = 0.0f;
 #pragma unroll UNROLL_J
   for (int j = warp; j < n; j += warps) {
     const float pj = bf16 ? round_bf16(__fdiv_rn(expf(sc[j] - mx), sum_f)) : expf(sc[j] - mx) * inv;
     const float* vr = j == new_pos ? vnew : vb + j * kstep;
 #pragma unroll
-    for (int i = 0; i < kMaxDimChunks; ++i) {
+    for (int i = 0; i < kHeadChunks; ++i) {
       const int d = lane + 32 * i;
       if (d < D) acc[i] = fmaf(pj, vr[d], acc[i]);
     }
   }
 #pragma unroll
-  for (int i = 0; i < kMaxDimChunks; ++i) {
+  for (int i = 0; i < kHeadChunks; ++i) {
     const int d = lane + 32 * i;
     if (d < D) part[warp * D + d] = acc[i];
   }

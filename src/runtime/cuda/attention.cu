@@ -47,7 +47,6 @@ __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, 
 }
 
 constexpr int kAttnMaxThreads = 512;
-using dev::kMaxDimChunks;
 
 // Long contexts get more warps (more keys in flight); the code predictor's 16 positions need few.
 int attention_threads(int64_t capacity) { return 32 * dev::attention_warps(capacity); }
@@ -293,7 +292,7 @@ size_t attention_smem(int64_t capacity, int64_t head_dim) {
 Status check_shape(const HeadShape& h) {
   if (h.q_heads <= 0 || h.kv_heads <= 0 || h.q_heads % h.kv_heads != 0 || h.head_dim <= 0 || h.head_dim % 2 != 0)
     return make_error(ErrorCode::kInternal, "cuda attention: bad head shape");
-  if (h.head_dim > 32 * kMaxDimChunks)
+  if (h.head_dim > 32 * dev::kHeadChunks)
     return make_error(ErrorCode::kUnsupported, "cuda attention: head_dim above 256 is not supported");
   return ok_status();
 }

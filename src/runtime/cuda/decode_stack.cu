@@ -610,7 +610,7 @@ bool decode_stack_applies(const DecodeStackArgs& a) {
   if (!persistent_enabled() || !g_launch.ok) return false;
   const int64_t D = a.head_dim;
   if (a.n_layers <= 0 || a.hidden <= 0 || a.q_heads <= 0 || a.kv_heads <= 0 || a.q_heads % a.kv_heads != 0 ||
-      D <= 0 || D % 8 != 0 || D > 32 * dev::kMaxDimChunks)
+      D <= 0 || D % 8 != 0 || D > 32 * dev::kHeadChunks)
     return false;
   if (a.hidden % 256 != 0 || (a.q_heads * D) % 256 != 0 || a.intermediate <= 0 || a.intermediate % 256 != 0)
     return false;
