@@ -26,9 +26,9 @@ STOPS = [
     ("  int choice = all.best_i;  // greedy: the first id of the largest logit\n",
      "  int choice = all.best_i;  // greedy: the first id of the largest logit\n"
      "  if (kMode == 1) { if (tid == 0) a.out[r] = choice; return; }\n"),
-    ("        if (v[j] != kNegInf && order_key(v[j]) < prefix) v[j] = kNegInf;\n    }\n",
-     "        if (v[j] != kNegInf && order_key(v[j]) < prefix) v[j] = kNegInf;\n    }\n"
-     "    if (kMode == 2) { int c = 0; for (int j = 0; j < kPer; ++j) c += v[j] != kNegInf; if (c < 0) a.out[r] = c; return; }\n"),
+    ("    // 5. The top-k survivors",
+     "    if (kMode == 2) { int c = 0; for (int j = 0; j < kPer; ++j) c += v[j] != kNegInf; if (c < 0) a.out[r] = c; return; }\n"
+     "    // 5. The top-k survivors"),
     ("    __syncthreads();\n    // 7. Top-p",
      "    __syncthreads();\n    if (kMode == 3) { if (tid == 0) a.out[r] = cid[0]; return; }\n    // 7. Top-p"),
 ]

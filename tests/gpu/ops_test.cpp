@@ -4,7 +4,9 @@
 // path splits inputs into two bf16 parts (2⁻¹⁷ relative), so 2e-4; the sampler must pick the same
 // id as the CPU for every row.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
 #include <set>
 
 #include "gpu_test_util.h"
@@ -561,44 +563,44 @@ TEST(GpuSampler, Uniform53IsBitExact) {
     ASSERT_EQ(g[i], sampling::uniform53({0x123456789abcdefull, 7, 42, static_cast<uint32_t>(i), 0})) << i;
 }
 
-// R rows of V logits (rules as the talker's: ids from 2048 masked except eos) through cuda::sample,
-// each against sampling::sample. Kinds (r % 7): greedy, top-k, top-p, both, temperature 0, top-k
-// above the vocabulary's finite count, and top-k over logits on a coarse grid (many values tie
-// with the k-th largest, all of which are kept).
-void expect_every_row_picks_the_cpu_id(int V, int R, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const int32_t eos = std::min(2150, V - 1);
-  std::vector<float> logits(static_cast<size_t>(R) * V);
-  std::normal_distribution<float> nd(0.0f, 3.0f);
-  for (auto& l : logits) l = nd(rng);
-  for (int i = 0; i < 200; ++i) logits[rng() % logits.size()] = 1.5f;  // ties
-  for (int r = 6; r < R; r += 7)
-    for (int i = 0; i < V; ++i) logits[static_cast<size_t>(r) * V + i] = std::round(logits[static_cast<size_t>(r) * V + i] * 2) / 2;
-  std::vector<cuda::DeviceSampler> params(R);
-  std::vector<int32_t> frame(R), until(R);
-  std::vector<uint8_t> pen(static_cast<size_t>(R) * V, 0);
+// Rows of V logits with their samplers (rules as the talker's: ids from 2048 masked except eos,
+// the repetition penalty on 30 ids, eos blocked on odd rows) through cuda::sample, each against
+// sampling::sample; the distinct ids chosen.
+struct SamplerRows {
+  int V = 0;
+  std::vector<float> logits;
+  std::vector<cuda::DeviceSampler> params;
+  std::vector<int32_t> frame, until;
+  std::vector<uint8_t> pen;
+};
+
+SamplerRows sampler_rows(int V, int R, std::mt19937& rng) {
+  SamplerRows t;
+  t.V = V;
+  t.logits.resize(static_cast<size_t>(R) * V);
+  t.params.resize(R);
+  t.frame.resize(R);
+  t.until.resize(R);
+  t.pen.assign(static_cast<size_t>(R) * V, 0);
   for (int r = 0; r < R; ++r) {
-    cuda::DeviceSampler& p = params[r];
-    switch (r % 7) {
-      case 0: p.greedy = 1; break;
-      case 1: p.temperature = 0.9f; p.top_k = 50; break;
-      case 2: p.temperature = 1.3f; p.top_p = 0.8f; break;
-      case 3: p.temperature = 0.7f; p.top_k = 5; p.top_p = 0.9f; break;
-      case 4: p.temperature = 0.0f; break;
-      case 5: p.temperature = 2.0f; p.top_k = 3000; break;
-      default: p.temperature = 0.9f; p.top_k = 50; break;
-    }
+    cuda::DeviceSampler& p = t.params[r];
     p.repetition_penalty = 1.05f;
     const uint64_t seed = rng();
     p.seed_lo = static_cast<uint32_t>(seed);
     p.seed_hi = static_cast<uint32_t>(seed >> 32);
     p.rng_stream = r % 3;
-    frame[r] = static_cast<int32_t>(rng() % 100);
-    until[r] = r % 2 ? frame[r] + 1 : 0;
-    for (int i = 0; i < 30; ++i) pen[static_cast<size_t>(r) * V + rng() % V] = 1;
+    t.frame[r] = static_cast<int32_t>(rng() % 100);
+    t.until[r] = r % 2 ? t.frame[r] + 1 : 0;
+    for (int i = 0; i < 30; ++i) t.pen[static_cast<size_t>(r) * V + rng() % V] = 1;
   }
-  const auto dl = to_device(logits);
-  const auto dp = to_device(params), df = to_device(frame), du = to_device(until), dpen = to_device(pen);
+  return t;
+}
+
+std::set<int32_t> expect_rows_pick_the_cpu_ids(const SamplerRows& t) {
+  const int V = t.V, R = static_cast<int>(t.params.size());
+  const int32_t eos = std::min(2150, V - 1);
+  const auto dl = to_device(t.logits);
+  const auto dp = to_device(t.params), df = to_device(t.frame), du = to_device(t.until), dpen = to_device(t.pen);
   auto dout = to_device(std::vector<int32_t>(R, -7)), derr = to_device(std::vector<int32_t>(R, 0));
   auto dw = to_device(std::vector<double>(static_cast<size_t>(R) * V)), dids = to_device(std::vector<int32_t>(2 * R * V));
   cuda::SampleArgs a;
@@ -618,33 +620,61 @@ void expect_every_row_picks_the_cpu_id(int V, int R, uint32_t seed) {
   a.error = derr.as<int32_t>();
   a.scratch_w = dw.as<double>();
   a.scratch_ids = dids.as<int32_t>();
-  ASSERT_TRUE(cuda::sample(a, nullptr).ok());
-  const auto got = to_host<int32_t>(dout, R), err = to_host<int32_t>(derr, R);
   std::set<int32_t> distinct;
+  EXPECT_TRUE(cuda::sample(a, nullptr).ok());
+  const auto got = to_host<int32_t>(dout, R), err = to_host<int32_t>(derr, R);
   for (int r = 0; r < R; ++r) {
-    const cuda::DeviceSampler& p = params[r];
+    const cuda::DeviceSampler& p = t.params[r];
     std::vector<int32_t> penalized;
     for (int i = 0; i < V; ++i)
-      if (pen[static_cast<size_t>(r) * V + i]) penalized.push_back(i);
+      if (t.pen[static_cast<size_t>(r) * V + i]) penalized.push_back(i);
     sampling::LogitRules rules;
     rules.penalized = penalized;
     rules.allowed_below = std::min(2048, V);
     rules.also_allowed = {&eos, 1};
-    if (frame[r] < until[r]) rules.blocked = {&eos, 1};
+    if (t.frame[r] < t.until[r]) rules.blocked = {&eos, 1};
     sampling::SamplerParams sp;
     sp.greedy = p.greedy != 0;
     sp.temperature = p.temperature;
     sp.top_k = p.top_k;
     sp.top_p = p.top_p;
     sp.repetition_penalty = p.repetition_penalty;
-    std::vector<float> l(logits.begin() + static_cast<int64_t>(r) * V, logits.begin() + static_cast<int64_t>(r + 1) * V);
+    std::vector<float> l(t.logits.begin() + static_cast<int64_t>(r) * V, t.logits.begin() + static_cast<int64_t>(r + 1) * V);
     const uint64_t seed = (static_cast<uint64_t>(p.seed_hi) << 32) | p.seed_lo;
-    auto want = sampling::sample(l, rules, sp, {seed, p.rng_stream, static_cast<uint32_t>(frame[r]), 0, 0});
-    ASSERT_TRUE(want.ok());
+    auto want = sampling::sample(l, rules, sp, {seed, p.rng_stream, static_cast<uint32_t>(t.frame[r]), 0, 0});
+    EXPECT_TRUE(want.ok());
+    if (!want.ok()) continue;
     EXPECT_EQ(err[r], 0) << "row " << r;
-    EXPECT_EQ(got[r], *want) << "vocabulary " << V << ", row " << r << " (kind " << r % 7 << ")";
+    EXPECT_EQ(got[r], *want) << "vocabulary " << V << ", row " << r;
     distinct.insert(*want);
   }
+  return distinct;
+}
+
+// Kinds (r % 7): greedy, top-k, top-p, both, temperature 0, top-k above the vocabulary's finite
+// count, and top-k over logits on a coarse grid (many values tie with the k-th largest, all of
+// which are kept).
+void expect_every_row_picks_the_cpu_id(int V, int R, uint32_t seed) {
+  std::mt19937 rng(seed);
+  SamplerRows t = sampler_rows(V, R, rng);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (auto& l : t.logits) l = nd(rng);
+  for (int i = 0; i < 200; ++i) t.logits[rng() % t.logits.size()] = 1.5f;  // ties
+  for (int r = 6; r < R; r += 7)
+    for (int i = 0; i < V; ++i) t.logits[static_cast<size_t>(r) * V + i] = std::round(t.logits[static_cast<size_t>(r) * V + i] * 2) / 2;
+  for (int r = 0; r < R; ++r) {
+    cuda::DeviceSampler& p = t.params[r];
+    switch (r % 7) {
+      case 0: p.greedy = 1; break;
+      case 1: p.temperature = 0.9f; p.top_k = 50; break;
+      case 2: p.temperature = 1.3f; p.top_p = 0.8f; break;
+      case 3: p.temperature = 0.7f; p.top_k = 5; p.top_p = 0.9f; break;
+      case 4: p.temperature = 0.0f; break;
+      case 5: p.temperature = 2.0f; p.top_k = 3000; break;
+      default: p.temperature = 0.9f; p.top_k = 50; break;
+    }
+  }
+  const std::set<int32_t> distinct = expect_rows_pick_the_cpu_ids(t);
   EXPECT_GT(distinct.size(), static_cast<size_t>(R) * 2 / 5) << "vocabulary " << V;  // rows not trivially alike
 }
 
@@ -658,6 +688,61 @@ TEST(GpuSampler, EveryRowPicksTheCpuId) {
   expect_every_row_picks_the_cpu_id(2051, 56, 33);
   expect_every_row_picks_the_cpu_id(2304, 56, 35);
   expect_every_row_picks_the_cpu_id(700, 56, 34);
+}
+
+// Rows shaped for each path of the top-k select (kinds r % 6, top-k on every row): values of a
+// normal law (the k-th largest in a bin of a few values, ranked by one warp); the same on a grid
+// of 0.05 (ties inside that bin); a cluster of ~300 nearly equal values around the k-th largest
+// (one bin holds them all: the radix fallback over distinct keys); 120 copies of one value at
+// rank ~40 (the fallback over equal keys, through all four passes); the k-th largest in a low
+// cluster beyond the 255 bins (the last bin, which holds everything below them); equal logits
+// apart from the penalized ids (a tiny spread). Temperatures keep the kept ids' weights alive, so
+// a wrong kept set moves the draw.
+void expect_every_select_shape_picks_the_cpu_id(int V, int R, uint32_t seed) {
+  std::mt19937 rng(seed);
+  SamplerRows t = sampler_rows(V, R, rng);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int finite = std::min(2048, V) + 1;  // the rules' allowed ids (eos when not blocked)
+  for (int r = 0; r < R; ++r) {
+    float* l = t.logits.data() + static_cast<size_t>(r) * V;
+    cuda::DeviceSampler& p = t.params[r];
+    p.temperature = 0.9f;
+    p.top_k = std::array<int, 4>{50, 5, 1, 700}[(r / 6) % 4];
+    for (int i = 0; i < V; ++i) l[i] = 3.0f * nd(rng);
+    switch (r % 6) {
+      case 0: break;
+      case 1:
+        for (int i = 0; i < V; ++i) l[i] = std::round(l[i] * 20) / 20;
+        break;
+      case 2:
+        for (int i = 0; i < V; ++i)
+          if (l[i] > 3.0f && l[i] < 7.0f) l[i] = 6.0f + 1e-4f * nd(rng);
+        break;
+      case 3: {
+        std::vector<float> sorted(l, l + std::min(2048, V));
+        std::sort(sorted.begin(), sorted.end(), std::greater<>());
+        for (int i = 0; i < 120; ++i) l[rng() % std::min(2048, V)] = sorted[40];
+        break;
+      }
+      case 4:
+        for (int i = 0; i < V; ++i) l[i] = rng() % 5 == 0 ? -100.0f + nd(rng) : nd(rng);
+        p.temperature = 30.0f;
+        p.top_k = finite - 100;
+        break;
+      default:
+        for (int i = 0; i < V; ++i) l[i] = 0.5f;
+        break;
+    }
+  }
+  const std::set<int32_t> distinct = expect_rows_pick_the_cpu_ids(t);
+  EXPECT_GT(distinct.size(), static_cast<size_t>(R) / 2) << "vocabulary " << V;  // rows not trivially alike
+}
+
+// Breeze's depth decoder (2051 ids, 4 per thread) and the talker (3072, 8 per thread).
+TEST(GpuSampler, EverySelectPathPicksTheCpuId) {
+  REQUIRE_GPU();
+  expect_every_select_shape_picks_the_cpu_id(2051, 96, 41);
+  expect_every_select_shape_picks_the_cpu_id(3072, 96, 42);
 }
 
 TEST(GpuSampler, NonFiniteAndFullyMaskedRowsReportErrors) {

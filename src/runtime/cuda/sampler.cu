@@ -1,6 +1,6 @@
 // The sampler on the device, one block per row, reproducing sampling::sample step by step:
-// rules (repetition penalty, masks), then greedy argmax or temperature → top-k (radix select of the
-// k-th largest scaled logit, ties kept) → f64 weights → top-p → inverse CDF over the kept ids in
+// rules (repetition penalty, masks), then greedy argmax or temperature → top-k (the k-th largest
+// scaled logit by a binned select, ties kept) → f64 weights → top-p → inverse CDF over the kept ids in
 // ascending id order with the same Philox4x32-10 draw. The order-dependent f64 sums run on one
 // thread over the compacted kept ids, in the CPU's order, so the chosen id is the CPU's up to f64
 // exp rounding.
@@ -64,6 +64,7 @@ struct WarpPartial {
   int packed;  // 65536 · (NaN or +inf values) + finite values
   float best;
   int best_i;
+  float sum;  // of the finite values (the binned select's bin width; any order will do)
 };
 
 // (value, id) of the larger value, the smaller id among equals: argmax keeping the first id.
@@ -79,8 +80,136 @@ __device__ __forceinline__ void keep_best(float& best, int& best_i, float v, int
 __device__ __forceinline__ void reduce_partial(WarpPartial& q) {
   for (int o = 16; o > 0; o >>= 1) {
     q.packed += __shfl_xor_sync(0xffffffffu, q.packed, o);
+    q.sum += __shfl_xor_sync(0xffffffffu, q.sum, o);
     keep_best(q.best, q.best_i, __shfl_xor_sync(0xffffffffu, q.best, o), __shfl_xor_sync(0xffffffffu, q.best_i, o));
   }
+}
+
+// In a 256-bin histogram whose higher bins hold larger values: the bin holding the remaining-th
+// largest value, the count in the bins above it and the bin's size. Every warp finds it itself:
+// lane l holds bins 255−8l down to 248−8l (two 16-byte loads, walked in registers).
+struct BinPick {
+  int bin;
+  uint32_t above, size;
+};
+__device__ __forceinline__ BinPick pick_bin(const unsigned* h, uint32_t remaining, int lane) {
+  const uint4 upper = *reinterpret_cast<const uint4*>(&h[252 - 8 * lane]);
+  const uint4 lower = *reinterpret_cast<const uint4*>(&h[248 - 8 * lane]);
+  const uint32_t bins[8] = {upper.w, upper.z, upper.y, upper.x, lower.w, lower.z, lower.y, lower.x};
+  uint32_t local = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) local += bins[i];
+  uint32_t incl = local;
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  const int holder = __ffs(__ballot_sync(0xffffffffu, incl - local < remaining && remaining <= incl)) - 1;
+  // In the holder: the first of its bins that reaches `remaining`, the count above it and its size.
+  uint32_t cum = incl - local, size = bins[7];
+  int pick = 7;
+  bool picked = false;
+#pragma unroll
+  for (int i = 0; i < 7; ++i) {
+    if (!picked && cum + bins[i] >= remaining) {
+      pick = i;
+      size = bins[i];
+      picked = true;
+    }
+    if (!picked) cum += bins[i];
+  }
+  return {__shfl_sync(0xffffffffu, 255 - 8 * lane - pick, holder), __shfl_sync(0xffffffffu, cum, holder),
+          __shfl_sync(0xffffffffu, size, holder)};
+}
+
+// Bins measured down from the largest value `top`, 1/inv_width wide: bin 255 holds the values
+// within one width of it, bin 0 everything from 255 widths below. Monotone in the value (a larger
+// value never lands in a lower bin), so whole bins are ordered, and equal values share a bin.
+__device__ __forceinline__ int bin_below_top(float x, float top, float inv_width) {
+  const float d = (top - x) * inv_width;
+  return d < 255.0f ? 255 - static_cast<int>(d) : 0;
+}
+
+constexpr int kRankedBin = 32;  // a bin of at most this many values is ranked by one warp
+
+struct SelectShared {
+  unsigned hist[5][256];  // the binned pass, then one per radix pass, so no pass waits for a clear
+  float bin_values[kRankedBin];
+  int bin_count;
+};
+
+// Top-k: drops (sets to −inf) every value below the k-th largest of the finite values v (ties with
+// it kept). One histogram pass over bins measured from the largest value, the bin width 1/64 of
+// its distance to the mean, usually leaves the k-th largest in a bin of a few values; one warp
+// ranks those. A bin of more than kRankedBin values falls back to a radix select over the order
+// keys of that bin's values, 8 bits a pass, ending early when every value of the key bin is kept.
+// The finite values' count, largest value and sum: `finite`, `top`, `sum`. Before the first
+// barrier of the kernel, hist must be zero and bin_count 0.
+template <int kPer>
+__device__ __forceinline__ void select_top_k(float (&v)[kPer], int k, int finite, float top, float sum,
+                                             SelectShared& sh, int lane) {
+  const float spread = top - sum / static_cast<float>(finite);
+  const float inv_width = spread > 0.0f && 64.0f / spread < -kNegInf ? 64.0f / spread : 0.0f;
+  int bins[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    bins[j] = bin_below_top(v[j], top, inv_width);
+    if (v[j] != kNegInf) atomicAdd(&sh.hist[0][bins[j]], 1u);
+  }
+  __syncthreads();
+  uint32_t remaining = static_cast<uint32_t>(k);
+  const BinPick at = pick_bin(sh.hist[0], remaining, lane);
+  remaining -= at.above;
+  if (at.size == remaining) {  // the bin is kept whole
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (bins[j] < at.bin) v[j] = kNegInf;
+    return;
+  }
+  if (at.size <= kRankedBin) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (v[j] != kNegInf && bins[j] == at.bin) sh.bin_values[atomicAdd(&sh.bin_count, 1)] = v[j];
+    __syncthreads();
+    // Lane i ranks value i of the bin; the k-th largest is the one with fewer than `remaining`
+    // values above it and at least `remaining` at or above it (any of its equals will do).
+    const int n = static_cast<int>(at.size);
+    const float x = lane < n ? sh.bin_values[lane] : kNegInf;
+    uint32_t above = 0, at_or_above = 0;
+    for (int i = 0; i < n; ++i) {
+      const float y = sh.bin_values[i];
+      above += y > x;
+      at_or_above += y >= x;
+    }
+    const unsigned kth = __ballot_sync(0xffffffffu, lane < n && above < remaining && remaining <= at_or_above);
+    const float threshold = __shfl_sync(0xffffffffu, x, __ffs(kth) - 1);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (v[j] < threshold) v[j] = kNegInf;
+    return;
+  }
+  uint32_t prefix = 0, mask = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    const int shift = 24 - 8 * pass;
+    unsigned* h = sh.hist[1 + pass];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      if (v[j] == kNegInf || bins[j] != at.bin) continue;
+      const uint32_t key = order_key(v[j]);
+      if ((key & mask) == prefix) atomicAdd(&h[(key >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    const BinPick pk = pick_bin(h, remaining, lane);
+    remaining -= pk.above;
+    prefix |= static_cast<uint32_t>(pk.bin) << shift;
+    mask |= 255u << shift;
+    if (pk.size == remaining) break;
+  }
+  // The key threshold decides for every bin: higher bins hold larger values than the kept ones,
+  // and a lower bin's values lie below every value of bin at.bin, the dropped ones included.
+#pragma unroll
+  for (int j = 0; j < kPer; ++j)
+    if (v[j] != kNegInf && order_key(v[j]) < prefix) v[j] = kNegInf;
 }
 
 // Barriers are the sampler's cost (one block, a chain of block-wide steps per row), so each
@@ -90,12 +219,13 @@ template <int kPer>
 __global__ void __launch_bounds__(kMaxThreads, 1) sample_kernel(SampleArgs a) {
   __shared__ WarpPartial partial[32];
   __shared__ int warp_kept[32];
-  __shared__ __align__(16) unsigned hist[4][256];  // one per radix pass, so no pass waits for a clear
+  __shared__ __align__(16) SelectShared select;
   __shared__ int sh_choice;
   __shared__ double s_w[kSmemKept];
   __shared__ int s_id[kSmemKept], s_sorted[kSmemKept];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
-  for (int i = tid; i < 4 * 256; i += blockDim.x) hist[i >> 8][i & 255] = 0;
+  for (int i = tid; i < 5 * 256; i += blockDim.x) select.hist[i >> 8][i & 255] = 0;
+  if (tid == 0) select.bin_count = 0;
   dev::pdl_wait();
   const int r = blockIdx.x;
   const int V = a.vocab;
@@ -134,19 +264,20 @@ __global__ void __launch_bounds__(kMaxThreads, 1) sample_kernel(SampleArgs a) {
   // 2. Validity (no NaN / +inf, at least one finite logit), and the largest value: of the logits
   // for greedy (with its first id), of the scaled logits otherwise (step 3, temperature, comes
   // first; division by a positive number keeps the order, so this is the CPU's max after top-k).
-  WarpPartial mine{0, kNegInf, V};
+  WarpPartial mine{0, kNegInf, V, 0.0f};
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
     if (i0 + j >= V) continue;
     mine.packed += (isnan(v[j]) || v[j] == -kNegInf ? 65536 : 0) + (v[j] != kNegInf ? 1 : 0);
     if (!greedy) v[j] = v[j] / p.temperature;
     if (!isnan(v[j])) keep_best(mine.best, mine.best_i, v[j], i0 + j);
+    if (!greedy && v[j] != kNegInf) mine.sum += v[j];
   }
   reduce_partial(mine);
   if (lane == 0) partial[warp] = mine;
   __syncthreads();
   // Lane w takes warp w's partial, so the combination is one more butterfly, not a loop over warps.
-  WarpPartial all = lane < warps ? partial[lane] : WarpPartial{0, kNegInf, V};
+  WarpPartial all = lane < warps ? partial[lane] : WarpPartial{0, kNegInf, V, 0.0f};
   reduce_partial(all);
   const int finite = all.packed & 65535, bad = all.packed >> 16;
   if (bad || finite == 0) {
@@ -159,60 +290,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) sample_kernel(SampleArgs a) {
 
   int choice = all.best_i;  // greedy: the first id of the largest logit
   if (!greedy) {
-    // 4. Top-k: the k-th largest finite value by radix select over order keys, 8 bits at a time.
-    // Every warp finds the bin itself from the pass's histogram, and the select ends early when
-    // every value of that bin is kept (the bin's lowest key then separates kept from dropped).
-    if (p.top_k > 0 && p.top_k < finite) {
-      uint32_t prefix = 0, mask = 0, remaining = static_cast<uint32_t>(p.top_k);
-      for (int pass = 0; pass < 4; ++pass) {
-        const int shift = 24 - 8 * pass;
-        unsigned* h = hist[pass];
-#pragma unroll
-        for (int j = 0; j < kPer; ++j) {
-          if (v[j] == kNegInf) continue;
-          const uint32_t key = order_key(v[j]);
-          if ((key & mask) == prefix) atomicAdd(&h[(key >> shift) & 255u], 1u);
-        }
-        __syncthreads();
-        // Lane l holds bins 255−8l down to 248−8l (two 16-byte loads, walked in registers); the bin
-        // with the remaining-th largest value.
-        const uint4 upper = *reinterpret_cast<const uint4*>(&h[252 - 8 * lane]);
-        const uint4 lower = *reinterpret_cast<const uint4*>(&h[248 - 8 * lane]);
-        const uint32_t bins[8] = {upper.w, upper.z, upper.y, upper.x, lower.w, lower.z, lower.y, lower.x};
-        uint32_t local = 0;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) local += bins[i];
-        uint32_t incl = local;
-        for (int o = 1; o < 32; o <<= 1) {
-          const uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
-          if (lane >= o) incl += y;
-        }
-        const int holder = __ffs(__ballot_sync(0xffffffffu, incl - local < remaining && remaining <= incl)) - 1;
-        // In the holder: the first of its bins that reaches `remaining`, the count above it and its size.
-        uint32_t cum = incl - local, size = bins[7];
-        int pick = 7;
-        bool picked = false;
-#pragma unroll
-        for (int i = 0; i < 7; ++i) {
-          if (!picked && cum + bins[i] >= remaining) {
-            pick = i;
-            size = bins[i];
-            picked = true;
-          }
-          if (!picked) cum += bins[i];
-        }
-        const int b = __shfl_sync(0xffffffffu, 255 - 8 * lane - pick, holder);
-        cum = __shfl_sync(0xffffffffu, cum, holder);
-        size = __shfl_sync(0xffffffffu, size, holder);
-        remaining -= cum;
-        prefix |= static_cast<uint32_t>(b) << shift;
-        mask |= 255u << shift;
-        if (size == remaining) break;
-      }
-#pragma unroll
-      for (int j = 0; j < kPer; ++j)
-        if (v[j] != kNegInf && order_key(v[j]) < prefix) v[j] = kNegInf;
-    }
+    // 4. Top-k. The sum's order differs between lanes, so every thread takes lane 0's (each warp
+    // combined the same partials in the same order).
+    if (p.top_k > 0 && p.top_k < finite)
+      select_top_k(v, p.top_k, finite, all.best, __shfl_sync(0xffffffffu, all.sum, 0), select, lane);
     // 5. The top-k survivors (finite scaled logits) in ascending id order (threads own contiguous
     // ids), in shared memory when they fit: a warp scan, then each warp adds the counts of the
     // warps before it. Their f64 values go in first and become weights in place (6), so only the
