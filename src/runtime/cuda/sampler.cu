@@ -290,8 +290,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) sample_kernel(SampleArgs a) {
 
   int choice = all.best_i;  // greedy: the first id of the largest logit
   if (!greedy) {
-    // 4. Top-k. The sum's order differs between lanes, so every thread takes lane 0's (each warp
-    // combined the same partials in the same order).
+    // 4. Top-k. Every thread must bin with the same width: each warp combined the same partials by
+    // the same butterfly, and every thread takes its lane 0's sum, so they all hold one value.
     if (p.top_k > 0 && p.top_k < finite)
       select_top_k(v, p.top_k, finite, all.best, __shfl_sync(0xffffffffu, all.sum, 0), select, lane);
     // 5. The top-k survivors (finite scaled logits) in ascending id order (threads own contiguous
