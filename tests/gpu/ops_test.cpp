@@ -452,8 +452,26 @@ TEST(GpuAttention, SmallCacheKernelEqualsTheGeneralOne) {
 // Decode attention over long caches (the backbones and talkers, head size 128).
 TEST(GpuAttention, LongCacheKernelEqualsTheGeneralOne) {
   REQUIRE_GPU();
+  const int saved = cuda::attention_split();
+  cuda::set_attention_split(1);
   check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 300, 34);  // Breeze's backbone
   check_specialized_attention(cuda::set_long_attention, 16, 2, 128, 65, 35);
+  cuda::set_attention_split(saved);
+}
+
+// The long-cache kernel over clusters of 2 and 4 blocks per head, also past the first round of
+// score chunks (512 and 1024 keys).
+TEST(GpuAttention, SplitLongCacheKernelsEqualTheGeneralOne) {
+  REQUIRE_GPU();
+  const int saved = cuda::attention_split();
+  for (const int parts : {2, 4}) {
+    SCOPED_TRACE(testing::Message() << parts << " blocks per head");
+    cuda::set_attention_split(parts);
+    check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 300, 36 + parts);
+    check_specialized_attention(cuda::set_long_attention, 16, 2, 128, 65, 37 + parts);
+    check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 1100, 38 + parts);
+  }
+  cuda::set_attention_split(saved);
 }
 
 // The fused decode attentions form the rotation (and the small kernel preloads the earlier keys) at

@@ -120,74 +120,100 @@ __device__ inline void head_new_row(const float* row, int h, int g, int Hq, int 
   }
 }
 
-// sc[j] = scale · (q · k_j) for j < n; key j at kb + j·kstep, except j == new_pos (knew; -1: none).
-// Warp w scores keys w·8.. in steps of warps·8; a lane sums its dims d = lane + 32i in i order,
-// then the warp reduces by a butterfly. UNROLL_D: the dims loop unrolled, so all of a warp's key
-// reads are in flight at once (rolled, each step waits for its own round trip). The persistent
-// stack's talker attention measured 1.5x faster unrolled; the per-kernel attention ~1 % slower.
-// KEYS: keys per warp at a time (the small-cache kernel gives each of its warps 4 of 16; each key's
-// sum is the same whichever warp forms it).
-template <bool UNROLL_D, int KEYS = kKeysPerWarp>
-__device__ inline void head_scores(const float* qs, const float* kb, int64_t kstep, const float* knew, int new_pos,
-                                   int n, int warps, int D, float scale, bool bf16, float* sc) {
-  constexpr int kKeysPerWarp = KEYS;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int j0 = warp * kKeysPerWarp; j0 < n; j0 += warps * kKeysPerWarp) {
-    const float* kr[kKeysPerWarp];
+// A key's score from its dot product with the query: scaled, rounded as the mode rounds.
+__device__ __forceinline__ float scaled_score(float dot, float scale, bool bf16) {
+  return bf16 ? round_bf16(__fmul_rn(round_bf16(dot), scale)) : dot * scale;
+}
+
+// The dot products q · k_j of keys j0 .. j0 + KEYS − 1 (those below n), key j at kb + j·kstep
+// except j == new_pos (knew), handed to store(u, dot of key j0 + u) in every lane. A lane sums its
+// dims d = lane + 32i in i order, then the warp reduces by a butterfly (of commutative adds, so
+// every lane holds the same sums). UNROLL_D: the dims loop unrolled, so all the keys' reads are in
+// flight at once (rolled, each step waits for its own round trip).
+template <bool UNROLL_D, int KEYS, class Store>
+__device__ __forceinline__ void score_keys(const float* qs, const float* kb, int64_t kstep, const float* knew,
+                                           int new_pos, int n, int j0, int D, Store store) {
+  const int lane = threadIdx.x & 31;
+  const float* kr[KEYS];
 #pragma unroll
-    for (int u = 0; u < kKeysPerWarp; ++u) kr[u] = j0 + u == new_pos ? knew : kb + (j0 + u) * kstep;
-    float acc[kKeysPerWarp];
+  for (int u = 0; u < KEYS; ++u) kr[u] = j0 + u == new_pos ? knew : kb + (j0 + u) * kstep;
+  float acc[KEYS];
 #pragma unroll
-    for (int u = 0; u < kKeysPerWarp; ++u) acc[u] = 0.0f;
-    if constexpr (UNROLL_D) {
+  for (int u = 0; u < KEYS; ++u) acc[u] = 0.0f;
+  if constexpr (UNROLL_D) {
 #pragma unroll
-      for (int i = 0; i < kHeadChunks; ++i) {
-        const int d = lane + 32 * i;
-        if (d >= D) break;
-        const float qd = qs[d];
+    for (int i = 0; i < kHeadChunks; ++i) {
+      const int d = lane + 32 * i;
+      if (d >= D) break;
+      const float qd = qs[d];
 #pragma unroll
-        for (int u = 0; u < kKeysPerWarp; ++u)
-          if (j0 + u < n) acc[u] = fmaf(qd, kr[u][d], acc[u]);
-      }
-    } else {
-      for (int d = lane; d < D; d += 32) {
-        const float qd = qs[d];
-#pragma unroll
-        for (int u = 0; u < kKeysPerWarp; ++u)
-          if (j0 + u < n) acc[u] = fmaf(qd, kr[u][d], acc[u]);
-      }
+      for (int u = 0; u < KEYS; ++u)
+        if (j0 + u < n) acc[u] = fmaf(qd, kr[u][d], acc[u]);
     }
+  } else {
+    for (int d = lane; d < D; d += 32) {
+      const float qd = qs[d];
 #pragma unroll
-    for (int u = 0; u < kKeysPerWarp; ++u) {
-      const float v = warp_sum(acc[u]);
-      if (lane == 0 && j0 + u < n) sc[j0 + u] = bf16 ? round_bf16(__fmul_rn(round_bf16(v), scale)) : v * scale;
+      for (int u = 0; u < KEYS; ++u)
+        if (j0 + u < n) acc[u] = fmaf(qd, kr[u][d], acc[u]);
     }
+  }
+#pragma unroll
+  for (int u = 0; u < KEYS; ++u) {
+    const float v = warp_sum(acc[u]);
+    store(u, v);
   }
 }
 
-// Softmax over sc[0..n) (every warp forms the max and the f64 denominator itself) and this warp's
-// share of the weighted value sum: keys j ≡ warp (mod warps), lane l the dims l + 32i → part[warp].
-// UNROLL_J value rows in flight per warp; the sums run in j order either way, so it does not change
-// results. The per-kernel attention uses 8 (1.7B talker 7 % faster than with 4, session 8); the
-// persistent stack keeps 4 (8 measured no faster there).
-template <int UNROLL_J>
-__device__ inline void head_values(const float* sc, int n, const float* vb, int64_t kstep, const float* vnew,
-                                   int new_pos, int warps, int D, bool bf16, float* part) {
+// sc[j] for j < n (score_keys): warp w scores keys w·KEYS.. in steps of warps·KEYS. The persistent
+// stack's talker attention measured 1.5x faster with the dims unrolled; the per-kernel attention
+// ~1 % slower. KEYS: keys per warp at a time (the small-cache kernel gives each of its warps 4 of
+// 16; each key's sum is the same whichever warp forms it).
+template <bool UNROLL_D, int KEYS = kKeysPerWarp>
+__device__ inline void head_scores(const float* qs, const float* kb, int64_t kstep, const float* knew, int new_pos,
+                                   int n, int warps, int D, float scale, bool bf16, float* sc) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int j0 = warp * KEYS; j0 < n; j0 += warps * KEYS)
+    score_keys<UNROLL_D, KEYS>(qs, kb, kstep, knew, new_pos, n, j0, D, [&](int u, float dot) {
+      if (lane == 0 && j0 + u < n) sc[j0 + u] = scaled_score(dot, scale, bf16);
+    });
+}
+
+// The softmax over sc[0..n), formed by one warp (every warp forms it itself, in the same order):
+// the max, and the f64 denominator summed per lane over j ≡ lane (mod 32), then by a butterfly.
+struct SoftmaxStats {
+  float mx, inv, sum_f;
+};
+__device__ __forceinline__ SoftmaxStats softmax_stats(const float* sc, int n) {
+  const int lane = threadIdx.x & 31;
   float mx = -__int_as_float(0x7f800000);
   for (int j = lane; j < n; j += 32) mx = fmaxf(mx, sc[j]);
   mx = warp_max(mx);
   double sum = 0.0;
   for (int j = lane; j < n; j += 32) sum += expf(sc[j] - mx);
   sum = warp_sum(sum);
-  const float inv = static_cast<float>(1.0 / sum);
-  const float sum_f = static_cast<float>(sum);
+  return {mx, static_cast<float>(1.0 / sum), static_cast<float>(sum)};
+}
+// Key j's weight from its score.
+__device__ __forceinline__ float softmax_weight(const SoftmaxStats& st, float score, bool bf16) {
+  return bf16 ? round_bf16(__fdiv_rn(expf(score - st.mx), st.sum_f)) : expf(score - st.mx) * st.inv;
+}
+
+// Softmax over sc[0..n) and this warp's share of the weighted value sum: keys j ≡ warp (mod warps),
+// lane l the dims l + 32i → part[warp]. UNROLL_J value rows in flight per warp; the sums run in j
+// order either way, so it does not change results. The per-kernel attention uses 8 (1.7B talker 7 %
+// faster than with 4, session 8); the persistent stack keeps 4 (8 measured no faster there).
+template <int UNROLL_J>
+__device__ inline void head_values(const float* sc, int n, const float* vb, int64_t kstep, const float* vnew,
+                                   int new_pos, int warps, int D, bool bf16, float* part) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const SoftmaxStats st = softmax_stats(sc, n);
   float acc[kHeadChunks];
 #pragma unroll
   for (int i = 0; i < kHeadChunks; ++i) acc[i] = 0.0f;
 #pragma unroll UNROLL_J
   for (int j = warp; j < n; j += warps) {
-    const float pj = bf16 ? round_bf16(__fdiv_rn(expf(sc[j] - mx), sum_f)) : expf(sc[j] - mx) * inv;
+    const float pj = softmax_weight(st, sc[j], bf16);
     const float* vr = j == new_pos ? vnew : vb + j * kstep;
 #pragma unroll
     for (int i = 0; i < kHeadChunks; ++i) {

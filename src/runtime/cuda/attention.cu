@@ -1,6 +1,10 @@
 // Attention over a device KV cache: QK-norm + rotary embedding + cache store of the new rows, then
 // causal grouped-query attention per (row, query head).
+#include <cooperative_groups.h>
+
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "runtime/cuda/attend_head.cuh"
 #include "runtime/cuda/device_util.cuh"
@@ -275,6 +279,76 @@ __global__ void __launch_bounds__(kLongWarps * 32) attention_long_kernel(AttnPar
   dev::head_output(w.part, kLongWarps, D, kLongWarps * 32, BF16, o);
 }
 
+// The long-cache attention over a cluster of SPLIT blocks per query head. One block reads all of
+// its kv group's earlier keys and values through one SM, and at a few hundred positions that read
+// is what grows with the context (PERFORMANCE.md "Session 19"); here each block reads 1/SPLIT.
+// Block b of the cluster scores the chunks of 16 keys c ≡ b (mod SPLIT) and writes the scores into
+// every block of the cluster; after the cluster barrier each block forms the softmax over all of
+// them as attention_long_kernel does. The weighted value sums are attention_long_kernel's 16 warp
+// sets (keys j ≡ s mod 16, in j order): block b takes sets 16/SPLIT·b onwards, each set's dims split
+// over SPLIT warps, and writes them into block 0, which adds the 16 in order. Every sum is formed in
+// attention_long_kernel's order, so the result is bit-identical to it.
+template <int D, bool BF16, int SPLIT>
+__global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32) attention_split_kernel(AttnParams a) {
+  constexpr int kKeys = 16, kSets = kLongWarps / SPLIT, kChunks = D / 32 / SPLIT;
+  static_assert(D % (32 * SPLIT) == 0 && kLongWarps % SPLIT == 0, "a set's dims split evenly over SPLIT warps");
+  namespace cg = cooperative_groups;
+  extern __shared__ float smem[];
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int part = static_cast<int>(cluster.block_rank());
+  const int h = blockIdx.x / SPLIT;
+  const int64_t r = blockIdx.y;
+  const int Hq = a.Hq, Hkv = a.Hkv, group = Hq / Hkv, g = h / group;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int hint = a.poss[r];
+  prefetch_earlier_kv(a, r, hint);
+  dev::HeadRowConsts hc = dev::head_new_row_consts(a.qn, a.kn, a.inv_freq, D, hint);
+  dev::pdl_wait();
+  const int pos = a.poss[r];
+  const int64_t seq = a.seqs[r];
+  float x[dev::kHeadChunks];
+  dev::head_new_row_load(a.qkv + r * a.ld, h, g, Hq, Hkv, D, x);
+  const int n = min(pos + 1, static_cast<int>(a.kv.capacity));
+  float* o = a.out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
+  if (n <= 0) {  // every block of the cluster returns here, before any of them touches another's memory
+    if (part == 0)
+      for (int d = threadIdx.x; d < D; d += kLongWarps * 32) o[d] = 0.0f;
+    return;
+  }
+  const dev::HeadScratch w = dev::head_scratch(smem, D, n);
+  const int64_t kstride = static_cast<int64_t>(Hkv) * D;
+  float* kb = a.kv.k + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
+  float* vb = a.kv.v + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
+  const int64_t off = static_cast<int64_t>(pos) * kstride;
+  dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, BF16, w.q, w.knew, w.vnew,
+                           part == 0 && h % group == 0 && pos < a.kv.capacity, kb + off, vb + off);
+  __syncthreads();
+  // Lane b writes block b's copy of the scores (every lane holds the same dot products).
+  float* scores_at = lane < SPLIT ? cluster.map_shared_rank(w.scores, lane) : nullptr;
+  for (int j0 = (part + SPLIT * warp) * kKeys; j0 < n; j0 += SPLIT * kLongWarps * kKeys)
+    dev::score_keys<true, kKeys>(w.q, kb, kstride, w.knew, pos, n, j0, D, [&](int u, float dot) {
+      if (lane < SPLIT && j0 + u < n) scores_at[j0 + u] = dev::scaled_score(dot, a.scale, BF16);
+    });
+  cluster.sync();
+  const dev::SoftmaxStats st = dev::softmax_stats(w.scores, n);
+  const int set = kSets * part + warp % kSets, chunk0 = kChunks * (warp / kSets);
+  float acc[kChunks];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) acc[i] = 0.0f;
+#pragma unroll 16
+  for (int j = set; j < n; j += kLongWarps) {
+    const float pj = dev::softmax_weight(st, w.scores[j], BF16);
+    const float* vr = j == pos ? w.vnew : vb + j * kstride;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) acc[i] = fmaf(pj, vr[lane + 32 * (chunk0 + i)], acc[i]);
+  }
+  float* sets_at = cluster.map_shared_rank(w.part, 0);
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) sets_at[set * D + lane + 32 * (chunk0 + i)] = acc[i];
+  cluster.sync();
+  if (part == 0) dev::head_output(w.part, kLongWarps, D, kLongWarps * 32, BF16, o);
+}
+
 // Whether the small-cache kernel takes this shape.
 bool small_attention(int64_t capacity, int64_t D) {
   return preloads(capacity, D) && dev::attention_warps(capacity) == kSmallWarps && (D == 64 || D == 128);
@@ -316,7 +390,9 @@ Status attention_reserve(int64_t capacity, int64_t head_dim) {
   CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(need)));
   for (auto* k : {attention_small_kernel<64, false>, attention_small_kernel<64, true>, attention_small_kernel<128, false>,
-                  attention_small_kernel<128, true>, attention_long_kernel<128, false>, attention_long_kernel<128, true>})
+                  attention_small_kernel<128, true>, attention_long_kernel<128, false>, attention_long_kernel<128, true>,
+                  attention_split_kernel<128, false, 2>, attention_split_kernel<128, true, 2>,
+                  attention_split_kernel<128, false, 4>, attention_split_kernel<128, true, 4>})
     CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(need)));
   g_reserved_smem.store(static_cast<int64_t>(need));
   return ok_status();
@@ -341,6 +417,30 @@ namespace {
 EnvSwitch g_small_attention("CHORUS_SMALL_ATTENTION");
 // CHORUS_LONG_ATTENTION=0: the general kernel for long caches too.
 EnvSwitch g_long_attention("CHORUS_LONG_ATTENTION");
+// Blocks per query head of the long-cache attention (1, 2 or 4): CHORUS_ATTENTION_SPLIT, else
+// kDefaultSplit; set_attention_split changes it at run time (tests).
+constexpr int kDefaultSplit = 2;
+std::atomic<int> g_attention_split{0};
+int attention_split_now() {
+  int v = g_attention_split.load();
+  if (v == 0) {
+    const char* e = std::getenv("CHORUS_ATTENTION_SPLIT");
+    v = e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "2") == 0 || std::strcmp(e, "4") == 0) ? std::atoi(e)
+                                                                                                   : kDefaultSplit;
+    g_attention_split.store(v);
+  }
+  return v;
+}
+
+template <bool BF16>
+cudaError_t launch_long_attention(const AttnParams& p, int64_t rows, size_t smem, cudaStream_t s) {
+  const int split = attention_split_now();
+  const dim3 block(kLongWarps * 32);
+  const auto grid = [&](int parts) { return dim3(static_cast<unsigned>(parts * p.Hq), static_cast<unsigned>(rows)); };
+  if (split == 4) return launch(attention_split_kernel<128, BF16, 4>, grid(4), block, smem, s, p);
+  if (split == 2) return launch(attention_split_kernel<128, BF16, 2>, grid(2), block, smem, s, p);
+  return launch(attention_long_kernel<128, BF16>, grid(1), block, smem, s, p);
+}
 
 Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStream_t s) {
   const size_t smem = attention_smem(p.kv.capacity, p.D);
@@ -355,8 +455,7 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
     CHORUS_CUDA_TRY(launch(k, grid, block, smem, s, p));
   } else if (preloads(p.kv.capacity, p.D)) CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
   else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.on())
-    CHORUS_CUDA_TRY(launch(p.bf16 ? attention_long_kernel<128, true> : attention_long_kernel<128, false>, grid, block,
-                           smem, s, p));
+    CHORUS_CUDA_TRY(p.bf16 ? launch_long_attention<true>(p, rows, smem, s) : launch_long_attention<false>(p, rows, smem, s));
   else CHORUS_CUDA_TRY(launch(attention_kernel<true>, grid, block, smem, s, p));
   return ok_status();
 }
@@ -390,6 +489,8 @@ Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer 
 
 void set_small_attention(bool on) { g_small_attention.set(on); }
 void set_long_attention(bool on) { g_long_attention.set(on); }
+int attention_split() { return attention_split_now(); }
+void set_attention_split(int parts) { g_attention_split.store(parts == 2 || parts == 4 ? parts : 1); }
 
 Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
                         float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,

@@ -198,6 +198,10 @@ Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const flo
 void set_small_attention(bool on);
 // The long-cache kernel (head size 128, more than 64 positions) on or off (tests).
 void set_long_attention(bool on);
+// Blocks per query head of the long-cache kernel (1, 2 or 4: a cluster that splits the keys;
+// bit-identical results); the default is CHORUS_ATTENTION_SPLIT or 2.
+int attention_split();
+void set_attention_split(int parts);
 // Call once (outside graph capture) before attention over caches of up to `capacity` positions.
 Status attention_reserve(int64_t capacity, int64_t head_dim);
 
