@@ -1,6 +1,6 @@
 // What the GPU engines of every family share (Qwen3-TTS, Breeze TTS 2): streams whose frames run in
 // one device frame batch, and the per-step bookkeeping around it. `Frames` is a family's FrameBatch:
-//   int size(); size_t device_bytes(); Status run_frame(bool feed);
+//   int size(); size_t device_bytes(); Status run_frame(bool feed, std::optional<bool> then);
 //   const int32_t* frame_codes(int slot); int32_t next_c0(int slot); int32_t error(int slot);
 // Built only with CUDA.
 #pragma once
@@ -8,11 +8,13 @@
 #ifdef CHORUS_HAVE_CUDA
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "core/error.h"
 #include "engine/tts_model.h"
+#include "runtime/cuda/frame_pipeline.h"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::engine {
@@ -106,15 +108,18 @@ Result<Frames*> step_device_streams(const std::vector<S*>& ss, std::span<StepRes
       return make_error(ErrorCode::kUnsupported, "cuda step: every unfinished stream of a batch must be stepped together");
   }
 
-  bool any = false, feed = false;
+  // feed: some stream may want a frame after this one; feed_after: after that one too. The frame
+  // after this one is launched ahead (cuda::frames_ahead()) when it may be due.
+  bool any = false, feed = false, feed_after = false;
   for (size_t i : active) {
     if (ss[i]->finished()) continue;
     any = true;
     feed = feed || ss[i]->made + 1 < max_frames(*ss[i]);
+    feed_after = feed_after || ss[i]->made + 2 < max_frames(*ss[i]);
   }
   if (!any) return static_cast<Frames*>(nullptr);
   Frames& fb = *batch->frames;
-  CHORUS_TRY(fb.run_frame(feed));
+  CHORUS_TRY(fb.run_frame(feed, feed && cuda::frames_ahead() ? std::optional<bool>(feed_after) : std::nullopt));
   for (size_t i : active) {
     S& s = *ss[i];
     if (s.finished()) continue;

@@ -7,6 +7,7 @@
 // reported, and the comparison of that stream stops there (later frames depend on it).
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "engine/qwen3_tts_engine.h"
 #include "engine/tts_model_cuda.h"
@@ -79,7 +80,7 @@ Frames cpu_codes(const test::GenCase& c, const q3::GenerationSettings& g) {
 // Runs B streams in one device batch for `frames` frames.
 std::vector<Frames> gpu_codes(const std::string& model_dir, const std::vector<q3::Prompt>& prompts,
                               const std::vector<q3::GenerationSettings>& settings, int frames,
-                              bool split_frames = false) {
+                              bool split_frames = false, bool ahead = false) {
   std::vector<q3::gpu::StreamSetup> setups;
   std::vector<const q3::Prompt*> ptrs;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -94,7 +95,9 @@ std::vector<Frames> gpu_codes(const std::string& model_dir, const std::vector<q3
   EXPECT_TRUE(st.ok()) << st.error().to_string();
   std::vector<Frames> out(prompts.size());
   for (int f = 0; f < frames && st.ok(); ++f) {
-    st = (*fb)->run_frame(f + 1 < frames);
+    // ahead: the next frame is launched before this one is waited for, as the engines do.
+    const bool feed = f + 1 < frames;
+    st = (*fb)->run_frame(feed, ahead && feed ? std::optional<bool>(f + 2 < frames) : std::nullopt);
     EXPECT_TRUE(st.ok()) << st.error().to_string();
     for (size_t b = 0; b < prompts.size(); ++b) {
       EXPECT_EQ((*fb)->error(static_cast<int>(b)), 0);
@@ -258,6 +261,30 @@ TEST(GpuGolden, OneGraphPerFrameEqualsTwo) {
     EXPECT_EQ(whole[i], split[i]) << "seed " << i + 1;
   }
   EXPECT_NE(whole[0], whole[1]);  // seeds matter: the comparison is not of constants
+}
+
+// Frames launched ahead of the host (cuda::FramePipeline) give the codes of frames run one by one,
+// with one graph per frame and with two.
+TEST(GpuGolden, FramesLaunchedAheadEqualOneByOne) {
+  REQUIRE_GPU();
+  const auto& c = *test::gen_cases()[0];
+  std::vector<q3::Prompt> prompts;
+  std::vector<q3::GenerationSettings> settings;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    prompts.push_back(prompt_of(c));
+    settings.push_back(sampled(kFrames, seed));
+  }
+  const auto one_by_one = gpu_codes(c.model_dir, prompts, settings, kFrames);
+  ASSERT_EQ(one_by_one.size(), 3u);
+  for (const bool split : {false, true}) {
+    const auto ahead = gpu_codes(c.model_dir, prompts, settings, kFrames, split, true);
+    ASSERT_EQ(ahead.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_EQ(one_by_one[i].size(), size_t(kFrames));
+      EXPECT_EQ(ahead[i], one_by_one[i]) << "seed " << i + 1 << (split ? ", two graphs per frame" : "");
+    }
+  }
+  EXPECT_NE(one_by_one[0], one_by_one[1]);  // seeds matter: the comparison is not of constants
 }
 
 TEST(GpuGolden, SeededSamplingEqualsTheCpu) {

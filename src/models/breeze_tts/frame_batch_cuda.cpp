@@ -68,6 +68,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   f.C_ = m.classes();
   f.V_ = m.vocab();
   f.bf16_ = streams[0].act == Activations::kBF16;
+  f.split_frames_ = cuda::split_frame_graphs();
   const int64_t S = f.S_, Q = f.Q_, G = f.G_, H = f.H_, D = f.D_;
   int64_t total_prompt = 0, longest = 0;
   for (const StreamSetup& st : streams) {
@@ -124,12 +125,12 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   const int64_t vmax = std::max(f.C_, f.V_);
   CHORUS_TRY(f.alloc(f.scratch_w_, n(S * vmax) * sizeof(double)));
   CHORUS_TRY(f.alloc(f.scratch_ids_, n(2 * S * vmax) * I));
-  CHORUS_TRY(f.alloc(f.codes_, n(S * G) * I));
+  CHORUS_TRY(f.alloc(f.report_, n(2 * S * G + S) * I));
+  CHORUS_ASSIGN(f.pipe_, cuda::FramePipeline::create(f.report_.data(), n(2 * S * G + S) * I));
   CHORUS_TRY(f.alloc(f.frames_, n(S) * I));
   CHORUS_TRY(f.alloc(f.prompt_rows_, n(Q) * I));
   CHORUS_TRY(f.alloc(f.bb_pos_, n(Q) * I));
   CHORUS_TRY(f.alloc(f.min_frames_, n(S) * I));
-  CHORUS_TRY(f.alloc(f.errors_, n(S) * I));
   CHORUS_TRY(f.alloc(f.history_, n(S * f.C_)));
   CHORUS_TRY(f.alloc(f.guides_, n(S) * sizeof(Guide)));
   CHORUS_TRY(f.alloc(f.params_b_, n(S) * sizeof(cuda::DeviceSampler)));
@@ -141,9 +142,6 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   CHORUS_TRY(f.alloc(f.prefill_seq_, n(f.bb_rows_) * I));
   CHORUS_TRY(f.alloc(f.prefill_pos_, n(f.bb_rows_) * I));
   CHORUS_TRY(f.alloc(f.last_row_, n(Q) * I));
-  CHORUS_ASSIGN(f.host_codes_, cuda::PinnedBuffer::alloc(n(S * G) * I));
-  CHORUS_ASSIGN(f.host_next_, cuda::PinnedBuffer::alloc(n(S * G) * I));
-  CHORUS_ASSIGN(f.host_err_, cuda::PinnedBuffer::alloc(n(S) * I));
 
   std::vector<int32_t> prompt_rows, min_frames, iota(static_cast<size_t>(Q)), first_seq, first_pos, depth_pos;
   std::vector<cuda::DeviceSampler> pb, pd;
@@ -200,18 +198,13 @@ Status FrameBatch::sample_backbone(cudaStream_t s) {
   a.also_allowed = eos;
   a.blocked_id = eos;
   a.block_until_frame = min_frames_.as<int32_t>();
-  a.out = codes_.as<int32_t>();
+  a.out = codes_dev();
   a.out_stride = G_;
   a.mark_chosen = history_.as<uint8_t>();
-  a.error = errors_.as<int32_t>();
+  a.error = errors_dev();
   a.scratch_w = scratch_w_.as<double>();
   a.scratch_ids = scratch_ids_.as<int32_t>();
-  CHORUS_TRY(cuda::sample(a, s));
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_next_.data(), codes_.data(), static_cast<size_t>(S_ * G_) * sizeof(int32_t),
-                                  cudaMemcpyDeviceToHost, s));
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_err_.data(), errors_.data(), static_cast<size_t>(S_) * sizeof(int32_t),
-                                  cudaMemcpyDeviceToHost, s));
-  return ok_status();
+  return cuda::sample(a, s);
 }
 
 Status FrameBatch::prefill(std::span<const StreamSetup> streams) {
@@ -254,7 +247,8 @@ Status FrameBatch::prefill(std::span<const StreamSetup> streams) {
   }
   CHORUS_TRY(sample_backbone(s));
   CHORUS_TRY(ev_[1].record(s));
-  CHORUS_TRY(ev_[1].synchronize());
+  CHORUS_TRY(pipe_.launch(s, true, [] { return ok_status(); }));  // the report's copy
+  CHORUS_TRY(pipe_.wait());
   CHORUS_ASSIGN(timing_.prefill_ms, ev_[1].elapsed_ms_since(ev_[0]));
   return ok_status();
 }
@@ -264,7 +258,7 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
   const nn::Qwen3Dims& dd = m.depth().dims();
   const KvCacheRef kv{depth_kv_.as<float>(), Q_, G_, dd.kv_heads * dd.head_dim};
   const AudioTable table = m.table();
-  int32_t* codes = codes_.as<int32_t>();
+  int32_t* codes = codes_dev();
   float* din = din_.as<float>();
   float* dx = dx_.as<float>();
   float* out = dout_.as<float>();
@@ -277,7 +271,7 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
   sa.frame = frames_.as<int32_t>();
   sa.allowed_below = m.config().codec_codebook_size;
   sa.out_stride = G_;
-  sa.error = errors_.as<int32_t>();
+  sa.error = errors_dev();
   sa.scratch_w = scratch_w_.as<double>();
   sa.scratch_ids = scratch_ids_.as<int32_t>();
   // One branch per stream (no guidance): the sampler's rows are the depth rows, so step k's sampler
@@ -340,38 +334,53 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
     sa.embed_dim = D_;
     CHORUS_TRY(cuda::sample(sa, s));
   }
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_codes_.data(), codes, static_cast<size_t>(S_ * G_) * sizeof(int32_t),
-                                  cudaMemcpyDeviceToHost, s));
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_err_.data(), errors_.data(), static_cast<size_t>(S_) * sizeof(int32_t),
-                                  cudaMemcpyDeviceToHost, s));
   return advance_positions(frames_.as<int32_t>(), prompt_rows_.as<int32_t>(), static_cast<int32_t>(cap_),
-                           bb_pos_.as<int32_t>(), S_, NB_, s);
+                           bb_pos_.as<int32_t>(), S_, NB_, codes, G_, frame_codes_dev(), s);
 }
 
 Status FrameBatch::enqueue_backbone(cudaStream_t s) {
   const DeviceModel& m = *m_;
   const nn::Qwen3Dims& bd = m.backbone().dims();
   const KvCacheRef kv{bb_kv_.as<float>(), Q_, cap_, bd.kv_heads * bd.head_dim};
-  CHORUS_TRY(frame_rows(m.table(), codes_.as<int32_t>(), G_, S_, NB_, bb_h_.as<float>(), s));
+  CHORUS_TRY(frame_rows(m.table(), codes_dev(), G_, S_, NB_, bb_h_.as<float>(), s));
   const cuda::RowMap map{iota_.as<int32_t>(), bb_pos_.as<int32_t>(), Q_, true};
   CHORUS_TRY(m.backbone().forward(bb_h_.as<float>(), z_.as<float>(), map, kv, bb_scratch_, ws_, s, bf16_));
   return sample_backbone(s);
 }
 
-Status FrameBatch::run_frame(bool feed) {
+Status FrameBatch::launch_frame(bool feed) {
   cudaStream_t s = stream_.get();
+  // Graphs are captured when first needed (capture only records, so a frame may be in flight).
+  if (feed && !split_frames_) {
+    if (!frame_graph_.valid()) {
+      CHORUS_ASSIGN(frame_graph_, cuda::GraphExec::capture(s, [&]() -> Status {
+        CHORUS_TRY(enqueue_depth(s));
+        return enqueue_backbone(s);
+      }));
+    }
+    return pipe_.launch(s, feed, [&] { return frame_graph_.launch(s); });
+  }
   if (!depth_graph_.valid()) {
     CHORUS_ASSIGN(depth_graph_, cuda::GraphExec::capture(s, [&] { return enqueue_depth(s); }));
+  }
+  if (!feed) return pipe_.launch(s, feed, [&] { return depth_graph_.launch(s); });
+  if (!backbone_graph_.valid()) {
     CHORUS_ASSIGN(backbone_graph_, cuda::GraphExec::capture(s, [&] { return enqueue_backbone(s); }));
   }
-  CHORUS_TRY(ev_[0].record(s));
-  CHORUS_TRY(depth_graph_.launch(s));
-  CHORUS_TRY(ev_[1].record(s));
-  if (feed) CHORUS_TRY(backbone_graph_.launch(s));
-  CHORUS_TRY(ev_[2].record(s));
-  CHORUS_TRY(ev_[2].synchronize());
-  CHORUS_ASSIGN(timing_.depth_ms, ev_[1].elapsed_ms_since(ev_[0]));
-  CHORUS_ASSIGN(timing_.backbone_ms, ev_[2].elapsed_ms_since(ev_[1]));
+  return pipe_.launch(s, feed, [&] { return depth_graph_.launch(s); }, [&] { return backbone_graph_.launch(s); });
+}
+
+Status FrameBatch::run_frame(bool feed, std::optional<bool> then) {
+  if (pipe_.in_flight() == 0) {
+    CHORUS_TRY(launch_frame(feed));
+  } else if (feed && !pipe_.oldest_feed()) {
+    return make_error(ErrorCode::kInternal, "breeze frame batch: the frame launched ahead has no backbone step");
+  }
+  if (then) CHORUS_TRY(launch_frame(*then));
+  CHORUS_TRY(pipe_.wait());
+  const float first = pipe_.first_ms();
+  timing_.depth_ms = first > 0 ? first : pipe_.frame_ms();
+  timing_.backbone_ms = first > 0 ? pipe_.frame_ms() - first : 0;
   return ok_status();
 }
 

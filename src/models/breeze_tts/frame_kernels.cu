@@ -81,7 +81,8 @@ __global__ void guide_kernel(const float* in, int64_t ld_in, const Guide* guides
   }
 }
 
-__global__ void advance_kernel(int32_t* frames, const int32_t* prompt_rows, int32_t cap, int32_t* pos, int S, int NB) {
+__global__ void advance_kernel(int32_t* frames, const int32_t* prompt_rows, int32_t cap, int32_t* pos, int S, int NB,
+                               const int32_t* codes, int G, int32_t* saved) {
   cuda::dev::pdl_wait();
   // One thread per stream, so the counter is read and written by one thread only.
   const int s = blockIdx.x * blockDim.x + threadIdx.x;
@@ -92,6 +93,7 @@ __global__ void advance_kernel(int32_t* frames, const int32_t* prompt_rows, int3
     const int q = s * NB + j;
     pos[q] = min(prompt_rows[q] + f - 1, cap - 1);
   }
+  for (int g = 0; g < G; ++g) saved[s * G + g] = codes[s * G + g];
 }
 
 }  // namespace
@@ -125,10 +127,10 @@ Status guide_logits(const float* in, int64_t ld_in, const Guide* guides, int S, 
 }
 
 Status advance_positions(int32_t* frames, const int32_t* prompt_rows, int32_t capacity, int32_t* pos, int S, int NB,
-                         cudaStream_t s) {
+                         const int32_t* codes, int G, int32_t* saved, cudaStream_t s) {
   if (S <= 0) return ok_status();
   CHORUS_CUDA_TRY(cuda::launch(advance_kernel, dim3((S + 127) / 128), dim3(128), 0, s, frames, prompt_rows, capacity, pos,
-                               S, NB));
+                               S, NB, codes, G, saved));
   return ok_status();
 }
 

@@ -39,8 +39,9 @@ struct Guide {
 Status guide_logits(const float* in, int64_t ld_in, const Guide* guides, int S, int NB, int64_t n, float* out,
                     int64_t ld_out, cudaStream_t s);
 
-// frames[s] += 1; pos[q] = min(prompt_rows[q] + frames[s] − 1, capacity − 1).
+// frames[s] += 1; pos[q] = min(prompt_rows[q] + frames[s] − 1, capacity − 1); saved[s, :] = codes[s, :]
+// (the frame's codes, [S, G], kept for the report before the backbone samples the next codebook 0).
 Status advance_positions(int32_t* frames, const int32_t* prompt_rows, int32_t capacity, int32_t* pos, int S, int NB,
-                         cudaStream_t s);
+                         const int32_t* codes, int G, int32_t* saved, cudaStream_t s);
 
 }  // namespace chorus::breeze_tts::gpu

@@ -3,8 +3,6 @@
 #include "models/qwen3_tts/frame_batch_cuda.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -17,15 +15,6 @@ namespace {
 // Prompts are prefilled in groups of streams of at most this many rows (one longer prompt alone),
 // which bounds the prefill activations.
 constexpr int64_t kPrefillChunkRows = 1024;
-
-// CHORUS_FRAME_GRAPH=split: two graphs per frame (times the talker and the code predictor apart).
-bool split_frame_graph() {
-  static const bool split = [] {
-    const char* v = std::getenv("CHORUS_FRAME_GRAPH");
-    return v && std::strcmp(v, "split") == 0;
-  }();
-  return split;
-}
 
 cuda::DeviceSampler device_params(const sampling::SamplerParams& p, const GenerationSettings& g) {
   cuda::DeviceSampler d;
@@ -64,7 +53,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   if (!model || streams.empty()) return make_error(ErrorCode::kInternal, "frame batch: no model or no streams");
   std::unique_ptr<FrameBatch> fb(new FrameBatch());
   FrameBatch& f = *fb;
-  f.split_frames_ = split_frame_graph();
+  f.split_frames_ = cuda::split_frame_graphs();
   f.m_ = std::move(model);
   const DeviceModel& m = *f.m_;
   f.B_ = static_cast<int>(streams.size());
@@ -134,7 +123,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   CHORUS_TRY(f.alloc(f.prefill_seq_, static_cast<size_t>(f.talker_rows_) * I));
   CHORUS_TRY(f.alloc(f.prefill_pos_, static_cast<size_t>(f.talker_rows_) * I));
   CHORUS_TRY(f.alloc(f.last_row_, B * I));
-  CHORUS_ASSIGN(f.host_report_, cuda::PinnedBuffer::alloc(static_cast<size_t>(2 * B * G + B) * I));
+  CHORUS_ASSIGN(f.pipe_, cuda::FramePipeline::create(f.report_.data(), f.report_.bytes()));
 
   std::vector<int32_t> prompt_rows, min_frames, off, count, iota(B), first_seq, first_pos, cp_pos;
   std::vector<cuda::DeviceSampler> pt, pc;
@@ -170,7 +159,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   return fb;
 }
 
-Status FrameBatch::sample_talker(cudaStream_t s, bool copy_out) {
+Status FrameBatch::sample_talker(cudaStream_t s) {
   cuda::LinearArgs head;
   head.x = z_.as<float>();
   head.ldx = H_;
@@ -197,18 +186,7 @@ Status FrameBatch::sample_talker(cudaStream_t s, bool copy_out) {
   a.error = errors_dev();
   a.scratch_w = scratch_w_.as<double>();
   a.scratch_ids = scratch_ids_.as<int32_t>();
-  CHORUS_TRY(cuda::sample(a, s));
-  if (!copy_out) return ok_status();
-  // The codes and the errors follow each other in the report: one copy.
-  const size_t offset = static_cast<size_t>(B_ * G_);
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_report_.as<int32_t>() + offset, codes_dev(),
-                                  static_cast<size_t>(B_ * G_ + B_) * sizeof(int32_t), cudaMemcpyDeviceToHost, s));
-  return ok_status();
-}
-
-Status FrameBatch::copy_report(cudaStream_t s) {
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_report_.data(), report_.data(), report_.bytes(), cudaMemcpyDeviceToHost, s));
-  return ok_status();
+  return cuda::sample(a, s);
 }
 
 Status FrameBatch::prefill(const std::vector<const Prompt*>& prompts) {
@@ -243,14 +221,15 @@ Status FrameBatch::prefill(const std::vector<const Prompt*>& prompts) {
     CHORUS_TRY(gather_rows(talker_out_.as<float>(), last_row_.as<int32_t>(), H_, b1 - b0, z_.as<float>() + b0 * H_, s));
     b0 = b1;
   }
-  CHORUS_TRY(sample_talker(s, true));
+  CHORUS_TRY(sample_talker(s));
   CHORUS_TRY(ev_[1].record(s));
-  CHORUS_TRY(ev_[1].synchronize());
+  CHORUS_TRY(pipe_.launch(s, true, [] { return ok_status(); }));  // the report's copy
+  CHORUS_TRY(pipe_.wait());
   CHORUS_ASSIGN(timing_.prefill_ms, ev_[1].elapsed_ms_since(ev_[0]));
   return ok_status();
 }
 
-Status FrameBatch::enqueue_code_predictor(cudaStream_t s, bool copy_out) {
+Status FrameBatch::enqueue_code_predictor(cudaStream_t s) {
   const DeviceModel& m = *m_;
   const nn::Qwen3Dims& cd = m.code_predictor().dims();
   const KvCacheRef kv{cp_kv_.as<float>(), B_, G_, cd.kv_heads * cd.head_dim};
@@ -310,18 +289,12 @@ Status FrameBatch::enqueue_code_predictor(cudaStream_t s, bool copy_out) {
     CHORUS_TRY(cuda::sample(sa, s));
   }
   // The frame's codes are saved on the device by the kernel that advances the frame counters (so the
-  // seam to the talker stays kernel to kernel); the split graphs copy them out here as well.
-  CHORUS_TRY(advance_frames(frames_.as<int32_t>(), prompt_rows_.as<int32_t>(), static_cast<int32_t>(cap_),
-                            talker_pos_.as<int32_t>(), B_, codes, G_, frame_codes_dev(), s));
-  if (!copy_out) return ok_status();
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_report_.data(), frame_codes_dev(), static_cast<size_t>(B_ * G_) * sizeof(int32_t),
-                                  cudaMemcpyDeviceToHost, s));
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(host_report_.as<int32_t>() + 2 * B_ * G_, errors_dev(),
-                                  static_cast<size_t>(B_) * sizeof(int32_t), cudaMemcpyDeviceToHost, s));
-  return ok_status();
+  // seam to the talker stays kernel to kernel).
+  return advance_frames(frames_.as<int32_t>(), prompt_rows_.as<int32_t>(), static_cast<int32_t>(cap_),
+                        talker_pos_.as<int32_t>(), B_, codes, G_, frame_codes_dev(), s);
 }
 
-Status FrameBatch::enqueue_talker(cudaStream_t s, bool copy_out) {
+Status FrameBatch::enqueue_talker(cudaStream_t s) {
   const DeviceModel& m = *m_;
   const nn::Qwen3Dims& td = m.talker().dims();
   const KvCacheRef kv{talker_kv_.as<float>(), B_, cap_, td.kv_heads * td.head_dim};
@@ -330,41 +303,42 @@ Status FrameBatch::enqueue_talker(cudaStream_t s, bool copy_out) {
                            talker_h_.as<float>(), s));
   const cuda::RowMap map{iota_.as<int32_t>(), talker_pos_.as<int32_t>(), B_, true};
   CHORUS_TRY(m.talker().forward(talker_h_.as<float>(), z_.as<float>(), map, kv, talker_scratch_, ws_, s));
-  return sample_talker(s, copy_out);
+  return sample_talker(s);
 }
 
-Status FrameBatch::run_frame(bool feed) {
+Status FrameBatch::launch_frame(bool feed) {
   cudaStream_t s = stream_.get();
-  CHORUS_TRY(ev_[0].record(s));
+  // Graphs are captured when first needed (capture only records, so a frame may be in flight).
   if (feed && !split_frames_) {
     if (!frame_graph_.valid()) {
       CHORUS_ASSIGN(frame_graph_, cuda::GraphExec::capture(s, [&]() -> Status {
-        CHORUS_TRY(enqueue_code_predictor(s, false));
-        CHORUS_TRY(enqueue_talker(s, false));
-        return copy_report(s);
+        CHORUS_TRY(enqueue_code_predictor(s));
+        return enqueue_talker(s);
       }));
     }
-    CHORUS_TRY(frame_graph_.launch(s));
-    CHORUS_TRY(ev_[2].record(s));
-    CHORUS_TRY(ev_[2].synchronize());
-    CHORUS_ASSIGN(timing_.code_predictor_ms, ev_[2].elapsed_ms_since(ev_[0]));
-    timing_.talker_ms = 0;
-    return ok_status();
+    return pipe_.launch(s, feed, [&] { return frame_graph_.launch(s); });
   }
   if (!cp_graph_.valid()) {
-    CHORUS_ASSIGN(cp_graph_, cuda::GraphExec::capture(s, [&] { return enqueue_code_predictor(s, true); }));
-    CHORUS_ASSIGN(talker_graph_, cuda::GraphExec::capture(s, [&] { return enqueue_talker(s, true); }));
+    CHORUS_ASSIGN(cp_graph_, cuda::GraphExec::capture(s, [&] { return enqueue_code_predictor(s); }));
   }
-  CHORUS_TRY(cp_graph_.launch(s));
-  CHORUS_TRY(ev_[1].record(s));
-  if (feed) CHORUS_TRY(talker_graph_.launch(s));
-  CHORUS_TRY(ev_[2].record(s));
-  CHORUS_TRY(ev_[2].synchronize());
-  CHORUS_ASSIGN(timing_.code_predictor_ms, ev_[1].elapsed_ms_since(ev_[0]));
-  timing_.talker_ms = 0;
-  if (feed) {
-    CHORUS_ASSIGN(timing_.talker_ms, ev_[2].elapsed_ms_since(ev_[1]));
+  if (!feed) return pipe_.launch(s, feed, [&] { return cp_graph_.launch(s); });
+  if (!talker_graph_.valid()) {
+    CHORUS_ASSIGN(talker_graph_, cuda::GraphExec::capture(s, [&] { return enqueue_talker(s); }));
   }
+  return pipe_.launch(s, feed, [&] { return cp_graph_.launch(s); }, [&] { return talker_graph_.launch(s); });
+}
+
+Status FrameBatch::run_frame(bool feed, std::optional<bool> then) {
+  if (pipe_.in_flight() == 0) {
+    CHORUS_TRY(launch_frame(feed));
+  } else if (feed && !pipe_.oldest_feed()) {
+    return make_error(ErrorCode::kInternal, "frame batch: the frame launched ahead has no talker step");
+  }
+  if (then) CHORUS_TRY(launch_frame(*then));
+  CHORUS_TRY(pipe_.wait());
+  const float first = pipe_.first_ms();
+  timing_.code_predictor_ms = first > 0 ? first : pipe_.frame_ms();
+  timing_.talker_ms = first > 0 ? pipe_.frame_ms() - first : 0;
   return ok_status();
 }
 

@@ -7,9 +7,10 @@
 // codes) live in device memory, so a frame is captured once into a CUDA graph and replayed. The
 // whole frame is one graph, so programmatic dependent launch carries across the seam between the
 // code predictor and the talker; the frame's codes are saved on the device at that seam, and the
-// codes, the next codebook 0 and the error flags reach pinned host memory in one copy at the end.
-// CHORUS_FRAME_GRAPH=split captures the two halves as two graphs instead (each half copies its
-// results out), which times the talker and the code predictor apart.
+// codes, the next codebook 0 and the error flags reach pinned host memory in one copy at the end
+// (cuda::FramePipeline, which lets the caller launch the next frame before reading this one's).
+// CHORUS_FRAME_GRAPH=split captures the two halves as two graphs instead, which times the talker
+// and the code predictor apart.
 //
 // Streams are slots 0..B−1 fixed at creation. All slots always compute; the caller ignores
 // finished ones (their positions are clamped inside their caches). Built only with CUDA.
@@ -19,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -26,6 +28,7 @@
 #include "models/qwen3_tts/prompt.h"
 #include "models/qwen3_tts/stream.h"
 #include "runtime/cuda/cuda_handles.h"
+#include "runtime/cuda/frame_pipeline.h"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::qwen3_tts::gpu {
@@ -56,15 +59,17 @@ class FrameBatch {
   // Returns when next_c0() is valid.
   Status prefill(const std::vector<const Prompt*>& prompts);
   // One frame for every slot; with feed, also the talker step and the next codebook 0. Returns when
-  // frame_codes() (and next_c0() with feed) are valid.
-  Status run_frame(bool feed);
+  // frame_codes() (and next_c0() with feed) are valid. With `then`, the following frame (with feed =
+  // *then) is launched before this one is waited for; the next call then waits for it instead of
+  // launching (its feed may be true where that call's is false: the extra talker step is harmless).
+  Status run_frame(bool feed, std::optional<bool> then = std::nullopt);
   // Two graphs per frame instead of one (the default comes from CHORUS_FRAME_GRAPH=split); same
   // codes, but the talker's device time is measured apart. Set before the first run_frame.
   void set_split_frames(bool split) { split_frames_ = split; }
 
-  const int32_t* frame_codes(int b) const { return host_report_.as<int32_t>() + b * G_; }
-  int32_t next_c0(int b) const { return host_report_.as<int32_t>()[(B_ + b) * G_]; }
-  int32_t error(int b) const { return host_report_.as<int32_t>()[2 * B_ * G_ + b]; }
+  const int32_t* frame_codes(int b) const { return shown() + b * G_; }
+  int32_t next_c0(int b) const { return shown()[(B_ + b) * G_]; }
+  int32_t error(int b) const { return shown()[2 * B_ * G_ + b]; }
   const FrameTiming& timing() const { return timing_; }
   size_t device_bytes() const { return bytes_; }
 
@@ -76,18 +81,18 @@ class FrameBatch {
   int32_t* frame_codes_dev() const { return report_.as<int32_t>(); }
   int32_t* codes_dev() const { return report_.as<int32_t>() + B_ * G_; }
   int32_t* errors_dev() const { return report_.as<int32_t>() + 2 * B_ * G_; }
-  // copy_out: end the half with its own copies to the host (two graphs per frame, and prefill).
-  Status enqueue_code_predictor(cudaStream_t s, bool copy_out);
-  Status enqueue_talker(cudaStream_t s, bool copy_out);
-  Status sample_talker(cudaStream_t s, bool copy_out);
-  Status copy_report(cudaStream_t s);
+  const int32_t* shown() const { return static_cast<const int32_t*>(pipe_.report()); }
+  Status launch_frame(bool feed);
+  Status enqueue_code_predictor(cudaStream_t s);
+  Status enqueue_talker(cudaStream_t s);
+  Status sample_talker(cudaStream_t s);
   Status alloc(cuda::DeviceBuffer& b, size_t bytes);
 
   std::shared_ptr<const DeviceModel> m_;
   int B_ = 0, G_ = 0;
   int64_t H_ = 0, C_ = 0, V_ = 0, CV_ = 0, cap_ = 0, talker_rows_ = 0;
   cuda::Stream stream_;
-  cuda::Event ev_[4];
+  cuda::Event ev_[2];  // the prefill's start and end
   cuda::LinearWorkspace ws_;
   StackScratch talker_scratch_, cp_scratch_;
   cuda::DeviceBuffer talker_kv_, cp_kv_;
@@ -96,7 +101,7 @@ class FrameBatch {
   cuda::DeviceBuffer report_, frames_, prompt_rows_, talker_pos_, min_frames_, history_;
   cuda::DeviceBuffer params_t_, params_cp_, text_rows_, text_off_, text_count_, pad_;
   cuda::DeviceBuffer iota_, cp_first_seq_, cp_first_pos_, cp_pos_, prefill_seq_, prefill_pos_, last_row_;
-  cuda::PinnedBuffer host_report_;
+  cuda::FramePipeline pipe_;
   cuda::GraphExec cp_graph_, talker_graph_, frame_graph_;
   FrameTiming timing_;
   bool split_frames_ = false;
