@@ -247,7 +247,7 @@ Status FrameBatch::prefill(std::span<const StreamSetup> streams) {
   }
   CHORUS_TRY(sample_backbone(s));
   CHORUS_TRY(ev_[1].record(s));
-  CHORUS_TRY(pipe_.launch(s, true, [] { return ok_status(); }));  // the report's copy
+  CHORUS_TRY(pipe_.launch(s, true, [&] { return pipe_.publish(s); }));
   CHORUS_TRY(pipe_.wait());
   CHORUS_ASSIGN(timing_.prefill_ms, ev_[1].elapsed_ms_since(ev_[0]));
   return ok_status();
@@ -350,23 +350,34 @@ Status FrameBatch::enqueue_backbone(cudaStream_t s) {
 
 Status FrameBatch::launch_frame(bool feed) {
   cudaStream_t s = stream_.get();
-  // Graphs are captured when first needed (capture only records, so a frame may be in flight).
-  if (feed && !split_frames_) {
-    if (!frame_graph_.valid()) {
-      CHORUS_ASSIGN(frame_graph_, cuda::GraphExec::capture(s, [&]() -> Status {
-        CHORUS_TRY(enqueue_depth(s));
-        return enqueue_backbone(s);
-      }));
+  // Graphs are captured when first needed (capture only records, so a frame may be in flight). Each
+  // frame's work ends with the report's publication to the host.
+  const auto capture = [&](cuda::GraphExec& g, const auto& enqueue) -> Status {
+    if (!g.valid()) {
+      CHORUS_ASSIGN(g, cuda::GraphExec::capture(s, enqueue));
     }
+    return ok_status();
+  };
+  if (!feed) {  // the last frame: the first half alone
+    CHORUS_TRY(capture(last_graph_, [&]() -> Status {
+      CHORUS_TRY(enqueue_depth(s));
+      return pipe_.publish(s);
+    }));
+    return pipe_.launch(s, feed, [&] { return last_graph_.launch(s); });
+  }
+  if (!split_frames_) {
+    CHORUS_TRY(capture(frame_graph_, [&]() -> Status {
+      CHORUS_TRY(enqueue_depth(s));
+      CHORUS_TRY(enqueue_backbone(s));
+      return pipe_.publish(s);
+    }));
     return pipe_.launch(s, feed, [&] { return frame_graph_.launch(s); });
   }
-  if (!depth_graph_.valid()) {
-    CHORUS_ASSIGN(depth_graph_, cuda::GraphExec::capture(s, [&] { return enqueue_depth(s); }));
-  }
-  if (!feed) return pipe_.launch(s, feed, [&] { return depth_graph_.launch(s); });
-  if (!backbone_graph_.valid()) {
-    CHORUS_ASSIGN(backbone_graph_, cuda::GraphExec::capture(s, [&] { return enqueue_backbone(s); }));
-  }
+  CHORUS_TRY(capture(depth_graph_, [&] { return enqueue_depth(s); }));
+  CHORUS_TRY(capture(backbone_graph_, [&]() -> Status {
+    CHORUS_TRY(enqueue_backbone(s));
+    return pipe_.publish(s);
+  }));
   return pipe_.launch(s, feed, [&] { return depth_graph_.launch(s); }, [&] { return backbone_graph_.launch(s); });
 }
 

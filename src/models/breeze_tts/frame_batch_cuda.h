@@ -12,8 +12,8 @@
 //             guidance combination and the sampler of the next codebook 0 (repetition penalty over
 //             the stream's earlier codebook-0 ids, codec codes or the EOS class, EOS masked before
 //             min_frames).
-// Then one copy brings the report (frame codes, next codebook 0, error flags) to pinned host memory
-// (cuda::FramePipeline, which lets the caller launch the next frame before reading this one's).
+// Then one kernel publishes the report (frame codes, next codebook 0, error flags) to pinned host
+// memory (cuda::FramePipeline, which lets the caller launch the next frame before reading this one's).
 // CHORUS_FRAME_GRAPH=split captures the two halves as two graphs instead, to time them apart; the
 // last frame (no feed) runs the depth half alone.
 // Random draws are addressed (seed, stream, frame, codebook) as on the CPU; the frame counters live
@@ -128,7 +128,7 @@ class FrameBatch {
   cuda::DeviceBuffer params_b_, params_d_, iota_, first_seq_, first_pos_, depth_pos_, prefill_seq_, prefill_pos_,
       last_row_;
   cuda::FramePipeline pipe_;
-  cuda::GraphExec depth_graph_, backbone_graph_, frame_graph_;
+  cuda::GraphExec depth_graph_, backbone_graph_, frame_graph_, last_graph_;
   FrameTiming timing_;
   bool split_frames_ = false;
   size_t bytes_ = 0;

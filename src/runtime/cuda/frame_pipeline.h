@@ -2,14 +2,12 @@
 // (models/*/frame_batch_cuda.h).
 //
 // A frame loop writes each frame's results (codes, error flags) into one report buffer on the
-// device. The pipeline copies that report after the frame into one of two pinned host buffers, so
-// frame n + 1 can already run on the GPU, and overwrite the device report, while the host still
-// reads frame n's copy: the GPU does not idle while the host takes its turn between frames (a few
-// microseconds per frame: the wake-up, the bookkeeping, the next launch).
-//
-// A frame launched ahead is speculative: when the frame before it ends every stream (EOS, frame
-// limit), its results are simply never read. Frames may be launched ahead only because a frame's
-// inputs live on the device (the sampled codes feed the next frame there).
+// device; the frame's last kernel, publish(), copies that report into one of two pinned host
+// buffers (the host memory is mapped, so it is a kernel's stores rather than a copy-engine
+// operation, and stays inside the frame's graph after its last sampler). So frame n + 1 can already
+// run on the GPU, and overwrite the device report, while the host still reads frame n's copy: the
+// GPU does not idle while the host takes its turn between frames (a few microseconds per frame: the
+// wake-up, the bookkeeping, the next launch).
 #pragma once
 
 #ifdef CHORUS_HAVE_CUDA
@@ -30,12 +28,15 @@ class FramePipeline {
  public:
   using Enqueue = std::function<Status()>;
 
-  // `report`: the device report the frames write, `bytes` long.
+  // `report`: the device report the frames write, `bytes` long (a multiple of 4).
   static Result<FramePipeline> create(const void* report, size_t bytes);
 
+  // Enqueues the report's copy to the host buffer of the frame being launched: the last work of
+  // every frame (captured into its graph, or enqueued after a prefill), exactly once per launch().
+  Status publish(cudaStream_t s) const;
   // Enqueues one frame on `s`: `first`, then (when set) `second` behind an event that times the two
-  // apart, then the report's copy to a free host buffer. At most two frames may be in flight.
-  // `feed` is the caller's note about the frame (whether it ends with the next frame's input).
+  // apart; the work must end with publish(). At most two frames may be in flight. `feed` is the
+  // caller's note about the frame (whether it ends with the next frame's input).
   Status launch(cudaStream_t s, bool feed, const Enqueue& first, const Enqueue& second = {});
   // Waits for the oldest frame in flight; its report becomes report() and its times frame_ms().
   Status wait();
@@ -54,6 +55,9 @@ class FramePipeline {
     bool feed = false, seamed = false;
   };
   Slot slots_[2];
+  // How many reports publish() has written (device memory): its parity picks the host buffer, so a
+  // graph captured once alternates between the two; launch() numbers frames the same way.
+  DeviceBuffer published_;
   const void* report_ = nullptr;
   size_t bytes_ = 0;
   int64_t launched_ = 0, waited_ = 0;

@@ -4,8 +4,24 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+
+#include "runtime/cuda/launch.cuh"
 
 namespace chorus::cuda {
+
+namespace {
+
+__global__ void publish_kernel(const int32_t* report, int words, int32_t* host0, int32_t* host1, uint32_t* published) {
+  dev::pdl_wait();
+  const uint32_t n = *published;
+  int32_t* dst = (n & 1u) ? host1 : host0;
+  for (int i = threadIdx.x; i < words; i += blockDim.x) dst[i] = report[i];
+  __syncthreads();  // every thread has read the count before it moves on
+  if (threadIdx.x == 0) *published = n + 1;
+}
+
+}  // namespace
 
 bool split_frame_graphs() {
   static const bool split = [] {
@@ -24,8 +40,9 @@ bool frames_ahead() {
 }
 
 Result<FramePipeline> FramePipeline::create(const void* report, size_t bytes) {
-  if (!report || bytes == 0) return make_error(ErrorCode::kInternal, "frame pipeline: no report");
+  if (!report || bytes == 0 || bytes % 4 != 0) return make_error(ErrorCode::kInternal, "frame pipeline: no report");
   FramePipeline p;
+  CHORUS_ASSIGN(p.published_, DeviceBuffer::alloc(sizeof(uint32_t)));
   p.report_ = report;
   p.bytes_ = bytes;
   for (Slot& s : p.slots_) {
@@ -35,12 +52,22 @@ Result<FramePipeline> FramePipeline::create(const void* report, size_t bytes) {
     CHORUS_ASSIGN(s.seam, Event::create());
     CHORUS_ASSIGN(s.end, Event::create());
   }
-  return p;
+  return std::move(p);
+}
+
+Status FramePipeline::publish(cudaStream_t s) const {
+  // Pinned memory is mapped into the device's address space (unified addressing), so the kernel
+  // stores into it directly.
+  CHORUS_CUDA_TRY(cuda::launch(publish_kernel, dim3(1), dim3(128), 0, s, static_cast<const int32_t*>(report_),
+                               static_cast<int>(bytes_ / 4), slots_[0].host.as<int32_t>(), slots_[1].host.as<int32_t>(),
+                               published_.as<uint32_t>()));
+  return ok_status();
 }
 
 Status FramePipeline::launch(cudaStream_t s, bool feed, const Enqueue& first, const Enqueue& second) {
   if (in_flight() >= 2) return make_error(ErrorCode::kInternal, "frame pipeline: a third frame in flight");
   // The slot of the frame two launches back: the host is done with its report (waited and read).
+  // publish() picks the same one on the device (its count of reports has this parity).
   Slot& slot = slots_[launched_ % 2];
   slot.feed = feed;
   slot.seamed = static_cast<bool>(second);
@@ -50,7 +77,6 @@ Status FramePipeline::launch(cudaStream_t s, bool feed, const Enqueue& first, co
     CHORUS_TRY(slot.seam.record(s));
     CHORUS_TRY(second());
   }
-  CHORUS_CUDA_TRY(cudaMemcpyAsync(slot.host.data(), report_, bytes_, cudaMemcpyDeviceToHost, s));
   CHORUS_TRY(slot.end.record(s));
   ++launched_;
   return ok_status();
