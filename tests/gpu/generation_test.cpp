@@ -243,15 +243,24 @@ TEST(GpuGolden, LargeBatchKeepsTheGreedyCodes) {
 // A frame as one graph (the default) and as two: the frame's codes are saved on the device at the
 // seam in one, copied out there in the other; every code must agree (gpu_codes also checks that no
 // stream reports an error).
+// Three streams of case `c` sampled with seeds 1, 2, 3.
+struct SeededStreams {
+  std::vector<q3::Prompt> prompts;
+  std::vector<q3::GenerationSettings> settings;
+};
+SeededStreams seeded_streams(const test::GenCase& c) {
+  SeededStreams r;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    r.prompts.push_back(prompt_of(c));
+    r.settings.push_back(sampled(kFrames, seed));
+  }
+  return r;
+}
+
 TEST(GpuGolden, OneGraphPerFrameEqualsTwo) {
   REQUIRE_GPU();
   const auto& c = *test::gen_cases()[0];
-  std::vector<q3::Prompt> prompts;
-  std::vector<q3::GenerationSettings> settings;
-  for (uint64_t seed = 1; seed <= 3; ++seed) {
-    prompts.push_back(prompt_of(c));
-    settings.push_back(sampled(kFrames, seed));
-  }
+  const auto [prompts, settings] = seeded_streams(c);
   const auto whole = gpu_codes(c.model_dir, prompts, settings, kFrames, false);
   const auto split = gpu_codes(c.model_dir, prompts, settings, kFrames, true);
   ASSERT_EQ(whole.size(), 3u);
@@ -268,12 +277,7 @@ TEST(GpuGolden, OneGraphPerFrameEqualsTwo) {
 TEST(GpuGolden, FramesLaunchedAheadEqualOneByOne) {
   REQUIRE_GPU();
   const auto& c = *test::gen_cases()[0];
-  std::vector<q3::Prompt> prompts;
-  std::vector<q3::GenerationSettings> settings;
-  for (uint64_t seed = 1; seed <= 3; ++seed) {
-    prompts.push_back(prompt_of(c));
-    settings.push_back(sampled(kFrames, seed));
-  }
+  const auto [prompts, settings] = seeded_streams(c);
   const auto one_by_one = gpu_codes(c.model_dir, prompts, settings, kFrames);
   ASSERT_EQ(one_by_one.size(), 3u);
   for (const bool split : {false, true}) {

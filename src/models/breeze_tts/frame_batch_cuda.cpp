@@ -68,7 +68,6 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   f.C_ = m.classes();
   f.V_ = m.vocab();
   f.bf16_ = streams[0].act == Activations::kBF16;
-  f.split_frames_ = cuda::split_frame_graphs();
   const int64_t S = f.S_, Q = f.Q_, G = f.G_, H = f.H_, D = f.D_;
   int64_t total_prompt = 0, longest = 0;
   for (const StreamSetup& st : streams) {
@@ -247,8 +246,7 @@ Status FrameBatch::prefill(std::span<const StreamSetup> streams) {
   }
   CHORUS_TRY(sample_backbone(s));
   CHORUS_TRY(ev_[1].record(s));
-  CHORUS_TRY(pipe_.launch(s, true, [&] { return pipe_.publish(s); }));
-  CHORUS_TRY(pipe_.wait());
+  CHORUS_TRY(pipe_.publish_and_wait(s));
   CHORUS_ASSIGN(timing_.prefill_ms, ev_[1].elapsed_ms_since(ev_[0]));
   return ok_status();
 }
@@ -348,50 +346,11 @@ Status FrameBatch::enqueue_backbone(cudaStream_t s) {
   return sample_backbone(s);
 }
 
-Status FrameBatch::launch_frame(bool feed) {
-  cudaStream_t s = stream_.get();
-  // Graphs are captured when first needed (capture only records, so a frame may be in flight). Each
-  // frame's work ends with the report's publication to the host.
-  const auto capture = [&](cuda::GraphExec& g, const auto& enqueue) -> Status {
-    if (!g.valid()) {
-      CHORUS_ASSIGN(g, cuda::GraphExec::capture(s, enqueue));
-    }
-    return ok_status();
-  };
-  if (!feed) {  // the last frame: the first half alone
-    CHORUS_TRY(capture(last_graph_, [&]() -> Status {
-      CHORUS_TRY(enqueue_depth(s));
-      return pipe_.publish(s);
-    }));
-    return pipe_.launch(s, feed, [&] { return last_graph_.launch(s); });
-  }
-  if (!split_frames_) {
-    CHORUS_TRY(capture(frame_graph_, [&]() -> Status {
-      CHORUS_TRY(enqueue_depth(s));
-      CHORUS_TRY(enqueue_backbone(s));
-      return pipe_.publish(s);
-    }));
-    return pipe_.launch(s, feed, [&] { return frame_graph_.launch(s); });
-  }
-  CHORUS_TRY(capture(depth_graph_, [&] { return enqueue_depth(s); }));
-  CHORUS_TRY(capture(backbone_graph_, [&]() -> Status {
-    CHORUS_TRY(enqueue_backbone(s));
-    return pipe_.publish(s);
-  }));
-  return pipe_.launch(s, feed, [&] { return depth_graph_.launch(s); }, [&] { return backbone_graph_.launch(s); });
-}
-
 Status FrameBatch::run_frame(bool feed, std::optional<bool> then) {
-  if (pipe_.in_flight() == 0) {
-    CHORUS_TRY(launch_frame(feed));
-  } else if (feed && !pipe_.oldest_feed()) {
-    return make_error(ErrorCode::kInternal, "breeze frame batch: the frame launched ahead has no backbone step");
-  }
-  if (then) CHORUS_TRY(launch_frame(*then));
-  CHORUS_TRY(pipe_.wait());
-  const float first = pipe_.first_ms();
-  timing_.depth_ms = first > 0 ? first : pipe_.frame_ms();
-  timing_.backbone_ms = first > 0 ? pipe_.frame_ms() - first : 0;
+  cudaStream_t s = stream_.get();
+  CHORUS_TRY(pipe_.run_frame(s, feed, then, [&] { return enqueue_depth(s); }, [&] { return enqueue_backbone(s); }));
+  timing_.depth_ms = pipe_.first_half_ms();
+  timing_.backbone_ms = pipe_.second_half_ms();
   return ok_status();
 }
 

@@ -82,7 +82,7 @@ class FrameBatch {
   Status run_frame(bool feed, std::optional<bool> then = std::nullopt);
   // Two graphs per frame instead of one (the default comes from CHORUS_FRAME_GRAPH=split); same
   // codes, but the backbone's device time is measured apart. Set before the first run_frame.
-  void set_split_frames(bool split) { split_frames_ = split; }
+  void set_split_frames(bool split) { pipe_.set_split_halves(split); }
 
   const int32_t* frame_codes(int s) const { return shown() + s * G_; }
   int32_t next_c0(int s) const { return shown()[(S_ + s) * G_]; }
@@ -107,7 +107,6 @@ class FrameBatch {
   int32_t* codes_dev() const { return report_.as<int32_t>() + S_ * G_; }
   int32_t* errors_dev() const { return report_.as<int32_t>() + 2 * S_ * G_; }
   const int32_t* shown() const { return static_cast<const int32_t*>(pipe_.report()); }
-  Status launch_frame(bool feed);
   Status enqueue_depth(cudaStream_t s);
   Status enqueue_backbone(cudaStream_t s);
   Status sample_backbone(cudaStream_t s);
@@ -128,9 +127,7 @@ class FrameBatch {
   cuda::DeviceBuffer params_b_, params_d_, iota_, first_seq_, first_pos_, depth_pos_, prefill_seq_, prefill_pos_,
       last_row_;
   cuda::FramePipeline pipe_;
-  cuda::GraphExec depth_graph_, backbone_graph_, frame_graph_, last_graph_;
   FrameTiming timing_;
-  bool split_frames_ = false;
   size_t bytes_ = 0;
 };
 

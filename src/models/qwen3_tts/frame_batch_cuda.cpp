@@ -53,7 +53,6 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   if (!model || streams.empty()) return make_error(ErrorCode::kInternal, "frame batch: no model or no streams");
   std::unique_ptr<FrameBatch> fb(new FrameBatch());
   FrameBatch& f = *fb;
-  f.split_frames_ = cuda::split_frame_graphs();
   f.m_ = std::move(model);
   const DeviceModel& m = *f.m_;
   f.B_ = static_cast<int>(streams.size());
@@ -223,8 +222,7 @@ Status FrameBatch::prefill(const std::vector<const Prompt*>& prompts) {
   }
   CHORUS_TRY(sample_talker(s));
   CHORUS_TRY(ev_[1].record(s));
-  CHORUS_TRY(pipe_.launch(s, true, [&] { return pipe_.publish(s); }));
-  CHORUS_TRY(pipe_.wait());
+  CHORUS_TRY(pipe_.publish_and_wait(s));
   CHORUS_ASSIGN(timing_.prefill_ms, ev_[1].elapsed_ms_since(ev_[0]));
   return ok_status();
 }
@@ -306,50 +304,11 @@ Status FrameBatch::enqueue_talker(cudaStream_t s) {
   return sample_talker(s);
 }
 
-Status FrameBatch::launch_frame(bool feed) {
-  cudaStream_t s = stream_.get();
-  // Graphs are captured when first needed (capture only records, so a frame may be in flight). Each
-  // frame's work ends with the report's publication to the host.
-  const auto capture = [&](cuda::GraphExec& g, const auto& enqueue) -> Status {
-    if (!g.valid()) {
-      CHORUS_ASSIGN(g, cuda::GraphExec::capture(s, enqueue));
-    }
-    return ok_status();
-  };
-  if (!feed) {  // the last frame: the first half alone
-    CHORUS_TRY(capture(last_graph_, [&]() -> Status {
-      CHORUS_TRY(enqueue_code_predictor(s));
-      return pipe_.publish(s);
-    }));
-    return pipe_.launch(s, feed, [&] { return last_graph_.launch(s); });
-  }
-  if (!split_frames_) {
-    CHORUS_TRY(capture(frame_graph_, [&]() -> Status {
-      CHORUS_TRY(enqueue_code_predictor(s));
-      CHORUS_TRY(enqueue_talker(s));
-      return pipe_.publish(s);
-    }));
-    return pipe_.launch(s, feed, [&] { return frame_graph_.launch(s); });
-  }
-  CHORUS_TRY(capture(cp_graph_, [&] { return enqueue_code_predictor(s); }));
-  CHORUS_TRY(capture(talker_graph_, [&]() -> Status {
-    CHORUS_TRY(enqueue_talker(s));
-    return pipe_.publish(s);
-  }));
-  return pipe_.launch(s, feed, [&] { return cp_graph_.launch(s); }, [&] { return talker_graph_.launch(s); });
-}
-
 Status FrameBatch::run_frame(bool feed, std::optional<bool> then) {
-  if (pipe_.in_flight() == 0) {
-    CHORUS_TRY(launch_frame(feed));
-  } else if (feed && !pipe_.oldest_feed()) {
-    return make_error(ErrorCode::kInternal, "frame batch: the frame launched ahead has no talker step");
-  }
-  if (then) CHORUS_TRY(launch_frame(*then));
-  CHORUS_TRY(pipe_.wait());
-  const float first = pipe_.first_ms();
-  timing_.code_predictor_ms = first > 0 ? first : pipe_.frame_ms();
-  timing_.talker_ms = first > 0 ? pipe_.frame_ms() - first : 0;
+  cudaStream_t s = stream_.get();
+  CHORUS_TRY(pipe_.run_frame(s, feed, then, [&] { return enqueue_code_predictor(s); }, [&] { return enqueue_talker(s); }));
+  timing_.code_predictor_ms = pipe_.first_half_ms();
+  timing_.talker_ms = pipe_.second_half_ms();
   return ok_status();
 }
 

@@ -65,7 +65,7 @@ class FrameBatch {
   Status run_frame(bool feed, std::optional<bool> then = std::nullopt);
   // Two graphs per frame instead of one (the default comes from CHORUS_FRAME_GRAPH=split); same
   // codes, but the talker's device time is measured apart. Set before the first run_frame.
-  void set_split_frames(bool split) { split_frames_ = split; }
+  void set_split_frames(bool split) { pipe_.set_split_halves(split); }
 
   const int32_t* frame_codes(int b) const { return shown() + b * G_; }
   int32_t next_c0(int b) const { return shown()[(B_ + b) * G_]; }
@@ -82,7 +82,6 @@ class FrameBatch {
   int32_t* codes_dev() const { return report_.as<int32_t>() + B_ * G_; }
   int32_t* errors_dev() const { return report_.as<int32_t>() + 2 * B_ * G_; }
   const int32_t* shown() const { return static_cast<const int32_t*>(pipe_.report()); }
-  Status launch_frame(bool feed);
   Status enqueue_code_predictor(cudaStream_t s);
   Status enqueue_talker(cudaStream_t s);
   Status sample_talker(cudaStream_t s);
@@ -102,9 +101,7 @@ class FrameBatch {
   cuda::DeviceBuffer params_t_, params_cp_, text_rows_, text_off_, text_count_, pad_;
   cuda::DeviceBuffer iota_, cp_first_seq_, cp_first_pos_, cp_pos_, prefill_seq_, prefill_pos_, last_row_;
   cuda::FramePipeline pipe_;
-  cuda::GraphExec cp_graph_, talker_graph_, frame_graph_, last_graph_;
   FrameTiming timing_;
-  bool split_frames_ = false;
   size_t bytes_ = 0;
 };
 

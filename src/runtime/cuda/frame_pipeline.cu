@@ -32,16 +32,14 @@ bool split_frame_graphs() {
 }
 
 bool frames_ahead() {
-  static const bool ahead = [] {
-    const char* v = std::getenv("CHORUS_FRAME_AHEAD");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return ahead;
+  static EnvSwitch ahead("CHORUS_FRAME_AHEAD");
+  return ahead.on();
 }
 
 Result<FramePipeline> FramePipeline::create(const void* report, size_t bytes) {
   if (!report || bytes == 0 || bytes % 4 != 0) return make_error(ErrorCode::kInternal, "frame pipeline: no report");
   FramePipeline p;
+  p.split_halves_ = split_frame_graphs();
   CHORUS_ASSIGN(p.published_, DeviceBuffer::alloc(sizeof(uint32_t)));
   p.report_ = report;
   p.bytes_ = bytes;
@@ -62,6 +60,46 @@ Status FramePipeline::publish(cudaStream_t s) const {
                                static_cast<int>(bytes_ / 4), slots_[0].host.as<int32_t>(), slots_[1].host.as<int32_t>(),
                                published_.as<uint32_t>()));
   return ok_status();
+}
+
+Status FramePipeline::publish_and_wait(cudaStream_t s) {
+  CHORUS_TRY(launch(s, true, [&] { return publish(s); }));
+  return wait();
+}
+
+Status FramePipeline::launch_frame(cudaStream_t s, bool feed, const Enqueue& first_half, const Enqueue& second_half) {
+  // Capture only records, so a frame may be in flight meanwhile.
+  const auto capture = [&](GraphExec& g, bool first, bool second, bool publishes) -> Status {
+    if (g.valid()) return ok_status();
+    CHORUS_ASSIGN(g, GraphExec::capture(s, [&]() -> Status {
+      if (first) CHORUS_TRY(first_half());
+      if (second) CHORUS_TRY(second_half());
+      return publishes ? publish(s) : ok_status();
+    }));
+    return ok_status();
+  };
+  if (!feed) {
+    CHORUS_TRY(capture(last_, true, false, true));
+    return launch(s, feed, [&] { return last_.launch(s); });
+  }
+  if (!split_halves_) {
+    CHORUS_TRY(capture(whole_, true, true, true));
+    return launch(s, feed, [&] { return whole_.launch(s); });
+  }
+  CHORUS_TRY(capture(first_, true, false, false));
+  CHORUS_TRY(capture(second_, false, true, true));
+  return launch(s, feed, [&] { return first_.launch(s); }, [&] { return second_.launch(s); });
+}
+
+Status FramePipeline::run_frame(cudaStream_t s, bool feed, std::optional<bool> then, const Enqueue& first_half,
+                                const Enqueue& second_half) {
+  if (in_flight() == 0) {
+    CHORUS_TRY(launch_frame(s, feed, first_half, second_half));
+  } else if (feed && !slots_[waited_ % 2].feed) {
+    return make_error(ErrorCode::kInternal, "frame pipeline: the frame launched ahead has no second half");
+  }
+  if (then) CHORUS_TRY(launch_frame(s, *then, first_half, second_half));
+  return wait();
 }
 
 Status FramePipeline::launch(cudaStream_t s, bool feed, const Enqueue& first, const Enqueue& second) {

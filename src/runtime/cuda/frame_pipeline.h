@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "runtime/cuda/cuda_handles.h"
 
@@ -32,23 +33,33 @@ class FramePipeline {
   static Result<FramePipeline> create(const void* report, size_t bytes);
 
   // Enqueues the report's copy to the host buffer of the frame being launched: the last work of
-  // every frame (captured into its graph, or enqueued after a prefill), exactly once per launch().
+  // every frame (captured into its graph, or enqueued after a prefill), exactly once per frame.
   Status publish(cudaStream_t s) const;
-  // Enqueues one frame on `s`: `first`, then (when set) `second` behind an event that times the two
-  // apart; the work must end with publish(). At most two frames may be in flight. `feed` is the
-  // caller's note about the frame (whether it ends with the next frame's input).
-  Status launch(cudaStream_t s, bool feed, const Enqueue& first, const Enqueue& second = {});
-  // Waits for the oldest frame in flight; its report becomes report() and its times frame_ms().
-  Status wait();
+  // The report of work already enqueued on `s` (a prefill): published, waited for, then report().
+  Status publish_and_wait(cudaStream_t s);
 
-  int in_flight() const { return static_cast<int>(launched_ - waited_); }
-  bool oldest_feed() const { return slots_[waited_ % 2].feed; }
+  // One frame of a loop whose frame is two halves: `first_half` (the depth walk), then, with feed,
+  // `second_half` (the backbone step that samples the next frame's first code). Launches it as one
+  // graph (as two with split_halves, to time them apart; the first half alone without feed), unless
+  // it was launched ahead by the previous call; with `then`, launches the following frame (feed =
+  // *then) before waiting for this one. Graphs are captured at first use and replayed, so the
+  // enqueues must depend only on device state. Then report() is this frame's.
+  Status run_frame(cudaStream_t s, bool feed, std::optional<bool> then, const Enqueue& first_half,
+                   const Enqueue& second_half);
+  void set_split_halves(bool split) { split_halves_ = split; }
+
   const void* report() const { return slots_[shown_].host.data(); }
-  // Device milliseconds of the last waited frame: all of it, and its first part (0 without a second).
-  float frame_ms() const { return frame_ms_; }
-  float first_ms() const { return first_ms_; }
+  // Device milliseconds of the last waited frame's halves; the second is 0 when the frame ran as one
+  // graph (its time is inside the first's) or without feed.
+  float first_half_ms() const { return first_ms_ > 0 ? first_ms_ : frame_ms_; }
+  float second_half_ms() const { return first_ms_ > 0 ? frame_ms_ - first_ms_ : 0.0f; }
 
  private:
+  Status launch_frame(cudaStream_t s, bool feed, const Enqueue& first_half, const Enqueue& second_half);
+  Status launch(cudaStream_t s, bool feed, const Enqueue& first, const Enqueue& second = {});
+  Status wait();
+  int in_flight() const { return static_cast<int>(launched_ - waited_); }
+
   struct Slot {
     PinnedBuffer host;
     Event start, seam, end;
@@ -58,6 +69,8 @@ class FramePipeline {
   // How many reports publish() has written (device memory): its parity picks the host buffer, so a
   // graph captured once alternates between the two; launch() numbers frames the same way.
   DeviceBuffer published_;
+  GraphExec whole_, first_, second_, last_;  // a frame; its halves; the first half alone (last frame)
+  bool split_halves_ = false;
   const void* report_ = nullptr;
   size_t bytes_ = 0;
   int64_t launched_ = 0, waited_ = 0;
