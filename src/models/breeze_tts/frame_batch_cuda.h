@@ -12,8 +12,8 @@
 //             guidance combination and the sampler of the next codebook 0 (repetition penalty over
 //             the stream's earlier codebook-0 ids, codec codes or the EOS class, EOS masked before
 //             min_frames).
-// Then one kernel publishes the report (frame codes, next codebook 0, error flags) to pinned host
-// memory (cuda::FramePipeline, which lets the caller launch the next frame before reading this one's).
+// Then one copy brings the report (frame codes, next codebook 0, error flags) to pinned host memory
+// (cuda::FramePipeline, which lets the caller launch the next frame before reading this one's).
 // CHORUS_FRAME_GRAPH=split captures the two halves as two graphs instead, to time them apart; the
 // last frame (no feed) runs the depth half alone.
 // Random draws are addressed (seed, stream, frame, codebook) as on the CPU; the frame counters live

@@ -7,8 +7,8 @@
 // codes) live in device memory, so a frame is captured once into a CUDA graph and replayed. The
 // whole frame is one graph, so programmatic dependent launch carries across the seam between the
 // code predictor and the talker; the frame's codes are saved on the device at that seam, and the
-// codes, the next codebook 0 and the error flags reach pinned host memory through one kernel at the
-// end (cuda::FramePipeline, which lets the caller launch the next frame before reading this one's).
+// codes, the next codebook 0 and the error flags reach pinned host memory in one copy at the end
+// (cuda::FramePipeline, which lets the caller launch the next frame before reading this one's).
 // CHORUS_FRAME_GRAPH=split captures the two halves as two graphs instead, which times the talker
 // and the code predictor apart.
 //

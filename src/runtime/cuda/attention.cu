@@ -244,21 +244,12 @@ __global__ void __launch_bounds__(kSmallWarps * 32) attention_small_kernel(AttnP
 constexpr int kLongWarps = 16;
 static_assert(kLongWarps * 32 == kAttnMaxThreads);
 
-// The start of one row of one query head in the long kernels: the new row's q/k/v formed (its
-// rotation's constants read before the wait on the previous kernel), the new key and value stored
-// (by `writer` only, for the first head of the kv group), and the head's key and value columns in
-// the cache. False when the row has no position to attend (`writer` zeroes the output then).
-struct LongHead {
-  dev::HeadScratch w;
-  float *kb, *vb;  // the kv group's keys and values at position 0
-  int64_t kstride;
-  int pos, n;
-  float* o;
-};
-template <int D, bool BF16>
-__device__ __forceinline__ bool long_head_begin(const AttnParams& a, float* smem, int h, int64_t r, bool writer,
-                                                LongHead& lh) {
-  const int group = a.Hq / a.Hkv, g = h / group;
+template <int D, bool BF16, int KEYS = 16, int VALUES = 16>
+__global__ void __launch_bounds__(kLongWarps * 32) attention_long_kernel(AttnParams a) {
+  extern __shared__ float smem[];
+  const int h = blockIdx.x;
+  const int64_t r = blockIdx.y;
+  const int Hq = a.Hq, Hkv = a.Hkv, group = Hq / Hkv, g = h / group;
   const int hint = a.poss[r];
   prefetch_earlier_kv(a, r, hint);
   dev::HeadRowConsts hc = dev::head_new_row_consts(a.qn, a.kn, a.inv_freq, D, hint);
@@ -266,38 +257,26 @@ __device__ __forceinline__ bool long_head_begin(const AttnParams& a, float* smem
   const int pos = a.poss[r];
   const int64_t seq = a.seqs[r];
   float x[dev::kHeadChunks];
-  dev::head_new_row_load(a.qkv + r * a.ld, h, g, a.Hq, a.Hkv, D, x);
+  dev::head_new_row_load(a.qkv + r * a.ld, h, g, Hq, Hkv, D, x);
   const int n = min(pos + 1, static_cast<int>(a.kv.capacity));
-  lh.o = a.out + r * static_cast<int64_t>(a.Hq) * D + static_cast<int64_t>(h) * D;
+  float* o = a.out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
   if (n <= 0) {
-    if (writer)
-      for (int d = threadIdx.x; d < D; d += kLongWarps * 32) lh.o[d] = 0.0f;
-    return false;
+    for (int d = threadIdx.x; d < D; d += kLongWarps * 32) o[d] = 0.0f;
+    return;
   }
-  lh.w = dev::head_scratch(smem, D, n);
-  lh.kstride = static_cast<int64_t>(a.Hkv) * D;
-  lh.kb = a.kv.k + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
-  lh.vb = a.kv.v + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
-  lh.pos = pos;
-  lh.n = n;
-  const int64_t off = static_cast<int64_t>(pos) * lh.kstride;
-  dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, BF16, lh.w.q, lh.w.knew, lh.w.vnew,
-                           writer && h % group == 0 && pos < a.kv.capacity, lh.kb + off, lh.vb + off);
-  return true;
-}
-
-template <int D, bool BF16, int KEYS = 16, int VALUES = 16>
-__global__ void __launch_bounds__(kLongWarps * 32) attention_long_kernel(AttnParams a) {
-  extern __shared__ float smem[];
-  LongHead lh;
-  if (!long_head_begin<D, BF16>(a, smem, blockIdx.x, blockIdx.y, true, lh)) return;
-  const dev::HeadScratch& w = lh.w;
+  const dev::HeadScratch w = dev::head_scratch(smem, D, n);
+  const int64_t kstride = static_cast<int64_t>(Hkv) * D;
+  float* kb = a.kv.k + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
+  float* vb = a.kv.v + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
+  const int64_t off = static_cast<int64_t>(pos) * kstride;
+  dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, BF16, w.q, w.knew, w.vnew,
+                           h % group == 0 && pos < a.kv.capacity, kb + off, vb + off);
   __syncthreads();
-  dev::head_scores<true, KEYS>(w.q, lh.kb, lh.kstride, w.knew, lh.pos, lh.n, kLongWarps, D, a.scale, BF16, w.scores);
+  dev::head_scores<true, KEYS>(w.q, kb, kstride, w.knew, pos, n, kLongWarps, D, a.scale, BF16, w.scores);
   __syncthreads();
-  dev::head_values<VALUES>(w.scores, lh.n, lh.vb, lh.kstride, w.vnew, lh.pos, kLongWarps, D, BF16, w.part);
+  dev::head_values<VALUES>(w.scores, n, vb, kstride, w.vnew, pos, kLongWarps, D, BF16, w.part);
   __syncthreads();
-  dev::head_output(w.part, kLongWarps, D, kLongWarps * 32, BF16, lh.o);
+  dev::head_output(w.part, kLongWarps, D, kLongWarps * 32, BF16, o);
 }
 
 // The long-cache attention over a cluster of SPLIT blocks per query head. One block reads all of
@@ -317,18 +296,37 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32)
   extern __shared__ float smem[];
   const cg::cluster_group cluster = cg::this_cluster();
   const int part = static_cast<int>(cluster.block_rank());
+  const int h = blockIdx.x / SPLIT;
+  const int64_t r = blockIdx.y;
+  const int Hq = a.Hq, Hkv = a.Hkv, group = Hq / Hkv, g = h / group;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  LongHead lh;
-  // Without a position every block of the cluster returns here, before any touches another's memory.
-  if (!long_head_begin<D, BF16>(a, smem, blockIdx.x / SPLIT, blockIdx.y, part == 0, lh)) return;
-  const dev::HeadScratch& w = lh.w;
-  const int n = lh.n, pos = lh.pos;
-  const int64_t kstride = lh.kstride;
+  const int hint = a.poss[r];
+  prefetch_earlier_kv(a, r, hint);
+  dev::HeadRowConsts hc = dev::head_new_row_consts(a.qn, a.kn, a.inv_freq, D, hint);
+  dev::pdl_wait();
+  const int pos = a.poss[r];
+  const int64_t seq = a.seqs[r];
+  float x[dev::kHeadChunks];
+  dev::head_new_row_load(a.qkv + r * a.ld, h, g, Hq, Hkv, D, x);
+  const int n = min(pos + 1, static_cast<int>(a.kv.capacity));
+  float* o = a.out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
+  if (n <= 0) {  // every block of the cluster returns here, before any of them touches another's memory
+    if (part == 0)
+      for (int d = threadIdx.x; d < D; d += kLongWarps * 32) o[d] = 0.0f;
+    return;
+  }
+  const dev::HeadScratch w = dev::head_scratch(smem, D, n);
+  const int64_t kstride = static_cast<int64_t>(Hkv) * D;
+  float* kb = a.kv.k + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
+  float* vb = a.kv.v + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
+  const int64_t off = static_cast<int64_t>(pos) * kstride;
+  dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, BF16, w.q, w.knew, w.vnew,
+                           part == 0 && h % group == 0 && pos < a.kv.capacity, kb + off, vb + off);
   __syncthreads();
   // Lane b writes block b's copy of the scores (every lane holds the same dot products).
   float* scores_at = lane < SPLIT ? cluster.map_shared_rank(w.scores, lane) : nullptr;
   for (int j0 = (part + SPLIT * warp) * kKeys; j0 < n; j0 += SPLIT * kLongWarps * kKeys)
-    dev::score_keys<true, kKeys>(w.q, lh.kb, kstride, w.knew, pos, n, j0, D, [&](int u, float dot) {
+    dev::score_keys<true, kKeys>(w.q, kb, kstride, w.knew, pos, n, j0, D, [&](int u, float dot) {
       if (lane < SPLIT && j0 + u < n) scores_at[j0 + u] = dev::scaled_score(dot, a.scale, BF16);
     });
   cluster.sync();
@@ -340,7 +338,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32)
 #pragma unroll 16
   for (int j = set; j < n; j += kLongWarps) {
     const float pj = dev::softmax_weight(st, w.scores[j], BF16);
-    const float* vr = j == pos ? w.vnew : lh.vb + j * kstride;
+    const float* vr = j == pos ? w.vnew : vb + j * kstride;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) acc[i] = fmaf(pj, vr[lane + 32 * (chunk0 + i)], acc[i]);
   }
@@ -348,7 +346,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32)
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) sets_at[set * D + lane + 32 * (chunk0 + i)] = acc[i];
   cluster.sync();
-  if (part == 0) dev::head_output(w.part, kLongWarps, D, kLongWarps * 32, BF16, lh.o);
+  if (part == 0) dev::head_output(w.part, kLongWarps, D, kLongWarps * 32, BF16, o);
 }
 
 // Whether the small-cache kernel takes this shape.

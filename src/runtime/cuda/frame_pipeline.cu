@@ -10,19 +10,6 @@
 
 namespace chorus::cuda {
 
-namespace {
-
-__global__ void publish_kernel(const int32_t* report, int words, int32_t* host0, int32_t* host1, uint32_t* published) {
-  dev::pdl_wait();
-  const uint32_t n = *published;
-  int32_t* dst = (n & 1u) ? host1 : host0;
-  for (int i = threadIdx.x; i < words; i += blockDim.x) dst[i] = report[i];
-  __syncthreads();  // every thread has read the count before it moves on
-  if (threadIdx.x == 0) *published = n + 1;
-}
-
-}  // namespace
-
 bool split_frame_graphs() {
   static const bool split = [] {
     const char* v = std::getenv("CHORUS_FRAME_GRAPH");
@@ -37,10 +24,9 @@ bool frames_ahead() {
 }
 
 Result<FramePipeline> FramePipeline::create(const void* report, size_t bytes) {
-  if (!report || bytes == 0 || bytes % 4 != 0) return make_error(ErrorCode::kInternal, "frame pipeline: no report");
+  if (!report || bytes == 0) return make_error(ErrorCode::kInternal, "frame pipeline: no report");
   FramePipeline p;
   p.split_halves_ = split_frame_graphs();
-  CHORUS_ASSIGN(p.published_, DeviceBuffer::alloc(sizeof(uint32_t)));
   p.report_ = report;
   p.bytes_ = bytes;
   for (Slot& s : p.slots_) {
@@ -53,41 +39,31 @@ Result<FramePipeline> FramePipeline::create(const void* report, size_t bytes) {
   return std::move(p);
 }
 
-Status FramePipeline::publish(cudaStream_t s) const {
-  // Pinned memory is mapped into the device's address space (unified addressing), so the kernel
-  // stores into it directly.
-  CHORUS_CUDA_TRY(cuda::launch(publish_kernel, dim3(1), dim3(128), 0, s, static_cast<const int32_t*>(report_),
-                               static_cast<int>(bytes_ / 4), slots_[0].host.as<int32_t>(), slots_[1].host.as<int32_t>(),
-                               published_.as<uint32_t>()));
-  return ok_status();
-}
-
 Status FramePipeline::publish_and_wait(cudaStream_t s) {
-  CHORUS_TRY(launch(s, true, [&] { return publish(s); }));
+  CHORUS_TRY(launch(s, true, [] { return ok_status(); }));
   return wait();
 }
 
 Status FramePipeline::launch_frame(cudaStream_t s, bool feed, const Enqueue& first_half, const Enqueue& second_half) {
   // Capture only records, so a frame may be in flight meanwhile.
-  const auto capture = [&](GraphExec& g, bool first, bool second, bool publishes) -> Status {
+  const auto capture = [&](GraphExec& g, bool first, bool second) -> Status {
     if (g.valid()) return ok_status();
     CHORUS_ASSIGN(g, GraphExec::capture(s, [&]() -> Status {
       if (first) CHORUS_TRY(first_half());
-      if (second) CHORUS_TRY(second_half());
-      return publishes ? publish(s) : ok_status();
+      return second ? second_half() : ok_status();
     }));
     return ok_status();
   };
-  if (!feed) {
-    CHORUS_TRY(capture(last_, true, false, true));
-    return launch(s, feed, [&] { return last_.launch(s); });
+  if (!feed) {  // the first half alone
+    CHORUS_TRY(capture(first_, true, false));
+    return launch(s, feed, [&] { return first_.launch(s); });
   }
   if (!split_halves_) {
-    CHORUS_TRY(capture(whole_, true, true, true));
+    CHORUS_TRY(capture(whole_, true, true));
     return launch(s, feed, [&] { return whole_.launch(s); });
   }
-  CHORUS_TRY(capture(first_, true, false, false));
-  CHORUS_TRY(capture(second_, false, true, true));
+  CHORUS_TRY(capture(first_, true, false));
+  CHORUS_TRY(capture(second_, false, true));
   return launch(s, feed, [&] { return first_.launch(s); }, [&] { return second_.launch(s); });
 }
 
@@ -105,7 +81,6 @@ Status FramePipeline::run_frame(cudaStream_t s, bool feed, std::optional<bool> t
 Status FramePipeline::launch(cudaStream_t s, bool feed, const Enqueue& first, const Enqueue& second) {
   if (in_flight() >= 2) return make_error(ErrorCode::kInternal, "frame pipeline: a third frame in flight");
   // The slot of the frame two launches back: the host is done with its report (waited and read).
-  // publish() picks the same one on the device (its count of reports has this parity).
   Slot& slot = slots_[launched_ % 2];
   slot.feed = feed;
   slot.seamed = static_cast<bool>(second);
@@ -115,6 +90,7 @@ Status FramePipeline::launch(cudaStream_t s, bool feed, const Enqueue& first, co
     CHORUS_TRY(slot.seam.record(s));
     CHORUS_TRY(second());
   }
+  CHORUS_CUDA_TRY(cudaMemcpyAsync(slot.host.data(), report_, bytes_, cudaMemcpyDeviceToHost, s));
   CHORUS_TRY(slot.end.record(s));
   ++launched_;
   return ok_status();

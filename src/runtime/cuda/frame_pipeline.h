@@ -2,12 +2,16 @@
 // (models/*/frame_batch_cuda.h).
 //
 // A frame loop writes each frame's results (codes, error flags) into one report buffer on the
-// device; the frame's last kernel, publish(), copies that report into one of two pinned host
-// buffers (the host memory is mapped, so it is a kernel's stores rather than a copy-engine
-// operation, and stays inside the frame's graph after its last sampler). So frame n + 1 can already
-// run on the GPU, and overwrite the device report, while the host still reads frame n's copy: the
-// GPU does not idle while the host takes its turn between frames (a few microseconds per frame: the
-// wake-up, the bookkeeping, the next launch).
+// device. The pipeline copies that report after the frame into one of two pinned host buffers, so
+// frame n + 1 can already run on the GPU, and overwrite the device report, while the host still
+// reads frame n's copy: the GPU does not idle while the host takes its turn between frames (a few
+// microseconds per frame: the wake-up, the bookkeeping, the next launch). (A kernel storing the
+// report into the mapped host buffer at the end of the frame's graph instead measured 0.03 ms per
+// frame slower: PERFORMANCE.md "Session 20".)
+//
+// A frame launched ahead is speculative: when the frame before it ends every stream (EOS), its
+// results are simply never read. Frames may be launched ahead only because a frame's inputs live on
+// the device (the sampled codes feed the next frame there).
 #pragma once
 
 #ifdef CHORUS_HAVE_CUDA
@@ -29,13 +33,10 @@ class FramePipeline {
  public:
   using Enqueue = std::function<Status()>;
 
-  // `report`: the device report the frames write, `bytes` long (a multiple of 4).
+  // `report`: the device report the frames write, `bytes` long.
   static Result<FramePipeline> create(const void* report, size_t bytes);
 
-  // Enqueues the report's copy to the host buffer of the frame being launched: the last work of
-  // every frame (captured into its graph, or enqueued after a prefill), exactly once per frame.
-  Status publish(cudaStream_t s) const;
-  // The report of work already enqueued on `s` (a prefill): published, waited for, then report().
+  // The report of work already enqueued on `s` (a prefill): copied, waited for, then report().
   Status publish_and_wait(cudaStream_t s);
 
   // One frame of a loop whose frame is two halves: `first_half` (the depth walk), then, with feed,
@@ -56,7 +57,10 @@ class FramePipeline {
 
  private:
   Status launch_frame(cudaStream_t s, bool feed, const Enqueue& first_half, const Enqueue& second_half);
+  // Enqueues one frame on `s`: `first`, then (when set) `second` behind an event that times the two
+  // apart, then the report's copy. At most two frames may be in flight.
   Status launch(cudaStream_t s, bool feed, const Enqueue& first, const Enqueue& second = {});
+  // Waits for the oldest frame in flight; its report becomes report() and its times the halves'.
   Status wait();
   int in_flight() const { return static_cast<int>(launched_ - waited_); }
 
@@ -66,10 +70,7 @@ class FramePipeline {
     bool feed = false, seamed = false;
   };
   Slot slots_[2];
-  // How many reports publish() has written (device memory): its parity picks the host buffer, so a
-  // graph captured once alternates between the two; launch() numbers frames the same way.
-  DeviceBuffer published_;
-  GraphExec whole_, first_, second_, last_;  // a frame; its halves; the first half alone (last frame)
+  GraphExec whole_, first_, second_;  // a frame; its halves (the first alone: the last frame)
   bool split_halves_ = false;
   const void* report_ = nullptr;
   size_t bytes_ = 0;
