@@ -46,19 +46,6 @@ SynthesisRequest bench_request(const breeze_tts::Config& c, const BreezeBenchOpt
   return r;
 }
 
-// "backbone B ms + depth decoder D ms (device)", or the unsplit device time when each frame ran as
-// one graph: then the backbone's time is inside the depth decoder's figure and the backbone's is 0
-// (FrameTiming).
-std::string device_split(double backbone_ms, double depth_ms) {
-  std::string s;
-  if (backbone_ms > 0)
-    appendf(s, "backbone %.3f ms + depth decoder %.3f ms (device)", backbone_ms, depth_ms);
-  else
-    appendf(s, "%.3f ms on the device (one graph per frame; CHORUS_FRAME_GRAPH=split times the backbone apart)",
-            depth_ms);
-  return s;
-}
-
 }  // namespace
 
 Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
@@ -119,7 +106,8 @@ Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
   const double codec_ms = codec_total_ms / static_cast<double>(std::max<int64_t>(1, F));
   appendf(rep, "single stream    %lld frames: %.3f ms per frame (wall, host included); %s; codec %.3f ms per frame on "
                "the GPU (frame 0 %.3f ms), %.3f ms on the CPU\n",
-          (long long)F, one.step_ms, device_split(bb_ms, depth_ms).c_str(), gc.mean_ms, gc.first_ms, codec_ms);
+          (long long)F, one.step_ms, device_split(bb_ms, depth_ms, "backbone", "depth decoder").c_str(), gc.mean_ms,
+          gc.first_ms, codec_ms);
   appendf(rep, "real-time factor %.4f generation only (%.0fx faster than real time); %.4f with the GPU codec in series, "
                "%.4f with the CPU codec\n",
           one.step_ms / frame_ms, frame_ms / one.step_ms, (one.step_ms + gc.mean_ms) / frame_ms,
@@ -142,7 +130,8 @@ Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
     const double steps = static_cast<double>(b.batch_frames - 1);
     appendf(rep, "batch %4lld      step %.3f ms (%s), first step %.1f ms, aggregate %.1f real-time streams\n",
             (long long)B, r.step_ms,
-            device_split((r.times.backbone_s - r.first.backbone_s) * 1e3 / steps, (r.times.depth_s - r.first.depth_s) * 1e3 / steps)
+            device_split((r.times.backbone_s - r.first.backbone_s) * 1e3 / steps,
+                         (r.times.depth_s - r.first.depth_s) * 1e3 / steps, "backbone", "depth decoder")
                 .c_str(),
             r.first_ms, static_cast<double>(B) * frame_ms / r.step_ms);
   }

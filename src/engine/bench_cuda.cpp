@@ -20,22 +20,6 @@ namespace chorus::engine {
 
 using namespace bench;
 
-namespace {
-
-// "talker T + code predictor C (device)", or the unsplit device time when each frame ran as one
-// graph: then the talker's time is inside the code predictor's figure and the talker's is 0
-// (FrameTiming).
-std::string device_split(double talker_ms, double cp_ms) {
-  std::string s;
-  if (talker_ms > 0)
-    appendf(s, "talker %.3f + code predictor %.3f ms (device)", talker_ms, cp_ms);
-  else
-    appendf(s, "%.3f ms on the device (one graph per frame; CHORUS_FRAME_GRAPH=split times the talker apart)", cp_ms);
-  return s;
-}
-
-}  // namespace
-
 Result<std::string> cuda_bench(const CudaBenchOptions& o,
                                const std::function<SynthesisRequest(uint64_t, int64_t)>& request) {
   if (o.frames < 2 || o.batch_frames < 2 || o.warmup < 0)
@@ -91,7 +75,7 @@ Result<std::string> cuda_bench(const CudaBenchOptions& o,
   const double cp_ms = (one.times.depth_s - one.first.depth_s) * 1e3 / n;
   const double cpu_codec_ms = codec_total_ms / static_cast<double>(std::max<int64_t>(1, F));
   appendf(rep, "single stream    %lld frames: %.3f ms per frame (wall, host included); %s\n", (long long)F,
-          one.step_ms, device_split(talker_ms, cp_ms).c_str());
+          one.step_ms, device_split(talker_ms, cp_ms, "talker", "code predictor").c_str());
   appendf(rep, "codec            %.3f ms per frame on the GPU (wall, one frame per call; frame 0 %.3f ms; %.1f MiB of "
                "f32 weights + one stream state %.1f MiB); %.3f ms per frame on the CPU (frame 0 %.3f ms)\n",
           gc.mean_ms, gc.first_ms, static_cast<double>(gpu_codec.weight_bytes()) / (1024.0 * 1024.0),
@@ -115,7 +99,7 @@ Result<std::string> cuda_bench(const CudaBenchOptions& o,
     appendf(rep, "batch %4lld      step %.3f ms (%s), first step %.1f ms, aggregate %.1f real-time streams\n",
             (long long)B, r.step_ms,
             device_split((r.times.backbone_s - r.first.backbone_s) * 1e3 / steps,
-                         (r.times.depth_s - r.first.depth_s) * 1e3 / steps)
+                         (r.times.depth_s - r.first.depth_s) * 1e3 / steps, "talker", "code predictor")
                 .c_str(),
             r.first_ms, static_cast<double>(B) * frame_ms / r.step_ms);
   }

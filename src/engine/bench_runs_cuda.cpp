@@ -17,6 +17,16 @@ void appendf(std::string& s, const char* fmt, ...) {
   s += buf;
 }
 
+std::string device_split(double second_ms, double first_ms, const char* second, const char* first) {
+  std::string s;
+  if (second_ms > 0)
+    appendf(s, "%s %.3f ms + %s %.3f ms (device)", second, second_ms, first, first_ms);
+  else
+    appendf(s, "%.3f ms on the device (one graph per frame; CHORUS_FRAME_GRAPH=split times the %s apart)", first_ms,
+            second);
+  return s;
+}
+
 Result<RunStats> run_batch(const TtsModel& m, int64_t B, int64_t frames, uint64_t seed, const RequestFn& request) {
   RunStats r;
   const auto t0 = Clock::now();

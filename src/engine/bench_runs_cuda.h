@@ -24,6 +24,12 @@ inline double ms_since(Clock::time_point t0) {
 inline double gib(size_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
 void appendf(std::string& s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
+// A frame's device time per half, from StageTimes' two figures: "<second> S ms + <first> F ms
+// (device)", or, when the frame ran as one graph (the second half's time is then inside the first's
+// and the second's is 0; FrameTiming), the unsplit time and how CHORUS_FRAME_GRAPH=split splits it.
+// second: "talker" / "backbone"; first: "code predictor" / "depth decoder".
+std::string device_split(double second_ms, double first_ms, const char* second, const char* first);
+
 // Makes the request of one stream: (seed, frames) -> request.
 using RequestFn = std::function<SynthesisRequest(uint64_t seed, int64_t frames)>;
 
