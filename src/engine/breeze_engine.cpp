@@ -20,8 +20,9 @@ class BreezeStream final : public TtsStream {
  public:
   BreezeStream(const bt::BreezeModel* owner, bt::BreezeGeneration g, int64_t text_tokens)
       : owner_(owner), g_(std::move(g)), text_tokens_(text_tokens) {}
-  bool finished() const override { return g_.finished(); }
+  bool finished() const override { return cancelled_ || g_.finished(); }
   StopReason stop_reason() const override {
+    if (cancelled_ && !g_.finished()) return StopReason::kCancelled;
     if (!g_.finished()) return StopReason::kRunning;
     return g_.ended_by_eos() ? StopReason::kEos : StopReason::kMaxFrames;
   }
@@ -30,6 +31,7 @@ class BreezeStream final : public TtsStream {
   int64_t text_tokens() const override { return text_tokens_; }
   int64_t prompt_rows() const override { return g_.prompt_rows(); }
   size_t state_bytes() const override { return g_.state_bytes(); }
+  void cancel() override { cancelled_ = true; }
   const bt::BreezeModel* owner() const { return owner_; }
   bt::BreezeGeneration& gen() { return g_; }
 
@@ -37,6 +39,7 @@ class BreezeStream final : public TtsStream {
   const bt::BreezeModel* owner_;
   bt::BreezeGeneration g_;
   int64_t text_tokens_;
+  bool cancelled_ = false;
 };
 
 void apply(const SamplerOverrides& o, sampling::SamplerParams& p) {
@@ -74,6 +77,13 @@ Result<std::unique_ptr<BreezeEngine>> BreezeEngine::load(const std::string& dir,
 Result<qwen3_tts::Voice> BreezeEngine::encode_voice(const std::string& audio_path, const audio::AudioLimits& limits) const {
   CHORUS_ASSIGN(const bt::VoiceEncoder enc, bt::VoiceEncoder::from_files(*files_, pool_ ? pool_ : &ThreadPool::global()));
   return enc.encode_file(audio_path, limits);
+}
+
+int64_t BreezeEngine::voice_sample_rate() const { return files_->config.codec.input_sample_rate; }
+
+Result<qwen3_tts::Voice> BreezeEngine::encode_voice(const float* samples, int64_t n, bool) const {
+  CHORUS_ASSIGN(const bt::VoiceEncoder enc, bt::VoiceEncoder::from_files(*files_, pool_ ? pool_ : &ThreadPool::global()));
+  return enc.encode(samples, n);
 }
 
 Status BreezeEngine::apply_voice(const qwen3_tts::Voice& v, const std::string& label, SynthesisRequest& r) const {

@@ -9,17 +9,26 @@
 
 #include "audio/reader.h"
 #include "engine/tts_model.h"
+#include "engine/voice_cloner.h"
 #include "models/breeze_tts/generation.h"
 #include "models/qwen3_tts/voice_file.h"
 #include "text/sentencepiece_tokenizer.h"
 
 namespace chorus::engine {
 
-class BreezeEngine final : public TtsModel {
+class BreezeEngine final : public TtsModel, public VoiceCloner {
  public:
   static Result<std::unique_ptr<BreezeEngine>> load(const std::string& dir, ThreadPool* pool);
 
   const ModelInfo& info() const override { return info_; }
+  const VoiceCloner* voice_cloner() const override { return this; }
+  int64_t voice_sample_rate() const override;
+  // Breeze clones from reference codes and their transcript: the codes are always made.
+  Result<qwen3_tts::Voice> encode_voice(const float* samples, int64_t n, bool with_codes) const override;
+  Status apply_voice(const qwen3_tts::Voice& v, const std::string& label, SynthesisRequest& r,
+                     std::string* note) const override {
+    return apply_voice(v, label, r);
+  }
   Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& request) const override;
   Status step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const override;
 

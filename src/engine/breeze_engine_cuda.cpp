@@ -62,6 +62,8 @@ class CudaBreezeEngine final : public TtsModel {
   }
 
   const ModelInfo& info() const override { return info_; }
+  const VoiceCloner* voice_cloner() const override { return cpu_->voice_cloner(); }
+  bool joins_running_batch() const override { return false; }
 
   Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& r) const override {
     // The CPU engine's request handling; the layouts and limits as BreezeGeneration::start.

@@ -32,6 +32,7 @@ class DeviceStream : public TtsStream {
   bool finished() const override { return reason != StopReason::kRunning; }
   StopReason stop_reason() const override { return reason; }
   int64_t frames() const override { return made; }
+  void cancel() override { finish(StopReason::kCancelled); }
 
   void finish(StopReason r) {
     if (reason != StopReason::kRunning) return;

@@ -15,8 +15,9 @@ Error bad(const std::string& msg) { return make_error(ErrorCode::kInvalidArgumen
 class Qwen3Stream final : public TtsStream {
  public:
   Qwen3Stream(std::unique_ptr<q3::Stream> s, int64_t text_tokens) : s_(std::move(s)), text_tokens_(text_tokens) {}
-  bool finished() const override { return s_->finished(); }
+  bool finished() const override { return cancelled_ || s_->finished(); }
   StopReason stop_reason() const override {
+    if (cancelled_ && !s_->finished()) return StopReason::kCancelled;
     switch (s_->finish_reason()) {
       case q3::FinishReason::kEos: return StopReason::kEos;
       case q3::FinishReason::kMaxFrames: return StopReason::kMaxFrames;
@@ -28,10 +29,12 @@ class Qwen3Stream final : public TtsStream {
   int64_t text_tokens() const override { return text_tokens_; }
   int64_t prompt_rows() const override { return s_->prompt_rows(); }
   size_t state_bytes() const override { return s_->state_bytes(); }
+  void cancel() override { cancelled_ = true; }
   q3::Stream* impl() { return s_.get(); }
 
  private:
   std::unique_ptr<q3::Stream> s_;
+  bool cancelled_ = false;
   int64_t text_tokens_;
 };
 
@@ -162,20 +165,26 @@ Result<std::unique_ptr<TtsStream>> Qwen3TtsEngine::create_stream(const Synthesis
 
 Status Qwen3TtsEngine::step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const {
   if (out.size() != streams.size()) return make_error(ErrorCode::kInternal, "step: one result per stream");
+  // Cancelled streams are left out, so they never make another frame.
   std::vector<q3::Stream*> impl;
+  std::vector<size_t> index;
   impl.reserve(streams.size());
-  for (TtsStream* s : streams) {
-    auto* q = dynamic_cast<Qwen3Stream*>(s);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    auto* q = dynamic_cast<Qwen3Stream*>(streams[i]);
     if (!q || &q->impl()->model() != model_.get())
       return make_error(ErrorCode::kInvalidArgument, "step: a stream of another model");
+    out[i].has_frame = false;
+    out[i].codes.clear();
+    if (q->finished()) continue;
     impl.push_back(q->impl());
+    index.push_back(i);
   }
-  std::vector<q3::FrameOutput> frames(streams.size());
+  std::vector<q3::FrameOutput> frames(impl.size());
   q3::StepTimes t;
   CHORUS_TRY(q3::step_streams(impl, frames, times ? &t : nullptr));
-  for (size_t i = 0; i < streams.size(); ++i) {
-    out[i].has_frame = frames[i].has_frame;
-    out[i].codes = std::move(frames[i].codes);
+  for (size_t k = 0; k < impl.size(); ++k) {
+    out[index[k]].has_frame = frames[k].has_frame;
+    out[index[k]].codes = std::move(frames[k].codes);
   }
   if (times) {
     times->prefill_s += t.talker_prefill_s;
@@ -183,6 +192,57 @@ Status Qwen3TtsEngine::step(std::span<TtsStream* const> streams, std::span<StepR
     times->depth_s += t.code_predictor_s;
     times->sampling_s += t.talker_sampling_s;
   }
+  return ok_status();
+}
+
+const VoiceCloner* Qwen3TtsEngine::voice_cloner() const {
+  return model_->config().variant == q3::Variant::kBase ? this : nullptr;
+}
+
+Result<const q3::VoiceEncoder*> Qwen3TtsEngine::voice_encoder() const {
+  std::lock_guard<std::mutex> lock(voice_mu_);
+  if (!voice_encoder_) {
+    CHORUS_ASSIGN(q3::VoiceEncoder enc, q3::VoiceEncoder::from_files(model_->files(), model_->pool()));
+    voice_encoder_ = std::make_unique<q3::VoiceEncoder>(std::move(enc));
+  }
+  return voice_encoder_.get();
+}
+
+int64_t Qwen3TtsEngine::voice_sample_rate() const {
+  auto enc = voice_encoder();
+  return enc.ok() ? (*enc)->sample_rate() : model_->config().codec.sample_rate;
+}
+
+Result<q3::Voice> Qwen3TtsEngine::encode_voice(const float* samples, int64_t n, bool with_codes) const {
+  CHORUS_ASSIGN(const q3::VoiceEncoder* enc, voice_encoder());
+  return enc->encode(samples, n, with_codes);
+}
+
+Status Qwen3TtsEngine::apply_voice(const q3::Voice& voice, const std::string& label, SynthesisRequest& r,
+                                   std::string* note) const {
+  if (!voice_cloner())
+    return make_error(ErrorCode::kUnsupported, "voice cloning needs a Qwen3-TTS Base or Breeze TTS 2 checkpoint");
+  if (!r.speaker_embedding.empty() || !r.ref_codes.empty())
+    return bad(label + ": the voice gives the speaker embedding and reference codes: drop the request's own");
+  CHORUS_TRY(q3::check_voice_for_model(voice, model_->config(), label));
+  const bool request_text = !r.ref_text.empty() || !r.ref_text_ids.empty();
+  if (voice.has_ref_text()) {
+    if (request_text) return bad(label + " holds its reference text already: drop the request's reference text");
+    r.ref_text = voice.ref_text;
+    r.ref_text_ids = voice.ref_text_ids;
+  }
+  r.speaker_embedding = voice.x_vector;
+  const bool has_text = !r.ref_text.empty() || !r.ref_text_ids.empty();
+  if (!r.xvector_only && (!has_text || !voice.has_codes())) {
+    r.xvector_only = true;
+    if (note)
+      *note = label + (has_text ? " has no reference codes" : ": no reference text") +
+              ", so the voice is cloned from its x-vector alone (a reference text enables in-context cloning)";
+  }
+  if (!r.xvector_only)
+    for (int64_t t = 0; t < voice.frames; ++t)
+      r.ref_codes.emplace_back(voice.ref_codes.begin() + t * voice.codebooks,
+                               voice.ref_codes.begin() + (t + 1) * voice.codebooks);
   return ok_status();
 }
 

@@ -6,10 +6,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "engine/breeze_engine_cuda.h"
 #include "engine/device_batch.h"
 #include "engine/qwen3_tts_engine.h"
-#include "models/family.h"
 #include "models/qwen3_tts/frame_batch_cuda.h"
 #include "runtime/cuda/cuda_handles.h"
 
@@ -50,6 +48,8 @@ class CudaQwen3Engine final : public TtsModel {
   }
 
   const ModelInfo& info() const override { return info_; }
+  const VoiceCloner* voice_cloner() const override { return cpu_->voice_cloner(); }
+  bool joins_running_batch() const override { return false; }
 
   Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& r) const override {
     // Same request handling as the CPU engine; q3::Stream::create validates the settings.
@@ -108,9 +108,7 @@ class CudaQwen3Engine final : public TtsModel {
 
 bool cuda_built() { return true; }
 
-Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string& dir, const CudaLoadOptions& options) {
-  CHORUS_ASSIGN(const Family family, detect_family(dir));
-  if (family == Family::kBreezeTts) return load_cuda_breeze_model(dir, options);
+Result<std::unique_ptr<TtsModel>> load_cuda_qwen3_model(const std::string& dir, const CudaLoadOptions& options) {
   CHORUS_ASSIGN(auto e, CudaQwen3Engine::load(dir, options));
   return std::unique_ptr<TtsModel>(std::move(e));
 }
@@ -123,8 +121,8 @@ namespace chorus::engine {
 
 bool cuda_built() { return false; }
 
-Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string&, const CudaLoadOptions&) {
-  return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
+Result<std::unique_ptr<TtsModel>> load_cuda_qwen3_model(const std::string&, const CudaLoadOptions&) {
+  return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA (configure with -DCHORUS_CUDA=ON)");
 }
 
 Result<std::string> cuda_bench(const CudaBenchOptions&, const std::function<SynthesisRequest(uint64_t, int64_t)>&) {
@@ -134,3 +132,14 @@ Result<std::string> cuda_bench(const CudaBenchOptions&, const std::function<Synt
 }  // namespace chorus::engine
 
 #endif
+
+namespace chorus::engine {
+
+Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string& dir, const CudaLoadOptions& options) {
+  LoadOptions o;
+  o.device = Device::cuda(options.device);
+  o.pool = options.pool;
+  return load_tts_model(dir, o);
+}
+
+}  // namespace chorus::engine

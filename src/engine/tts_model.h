@@ -16,12 +16,13 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/device.h"
 #include "engine/request.h"
 
 namespace chorus::engine {
 
-enum class StopReason { kRunning, kEos, kMaxFrames };
-const char* stop_reason_name(StopReason r);  // "running", "eos", "max-frames"
+enum class StopReason { kRunning, kEos, kMaxFrames, kCancelled };
+const char* stop_reason_name(StopReason r);  // "running", "eos", "max-frames", "cancelled"
 
 class TtsStream {
  public:
@@ -33,6 +34,9 @@ class TtsStream {
   virtual int64_t text_tokens() const = 0;   // of the target text
   virtual int64_t prompt_rows() const = 0;   // prefill length
   virtual size_t state_bytes() const = 0;    // caches and buffers held
+  // Stops the stream before its next frame (finished() turns true, stop_reason() kCancelled); a
+  // finished stream stays as it is. Not thread-safe: call it between steps.
+  virtual void cancel() = 0;
 };
 
 struct StepResult {
@@ -54,10 +58,18 @@ struct ModelInfo {
   int64_t sample_rate = 0;
 };
 
+class VoiceCloner;
+
 class TtsModel {
  public:
   virtual ~TtsModel() = default;
   virtual const ModelInfo& info() const = 0;
+  // Whether a stream may join a batch whose streams have already made frames (true: any set of
+  // this model's streams may be stepped together; false: the streams of a first step form a batch
+  // that is stepped together until it ends, and newcomers form another).
+  virtual bool joins_running_batch() const { return true; }
+  // Voice cloning from audio, for checkpoints that can (nullptr otherwise).
+  virtual const VoiceCloner* voice_cloner() const { return nullptr; }
   // Checks the request against the model (errors name the bad field); prefill happens on the first step.
   virtual Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& request) const = 0;
   // Advances every unfinished stream by one frame; out[i] receives stream i's frame if it made one.
@@ -67,10 +79,13 @@ class TtsModel {
 };
 
 struct LoadOptions {
-  ThreadPool* pool = nullptr;  // kernels' threads (nullptr: ThreadPool::global()); must outlive the model
+  Device device;               // where generation (and the codec) run
+  ThreadPool* pool = nullptr;  // CPU threads (nullptr: ThreadPool::global()); must outlive the model
+  bool codec = true;           // engine::load: also load the codec (audio out); off for codes only
 };
 
-// Detects the family of the checkpoint folder and loads it.
-Result<std::unique_ptr<TtsModel>> load_tts_model(const std::string& dir, const LoadOptions& options = {});
+// Detects the family of the checkpoint folder (a folder, or a Hugging Face id in the local cache)
+// and loads its generator on options.device through the family registry (registry.h).
+Result<std::unique_ptr<TtsModel>> load_tts_model(const std::string& spec, const LoadOptions& options = {});
 
 }  // namespace chorus::engine

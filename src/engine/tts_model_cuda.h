@@ -27,8 +27,10 @@ struct CudaLoadOptions {
   ThreadPool* pool = nullptr;  // CPU threads for prompt building (nullptr: ThreadPool::global())
 };
 
-// A Qwen3-TTS checkpoint with generation on the GPU.
+// A checkpoint of any family with generation on the GPU (load_tts_model with a CUDA device).
 Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string& dir, const CudaLoadOptions& options = {});
+// A Qwen3-TTS checkpoint folder with generation on the GPU (the registry's CUDA loader).
+Result<std::unique_ptr<TtsModel>> load_cuda_qwen3_model(const std::string& dir, const CudaLoadOptions& options);
 
 // `chorus bench --device cuda`: single-stream per-frame costs (talker / code predictor on the GPU,
 // codec on the CPU), time to first frame and to first audio, peak GPU memory, then the step time

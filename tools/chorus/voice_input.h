@@ -10,8 +10,8 @@
 
 #include "audio/reader.h"
 #include "core/error.h"
+#include "engine/model.h"
 #include "engine/request.h"
-#include "engine/tts_model.h"
 
 namespace chorus::cli {
 
@@ -34,10 +34,9 @@ struct VoiceSource {
   RefAudioOptions audio;
 };
 
-// Fills the request's speaker embedding, reference codes and (from a voice file) reference text.
-// Without reference text (from the command line or the voice file) the clone uses the x-vector
-// alone, as with --xvector-only; `note` then says so. The model must be a Qwen3-TTS Base model, or
-// a Breeze TTS 2 model (reference codes and transcript only: the transcript is required).
-Status apply_voice(const engine::TtsModel& model, const VoiceSource& src, engine::SynthesisRequest& r, std::string* note);
+// Fills the request's speaker embedding, reference codes and (from a voice file) reference text
+// (engine::Model::apply_voice). Without reference text (from the command line or the voice file) a
+// Qwen3-TTS clone uses the x-vector alone, as with --xvector-only; `note` then says so.
+Status apply_voice(const engine::Model& model, const VoiceSource& src, engine::SynthesisRequest& r, std::string* note);
 
 }  // namespace chorus::cli
