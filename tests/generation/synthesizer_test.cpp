@@ -28,28 +28,9 @@ std::shared_ptr<const engine::Model> load_model(const std::string& rel) {
   return m.ok() ? *m : nullptr;
 }
 
-SynthesisRequest golden_request(const GenCase& c) {
-  SynthesisRequest r;
-  const auto& in = c.inputs;
-  r.text_ids = in.text_ids;
-  r.instruct_ids = in.instruct_ids;
-  r.speaker = in.speaker;
-  r.language = in.language;
-  r.speaker_embedding = in.speaker_embedding;
-  r.ref_codes = in.ref_codes;
-  r.ref_text_ids = in.ref_text_ids;
-  r.xvector_only = in.xvector_only;
-  r.layout = in.layout == qwen3_tts::TextLayout::kFull ? engine::TextLayout::kFull : engine::TextLayout::kStreaming;
-  r.sampler.greedy = true;
-  r.depth_sampler.greedy = true;
-  r.max_frames = 40;
-  r.min_frames = 40;
-  return r;
-}
-
 // A sampled request (the checkpoint's sampler) whose codes depend on its seed.
 SynthesisRequest sampled_request(uint64_t seed, int64_t frames) {
-  SynthesisRequest r = golden_request(*gen_cases()[0]);
+  SynthesisRequest r = golden_request(*gen_cases()[0], false);
   r.sampler = {};
   r.depth_sampler = {};
   r.sampler.greedy = false;
@@ -100,7 +81,7 @@ TEST(Synthesizer, GoldenCodesAndTheirAudio) {
     ASSERT_TRUE(m);
     engine::Synthesizer synth(m);
     Collected got;
-    const SynthesisRequest r = golden_request(*c);
+    const SynthesisRequest r = golden_request(*c, false);
     auto stats = synth.synthesize(r, collect(got));
     ASSERT_TRUE(stats.ok()) << stats.error().to_string();
     const auto want = c->golden.i32("codes");
