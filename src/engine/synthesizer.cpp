@@ -1,5 +1,6 @@
 #include "engine/synthesizer.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace chorus::engine {
@@ -19,6 +20,8 @@ struct Synthesizer::Job {
   std::vector<float> samples;  // scratch for one chunk
   bool admitted = false;       // counted in running_count_
   bool ended = false;
+  double audio_limit_s = 0;    // at the frame limit
+  double first_audio_deadline_s = 0, total_deadline_s = 0;
 };
 
 bool Synthesis::done() const {
@@ -50,7 +53,31 @@ Synthesizer::~Synthesizer() {
 
 Synthesizer::Load Synthesizer::load() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {running_count_, static_cast<int>(queue_.size())};
+  return {running_count_, static_cast<int>(queue_.size()), queued_audio_s_};
+}
+
+double Synthesizer::retry_after_s() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A place frees when a running request ends; with no history, a second is a fair guess.
+  const double frames_per_request = 12.5 * 10.0;
+  const double s = step_s_ * frames_per_request * (1.0 + static_cast<double>(queue_.size())) /
+                   static_cast<double>(options_.max_running);
+  return std::max(1.0, std::min(s, 60.0));
+}
+
+void Synthesizer::expire_queued(std::vector<std::unique_ptr<Job>>& expired) {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const Job& j = **it;
+    const double waited = since(j.submitted);
+    if ((j.first_audio_deadline_s > 0 && waited > j.first_audio_deadline_s) ||
+        (j.total_deadline_s > 0 && waited > j.total_deadline_s)) {
+      queued_audio_s_ -= j.audio_limit_s;
+      expired.push_back(std::move(*it));
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 Result<std::shared_ptr<Synthesis>> Synthesizer::submit(const SynthesisRequest& request, ChunkCallback on_chunk,
@@ -84,6 +111,10 @@ Result<std::shared_ptr<Synthesis>> Synthesizer::submit(const SynthesisRequest& r
   job->stats.prompt_rows = job->stream->prompt_rows();
   job->handle = std::make_shared<Synthesis>();
   job->handle->max_frames_ = job->stats.max_frames;
+  const double rate = model_->info().frame_rate > 0 ? model_->info().frame_rate : 12.5;
+  job->audio_limit_s = static_cast<double>(job->stats.max_frames) / rate;
+  job->first_audio_deadline_s = options.first_audio_deadline_s;
+  job->total_deadline_s = options.total_deadline_s;
   std::shared_ptr<Synthesis> handle = job->handle;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -91,7 +122,10 @@ Result<std::shared_ptr<Synthesis>> Synthesizer::submit(const SynthesisRequest& r
     if (static_cast<int>(queue_.size()) >= options_.max_queued)
       return make_error(ErrorCode::kResourceExhausted,
                         "too many requests waiting (" + std::to_string(queue_.size()) + "): try again later");
+    if (options_.max_queued_audio_s > 0 && queued_audio_s_ + job->audio_limit_s > options_.max_queued_audio_s)
+      return make_error(ErrorCode::kResourceExhausted, "too much audio waiting to be made: try again later");
     handle->id_ = next_id_++;
+    queued_audio_s_ += job->audio_limit_s;
     queue_.push_back(std::move(job));
   }
   cv_.notify_all();
@@ -166,8 +200,30 @@ void Synthesizer::step_group(std::vector<Job*>& group) {
   streams.reserve(group.size());
   for (Job* j : group) {
     if (j->handle->cancel_.load() && !j->stream->finished()) j->stream->cancel();
-    streams.push_back(j->stream.get());
+    const double t = since(j->submitted);
+    const char* missed = nullptr;
+    if (j->first_audio_deadline_s > 0 && j->stats.first_audio_s == 0 && t > j->first_audio_deadline_s)
+      missed = "no audio within the first-audio deadline";
+    else if (j->total_deadline_s > 0 && t > j->total_deadline_s)
+      missed = "not finished within the total deadline";
+    if (missed && !j->ended) {
+      j->stream->cancel();
+      finish(*j, make_error(ErrorCode::kResourceExhausted, std::string("deadline: ") + missed + " (" +
+                                                               std::to_string(t) + " s after submission)"));
+    }
+    streams.push_back(j->stream ? j->stream.get() : nullptr);
   }
+  // Streams of requests that ended above are stepped no more.
+  std::vector<Job*> live;
+  std::vector<TtsStream*> live_streams;
+  for (size_t i = 0; i < group.size(); ++i)
+    if (!group[i]->ended) {
+      live.push_back(group[i]);
+      live_streams.push_back(streams[i]);
+    }
+  group.swap(live);
+  streams.swap(live_streams);
+  if (group.empty()) return;
   std::vector<StepResult> out(streams.size());
   StageTimes t;
   Status st = model_->generator().step(streams, out, &t);
@@ -189,18 +245,26 @@ void Synthesizer::step_group(std::vector<Job*>& group) {
 void Synthesizer::run() {
   const bool joins = model_->generator().joins_running_batch();
   for (;;) {
-    std::vector<std::unique_ptr<Job>> admitted;
+    std::vector<std::unique_ptr<Job>> admitted, expired;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !groups_.empty(); });
       if (stop_) break;
+      expire_queued(expired);
       while (!queue_.empty() && running_count_ < options_.max_running) {
+        queued_audio_s_ -= queue_.front()->audio_limit_s;
         admitted.push_back(std::move(queue_.front()));
         queue_.pop_front();
         admitted.back()->admitted = true;
         ++running_count_;
       }
+      if (queue_.empty()) queued_audio_s_ = 0;  // no drift from summing doubles
     }
+    for (auto& j : expired) {
+      j->stream->cancel();
+      finish(*j, make_error(ErrorCode::kResourceExhausted, "deadline: the request waited in the queue past its deadline"));
+    }
+    const Clock::time_point step_start = Clock::now();
     for (auto& j : admitted) j->stats.admitted_s = since(j->submitted);
     if (!admitted.empty()) {
       if (joins && !groups_.empty()) {
@@ -216,6 +280,9 @@ void Synthesizer::run() {
       std::erase_if(g, [](const std::unique_ptr<Job>& j) { return j->ended; });
     }
     std::erase_if(groups_, [](const std::vector<std::unique_ptr<Job>>& g) { return g.empty(); });
+    const double took = since(step_start);
+    std::lock_guard<std::mutex> lock(mu_);
+    step_s_ = step_s_ == 0 ? took : 0.9 * step_s_ + 0.1 * took;
   }
   // Shutting down: everything still running or queued ends as cancelled.
   std::deque<std::unique_ptr<Job>> queued;

@@ -50,6 +50,11 @@ struct SynthesisOptions {
   // Voice cloning with reference codes: the official output decodes reference + generated frames and
   // cuts the reference's share, so the reference frames prime the codec first.
   bool prime_codec_with_ref_codes = true;
+  // Seconds after submit() (0: none). A request without audio by first_audio_deadline_s, or still
+  // running at total_deadline_s, ends with kResourceExhausted naming the deadline (the audio made
+  // so far has been delivered).
+  double first_audio_deadline_s = 0;
+  double total_deadline_s = 0;
 };
 
 struct SynthesisStats {
@@ -86,6 +91,9 @@ class Synthesis {
 struct SynthesizerOptions {
   int max_running = 256;   // requests stepped together at most; the rest wait in the queue
   int max_queued = 4096;   // waiting requests at most; submit() refuses more (kResourceExhausted)
+  // Audio the waiting requests may ask for at most, counted at each request's frame limit (0: no
+  // bound); submit() refuses more (kResourceExhausted).
+  double max_queued_audio_s = 0;
 };
 
 class Synthesizer {
@@ -106,8 +114,12 @@ class Synthesizer {
 
   struct Load {
     int running = 0, queued = 0;
+    double queued_audio_s = 0;  // at the waiting requests' frame limits
   };
   Load load() const;
+  // Seconds after which a refused request may be tried again: the time the running requests need to
+  // free a place, from the recent pace of the scheduler (at least 1).
+  double retry_after_s() const;
 
  private:
   struct Job;
@@ -116,6 +128,8 @@ class Synthesizer {
   void step_group(std::vector<Job*>& group);
   void deliver(Job& j, const StepResult& r);
   void finish(Job& j, Status status);
+  // Ends requests past their deadlines: queued ones under mu_, running ones between steps.
+  void expire_queued(std::vector<std::unique_ptr<Job>>& expired);
 
   std::shared_ptr<const Model> model_;
   SynthesizerOptions options_;
@@ -124,7 +138,9 @@ class Synthesizer {
   std::deque<std::unique_ptr<Job>> queue_;
   bool stop_ = false;
   uint64_t next_id_ = 1;
-  int running_count_ = 0;  // mirrors running_ for load()
+  int running_count_ = 0;        // admitted and not yet ended
+  double queued_audio_s_ = 0;    // Load::queued_audio_s
+  double step_s_ = 0;            // a step's recent duration (moving average), for retry_after_s()
   // Owned by the scheduler thread: running jobs, in groups stepped together (one group when the
   // generator joins new streams into a running batch, else one per admission).
   std::vector<std::vector<std::unique_ptr<Job>>> groups_;

@@ -239,5 +239,65 @@ TEST(Synthesizer, AFullQueueRefusesAtOnce) {
   }
 }
 
+TEST(Synthesizer, DeadlinesEndRequestsWithAReason) {
+  auto m = load_model("models/tiny_custom_voice");
+  ASSERT_TRUE(m);
+  engine::SynthesizerOptions so;
+  so.max_running = 1;
+  engine::Synthesizer synth(m, so);
+  // The only place is held by a long request that a slow receiver paces; the next one waits
+  // past its first-audio deadline.
+  auto slow = [](const engine::AudioChunk&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return ok_status();
+  };
+  auto busy = synth.submit(sampled_request(1, 100), slow);
+  ASSERT_TRUE(busy.ok());
+  engine::SynthesisOptions o;
+  o.first_audio_deadline_s = 0.05;
+  auto late = synth.submit(sampled_request(2, 10), nullptr, o);
+  ASSERT_TRUE(late.ok());
+  auto r = (*late)->wait();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_NE(r.error().message.find("deadline"), std::string::npos) << r.error().message;
+  (*busy)->cancel();
+  ASSERT_TRUE((*busy)->wait().ok());
+  // A running request stopped at its total deadline keeps what it delivered.
+  engine::SynthesisOptions t;
+  t.total_deadline_s = 0.1;
+  Collected got;
+  auto capped = synth.submit(sampled_request(3, 150), [&](const engine::AudioChunk& k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return collect(got)(k);
+  }, t);
+  ASSERT_TRUE(capped.ok());
+  auto rc = (*capped)->wait();
+  ASSERT_FALSE(rc.ok());
+  EXPECT_NE(rc.error().message.find("total deadline"), std::string::npos) << rc.error().message;
+  EXPECT_GT(got.codes.size(), 0u);
+  EXPECT_EQ(synth.load().running, 0);
+}
+
+TEST(Synthesizer, QueuedAudioIsBounded) {
+  auto m = load_model("models/tiny_custom_voice");
+  ASSERT_TRUE(m);
+  engine::SynthesizerOptions so;
+  so.max_running = 1;
+  so.max_queued_audio_s = 3.0;  // 37.5 frames at the requests' limits
+  engine::Synthesizer synth(m, so);
+  std::vector<std::shared_ptr<engine::Synthesis>> jobs;
+  int refused = 0;
+  for (int i = 0; i < 6; ++i) {
+    auto j = synth.submit(sampled_request(i, 20), nullptr);  // 1.6 s each
+    if (j.ok()) jobs.push_back(*j);
+    else ++refused;
+  }
+  EXPECT_GE(refused, 3);
+  EXPECT_LE(synth.load().queued_audio_s, 3.0);
+  EXPECT_GE(synth.retry_after_s(), 1.0);
+  for (auto& j : jobs) EXPECT_TRUE(j->wait().ok());
+}
+
 }  // namespace
 }  // namespace chorus::test
