@@ -76,6 +76,8 @@ Result<std::unique_ptr<Qwen3TtsEngine>> Qwen3TtsEngine::load(const std::string& 
   e->info_.variant = q3::variant_name(c.variant);
   e->info_.codebooks = e->model_->groups();
   e->info_.sample_rate = c.codec.sample_rate;
+  for (const auto& [name, id] : c.talker.speaker_ids) e->info_.speakers.push_back(name);
+  for (const auto& [name, id] : c.talker.language_ids) e->info_.languages.push_back(name);
   e->info_.frame_rate = c.codec.samples_per_frame > 0
                             ? static_cast<double>(c.codec.sample_rate) / static_cast<double>(c.codec.samples_per_frame)
                             : 12.5;

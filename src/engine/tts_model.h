@@ -56,6 +56,8 @@ struct ModelInfo {
   int64_t codebooks = 0;
   double frame_rate = 0;     // frames per second of audio
   int64_t sample_rate = 0;
+  std::vector<std::string> speakers;   // preset speaker names (CustomVoice), sorted
+  std::vector<std::string> languages;  // accepted language names besides "auto", sorted
 };
 
 class VoiceCloner;

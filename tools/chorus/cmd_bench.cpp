@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 
+#include "bench_serve.h"
 #include "command.h"
 #include "engine/breeze_engine_cuda.h"
 #include "engine/qwen3_tts_engine.h"
@@ -34,6 +35,7 @@ struct Options {
   int64_t batch_frames = 100;
   float cfg_scale = 1.0f;  // Breeze on cuda: guidance scale (≠ 1: design prompt with CFG)
   std::string activations;  // Breeze on cuda: "bf16", "f32" or "" (the model's default, bf16)
+  cli::ServeBenchOptions serve;
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -78,6 +80,7 @@ engine::SynthesisRequest bench_request(const engine::Qwen3TtsEngine& e, const Op
 }
 
 int run(const Options& o) {
+  if (o.serve.serve) return cli::run_serve_bench(o.serve, o.model, o.device, o.threads, o.seed);
   if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0)
     return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup >= 0");
   if (auto fam = detect_family(o.model); o.device == "cuda" && fam.ok() && *fam == Family::kBreezeTts) {
@@ -189,8 +192,10 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--cfg-scale", o->cfg_scale, "Breeze with --device cuda: CFG scale (design prompt) when not 1")
       ->capture_default_str();
   sub.add_option("--activations", o->activations, "Breeze with --device cuda: bf16 or f32 (default: bf16, the model's)");
+  o->serve.add_to(sub);
   sub.footer("Example: chorus make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out /tmp/q06\n"
-             "         chorus bench --model /tmp/q06 --frames 100");
+             "         chorus bench --model /tmp/q06 --frames 100\n"
+             "         chorus bench --model /tmp/q06 --serve --rate 0.5 --duration 20 --verify 3");
   return [o] { return run(*o); };
 }
 
