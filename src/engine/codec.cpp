@@ -7,17 +7,19 @@ namespace chorus::engine {
 
 namespace {
 
-class CpuCodecStream final : public CodecStream {
+// One stream of either decoder: both stream with the same calls.
+template <class Decoder, class State>
+class DecoderStream final : public CodecStream {
  public:
-  CpuCodecStream(const codec::Decoder* d, codec::DecoderState s) : d_(d), s_(std::move(s)) {}
+  DecoderStream(const Decoder* d, State s) : d_(d), s_(std::move(s)) {}
   Status decode(const int32_t* codes, int64_t frames, std::vector<float>& out) override {
     return d_->decode(s_, codes, frames, out);
   }
   Status flush(std::vector<float>& out) override { return d_->flush(s_, out); }
 
  private:
-  const codec::Decoder* d_;
-  codec::DecoderState s_;
+  const Decoder* d_;
+  State s_;
 };
 
 class CpuCodec final : public Codec {
@@ -31,25 +33,12 @@ class CpuCodec final : public Codec {
     return m_.decoder.validate_codes(codes, frames);
   }
   Result<std::unique_ptr<CodecStream>> new_stream(codec::DecodeMode mode) const override {
-    return std::unique_ptr<CodecStream>(new CpuCodecStream(&m_.decoder, m_.decoder.new_state(mode)));
+    return std::unique_ptr<CodecStream>(new DecoderStream<codec::Decoder, codec::DecoderState>(&m_.decoder, m_.decoder.new_state(mode)));
   }
   codec::Decoder& decoder() { return m_.decoder; }
 
  private:
   codec::CodecModel m_;
-};
-
-class GpuCodecStream final : public CodecStream {
- public:
-  GpuCodecStream(const codec::CudaDecoder* d, codec::CudaDecoderState s) : d_(d), s_(std::move(s)) {}
-  Status decode(const int32_t* codes, int64_t frames, std::vector<float>& out) override {
-    return d_->decode(s_, codes, frames, out);
-  }
-  Status flush(std::vector<float>& out) override { return d_->flush(s_, out); }
-
- private:
-  const codec::CudaDecoder* d_;
-  codec::CudaDecoderState s_;
 };
 
 class GpuCodec final : public Codec {
@@ -64,7 +53,7 @@ class GpuCodec final : public Codec {
     if (mode != codec::DecodeMode::kExact)
       return make_error(ErrorCode::kUnsupported, "the GPU codec decodes in the exact (full) mode only");
     CHORUS_ASSIGN(codec::CudaDecoderState s, d_.new_state());
-    return std::unique_ptr<CodecStream>(new GpuCodecStream(&d_, std::move(s)));
+    return std::unique_ptr<CodecStream>(new DecoderStream<codec::CudaDecoder, codec::CudaDecoderState>(&d_, std::move(s)));
   }
   Status warm_up() const {
     CHORUS_ASSIGN(codec::CudaDecoderState s, d_.new_state());
