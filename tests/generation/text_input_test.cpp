@@ -308,6 +308,26 @@ TEST(TextInput, CancelWhileWaitingForText) {
   EXPECT_EQ(synth.load().running, 0);
 }
 
+// A writer that stops writing leaves its request waiting; its deadline still ends it (the
+// sleeping scheduler wakes for it).
+TEST(TextInput, DeadlineEndsARequestWaitingForText) {
+  auto m = tiny(q3::Variant::kCustomVoice);
+  ASSERT_TRUE(m);
+  engine::Synthesizer synth(m);
+  engine::SynthesisOptions o;
+  o.audio = false;
+  o.total_deadline_s = 0.5;
+  auto h = synth.submit_text(request(Mode::kCustomVoice, *m, 0, true), nullptr, o);
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE((*h)->append_text("Hello there, how are").ok());
+  auto done = std::async(std::launch::async, [&] { return (*h)->wait(); });
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "the deadline did not end it";
+  auto st = done.get();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_NE(st.error().message.find("total deadline"), std::string::npos) << st.error().message;
+}
+
 // The planted bug: a stream that, instead of waiting, goes on with the tts_pad row where the
 // text's next row has not come yet (and gets the rest later) must be caught by the comparison
 // the tests above make. The same schedule with waiting matches.
