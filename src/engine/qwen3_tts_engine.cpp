@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <limits>
 
+#include "engine/qwen3_text_stream.h"
+
 namespace chorus::engine {
 
 namespace {
@@ -165,6 +167,37 @@ Result<std::unique_ptr<TtsStream>> Qwen3TtsEngine::create_stream(const Synthesis
   return std::unique_ptr<TtsStream>(new Qwen3Stream(std::move(s), text_tokens));
 }
 
+Result<std::unique_ptr<TtsStream>> Qwen3TtsEngine::create_text_stream(const SynthesisRequest& r,
+                                                                      std::shared_ptr<TextFeed>* feed) const {
+  static constexpr char kPrefix[] = "<|im_start|>assistant\n", kSuffix[] = "<|im_end|>\n<|im_start|>assistant\n";
+  if (!feed) return make_error(ErrorCode::kInternal, "create_text_stream: no feed to fill");
+  if (!r.text.empty() || !r.text_ids.empty()) return bad("a request whose text arrives in pieces has no text of its own");
+  if (r.max_frames < 0) return bad("max frames must be >= 0 (0: the checkpoint's limit)");
+  if (r.cfg_scale || r.dual_cfg)
+    return make_error(ErrorCode::kUnsupported, "classifier-free guidance is a Breeze TTS 2 feature");
+  if (!(r.length_cap.frames_per_token >= 0) || r.length_cap.slack_frames < 0)
+    return bad("the length cap needs frames per token >= 0 and slack >= 0");
+  if (!tokenizer_) return make_error(ErrorCode::kUnsupported, "cannot tokenize text in pieces: " + tokenizer_error_);
+  const bool streaming = r.layout == TextLayout::kStreaming ||
+                         (r.layout == TextLayout::kModelDefault && model_->config().variant == q3::Variant::kBase);
+  if (!streaming)
+    return make_error(ErrorCode::kUnsupported, "text in pieces needs the streaming text layout (this model's default "
+                                               "is the full-text layout: ask for the streaming layout)");
+  SynthesisRequest with_ids = r;
+  with_ids.text_ids = {0};  // a stand-in: the text comes through the feed
+  CHORUS_ASSIGN(q3::PromptInputs in, prompt_inputs(with_ids));
+  const std::vector<int32_t> suffix = tokenizer_->encode(kSuffix);
+  // Checks everything but the text now (speaker, language, voice), on a one-token stand-in.
+  std::vector<int32_t> trial = tokenizer_->encode(std::string(kPrefix) + "a" + kSuffix);
+  std::swap(in.text_ids, trial);
+  if (auto trial_prompt = q3::build_prompt(*model_, in); !trial_prompt.ok()) return std::move(trial_prompt).error();
+  in.text_ids.clear();
+  auto f = std::make_shared<TextFeed>(*tokenizer_, kPrefix, kSuffix);
+  auto stream = std::make_unique<Qwen3TextStream>(model_, std::move(in), settings(r), r.length_cap, suffix, f);
+  *feed = std::move(f);
+  return std::unique_ptr<TtsStream>(std::move(stream));
+}
+
 Status Qwen3TtsEngine::step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const {
   if (out.size() != streams.size()) return make_error(ErrorCode::kInternal, "step: one result per stream");
   // Cancelled streams are left out, so they never make another frame.
@@ -172,11 +205,20 @@ Status Qwen3TtsEngine::step(std::span<TtsStream* const> streams, std::span<StepR
   std::vector<size_t> index;
   impl.reserve(streams.size());
   for (size_t i = 0; i < streams.size(); ++i) {
+    out[i].has_frame = false;
+    out[i].codes.clear();
+    if (auto* t = dynamic_cast<Qwen3TextStream*>(streams[i])) {
+      q3::Stream* s = t->steppable();  // nullptr while it waits for text
+      if (s && &s->model() != model_.get()) return make_error(ErrorCode::kInvalidArgument, "step: a stream of another model");
+      if (s) {
+        impl.push_back(s);
+        index.push_back(i);
+      }
+      continue;
+    }
     auto* q = dynamic_cast<Qwen3Stream*>(streams[i]);
     if (!q || &q->impl()->model() != model_.get())
       return make_error(ErrorCode::kInvalidArgument, "step: a stream of another model");
-    out[i].has_frame = false;
-    out[i].codes.clear();
     if (q->finished()) continue;
     impl.push_back(q->impl());
     index.push_back(i);

@@ -30,6 +30,9 @@ class Qwen3TtsEngine final : public TtsModel, public VoiceCloner {
   Status apply_voice(const qwen3_tts::Voice& v, const std::string& label, SynthesisRequest& r,
                      std::string* note) const override;
   Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& request) const override;
+  // Streaming text layout only (TextLayout::kStreaming, or the default of a Base checkpoint).
+  Result<std::unique_ptr<TtsStream>> create_text_stream(const SynthesisRequest& request,
+                                                        std::shared_ptr<TextFeed>* feed) const override;
   Status step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const override;
 
   const qwen3_tts::Model& model() const { return *model_; }

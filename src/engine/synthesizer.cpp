@@ -24,6 +24,36 @@ struct Synthesizer::Job {
   double first_audio_deadline_s = 0, total_deadline_s = 0;
 };
 
+// Text feeds hold this, not the Synthesizer, so a feed that outlives it wakes nothing.
+struct Synthesizer::Waker {
+  std::mutex mu;
+  Synthesizer* owner = nullptr;
+  void wake() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!owner) return;
+    {
+      std::lock_guard<std::mutex> l(owner->mu_);
+      owner->input_arrived_ = true;
+    }
+    owner->cv_.notify_all();
+  }
+};
+
+void Synthesis::cancel() {
+  cancel_.store(true);
+  if (text_feed_) text_feed_->poke();  // it may be waiting for text with the scheduler asleep
+}
+
+Status Synthesis::append_text(std::string_view delta) {
+  if (!text_feed_) return make_error(ErrorCode::kInvalidArgument, "this request was given its whole text");
+  return text_feed_->append(delta);
+}
+
+Status Synthesis::finish_text() {
+  if (!text_feed_) return make_error(ErrorCode::kInvalidArgument, "this request was given its whole text");
+  return text_feed_->finish();
+}
+
 bool Synthesis::done() const {
   std::lock_guard<std::mutex> lock(mu_);
   return done_;
@@ -39,10 +69,16 @@ Synthesizer::Synthesizer(std::shared_ptr<const Model> model, SynthesizerOptions 
     : model_(std::move(model)), options_(options) {
   if (options_.max_running < 1) options_.max_running = 1;
   if (options_.max_queued < 0) options_.max_queued = 0;
+  waker_ = std::make_shared<Waker>();
+  waker_->owner = this;
   thread_ = std::thread([this] { run(); });
 }
 
 Synthesizer::~Synthesizer() {
+  {
+    std::lock_guard<std::mutex> lock(waker_->mu);
+    waker_->owner = nullptr;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -89,6 +125,27 @@ Result<std::shared_ptr<Synthesis>> Synthesizer::submit(const SynthesisRequest& r
   // Checked and prepared here, on the caller's thread, so a bad request fails at once and a long
   // prompt's tokenization never holds up the running streams.
   CHORUS_ASSIGN(job->stream, model_->generator().create_stream(request));
+  return enqueue(std::move(job), request, options);
+}
+
+Result<std::shared_ptr<Synthesis>> Synthesizer::submit_text(const SynthesisRequest& request, ChunkCallback on_chunk,
+                                                            const SynthesisOptions& options) {
+  auto job = std::make_unique<Job>();
+  job->submitted = Clock::now();
+  job->on_chunk = std::move(on_chunk);
+  std::shared_ptr<TextFeed> feed;
+  CHORUS_ASSIGN(job->stream, model_->generator().create_text_stream(request, &feed));
+  std::weak_ptr<Waker> waker = waker_;
+  feed->set_wake([waker] {
+    if (auto w = waker.lock()) w->wake();
+  });
+  job->handle = std::make_shared<Synthesis>();
+  job->handle->text_feed_ = std::move(feed);
+  return enqueue(std::move(job), request, options);
+}
+
+Result<std::shared_ptr<Synthesis>> Synthesizer::enqueue(std::unique_ptr<Job> job, const SynthesisRequest& request,
+                                                        const SynthesisOptions& options) {
   if (options.audio) {
     if (!model_->has_codec())
       return make_error(ErrorCode::kUnsupported, "audio was asked for but the model was loaded without its codec");
@@ -109,7 +166,7 @@ Result<std::shared_ptr<Synthesis>> Synthesizer::submit(const SynthesisRequest& r
   job->stats.max_frames = job->stream->max_frames();
   job->stats.text_tokens = job->stream->text_tokens();
   job->stats.prompt_rows = job->stream->prompt_rows();
-  job->handle = std::make_shared<Synthesis>();
+  if (!job->handle) job->handle = std::make_shared<Synthesis>();
   job->handle->max_frames_ = job->stats.max_frames;
   const double rate = model_->info().frame_rate > 0 ? model_->info().frame_rate : 12.5;
   job->audio_limit_s = static_cast<double>(job->stats.max_frames) / rate;
@@ -155,6 +212,10 @@ void Synthesizer::finish(Job& j, Status status) {
   }
   j.stats.stop = j.stream->stop_reason();
   j.stats.frames = j.stream->frames();
+  // Known only at the end for a request whose text arrived while it ran.
+  j.stats.max_frames = j.stream->max_frames();
+  j.stats.text_tokens = j.stream->text_tokens();
+  j.stats.prompt_rows = j.stream->prompt_rows();
   j.stats.audio_s = model_->info().frame_rate > 0 ? static_cast<double>(j.stats.frames) / model_->info().frame_rate : 0;
   j.stats.total_s = since(j.submitted);
   j.codec.reset();
@@ -195,7 +256,7 @@ void Synthesizer::deliver(Job& j, const StepResult& r) {
   }
 }
 
-void Synthesizer::step_group(std::vector<Job*>& group) {
+bool Synthesizer::step_group(std::vector<Job*>& group) {
   std::vector<TtsStream*> streams;
   streams.reserve(group.size());
   for (Job* j : group) {
@@ -223,7 +284,22 @@ void Synthesizer::step_group(std::vector<Job*>& group) {
     }
   group.swap(live);
   streams.swap(live_streams);
-  if (group.empty()) return;
+  // Streams waiting for input (text still being written) sit this step out.
+  live.clear();
+  live_streams.clear();
+  for (Job* j : group) {
+    Result<bool> ready = j->stream->ready();
+    if (!ready.ok()) {
+      j->stream->cancel();
+      finish(*j, std::move(ready).error());
+    } else if (*ready) {
+      live.push_back(j);
+      live_streams.push_back(j->stream.get());
+    }
+  }
+  group.swap(live);
+  streams.swap(live_streams);
+  if (group.empty()) return false;
   std::vector<StepResult> out(streams.size());
   StageTimes t;
   Status st = model_->generator().step(streams, out, &t);
@@ -240,15 +316,35 @@ void Synthesizer::step_group(std::vector<Job*>& group) {
     deliver(j, out[i]);
     if (!j.ended && j.stream->finished()) finish(j, ok_status());
   }
+  return true;
 }
 
 void Synthesizer::run() {
   const bool joins = model_->generator().joins_running_batch();
+  bool idle = false;  // every running request waits for input: sleep until some arrives
   for (;;) {
     std::vector<std::unique_ptr<Job>> admitted, expired;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !groups_.empty(); });
+      auto wakes = [&] { return stop_ || !queue_.empty() || input_arrived_ || (!groups_.empty() && !idle); };
+      if (idle) {
+        // A waiting request's deadline still needs checking when it passes.
+        Clock::time_point next = Clock::time_point::max();
+        for (const auto& g : groups_)
+          for (const auto& j : g) {
+            if (j->first_audio_deadline_s > 0 && j->stats.first_audio_s == 0)
+              next = std::min(next, j->submitted + std::chrono::duration_cast<Clock::duration>(
+                                                       std::chrono::duration<double>(j->first_audio_deadline_s)));
+            if (j->total_deadline_s > 0)
+              next = std::min(next, j->submitted + std::chrono::duration_cast<Clock::duration>(
+                                                       std::chrono::duration<double>(j->total_deadline_s)));
+          }
+        if (next == Clock::time_point::max()) cv_.wait(lock, wakes);
+        else cv_.wait_until(lock, next + std::chrono::milliseconds(1), wakes);
+      } else {
+        cv_.wait(lock, wakes);
+      }
+      input_arrived_ = false;
       if (stop_) break;
       expire_queued(expired);
       while (!queue_.empty() && running_count_ < options_.max_running) {
@@ -273,12 +369,14 @@ void Synthesizer::run() {
         groups_.push_back(std::move(admitted));
       }
     }
+    bool stepped = false;
     for (auto& g : groups_) {
       std::vector<Job*> group;
       for (auto& j : g) group.push_back(j.get());
-      step_group(group);
+      stepped = step_group(group) || stepped;
       std::erase_if(g, [](const std::unique_ptr<Job>& j) { return j->ended; });
     }
+    idle = !stepped;
     std::erase_if(groups_, [](const std::vector<std::unique_ptr<Job>>& g) { return g.empty(); });
     const double took = since(step_start);
     std::lock_guard<std::mutex> lock(mu_);

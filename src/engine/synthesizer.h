@@ -20,12 +20,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "core/error.h"
 #include "engine/model.h"
 #include "engine/request.h"
+#include "engine/text_feed.h"
 #include "engine/tts_model.h"
 
 namespace chorus::engine {
@@ -72,13 +74,21 @@ class Synthesis {
   uint64_t id() const { return id_; }
   int64_t max_frames() const { return max_frames_; }  // the request's frame limit
   // Stops the request before its next frame (any thread, any time); its stats say kCancelled.
-  void cancel() { cancel_.store(true); }
+  void cancel();
   bool done() const;
   // Blocks until the request has stopped: its stats, or the error that ended it.
   Result<SynthesisStats> wait();
 
+  // A request submitted by submit_text() takes its text here, from any thread: deltas split
+  // anywhere (even inside a UTF-8 character), then finish_text(). Until then the request speaks
+  // what it has and waits for more. Others answer kInvalidArgument; text after finish_text() too.
+  bool takes_text() const { return text_feed_ != nullptr; }
+  Status append_text(std::string_view delta);
+  Status finish_text();
+
  private:
   friend class Synthesizer;
+  std::shared_ptr<TextFeed> text_feed_;
   uint64_t id_ = 0;
   int64_t max_frames_ = 0;
   std::atomic<bool> cancel_{false};
@@ -108,6 +118,13 @@ class Synthesizer {
 
   Result<std::shared_ptr<Synthesis>> submit(const SynthesisRequest& request, ChunkCallback on_chunk,
                                             const SynthesisOptions& options = {});
+  // A request whose text arrives while it runs: `request` has no text; give it through the
+  // handle's append_text() and finish_text(). The codes (and audio) equal those of submit() with
+  // the whole text, however the text is cut and timed; while the next text token has not arrived
+  // the request waits, without holding up the others. kUnsupported for models that need the whole
+  // text first (Breeze TTS 2, Qwen3-TTS in the full-text layout, the CUDA engines).
+  Result<std::shared_ptr<Synthesis>> submit_text(const SynthesisRequest& request, ChunkCallback on_chunk,
+                                                 const SynthesisOptions& options = {});
   // submit() and wait().
   Result<SynthesisStats> synthesize(const SynthesisRequest& request, ChunkCallback on_chunk,
                                     const SynthesisOptions& options = {});
@@ -123,9 +140,14 @@ class Synthesizer {
 
  private:
   struct Job;
+  struct Waker;
   void run();
-  // Steps one set of jobs that may be stepped together; false when it failed (every job in it ends).
-  void step_group(std::vector<Job*>& group);
+  // Codec, stats and queueing of a job whose stream is made.
+  Result<std::shared_ptr<Synthesis>> enqueue(std::unique_ptr<Job> job, const SynthesisRequest& request,
+                                             const SynthesisOptions& options);
+  // Steps the jobs of one set that may be stepped together and are not waiting for input (a failed
+  // step ends every job in it); false when none was stepped.
+  bool step_group(std::vector<Job*>& group);
   void deliver(Job& j, const StepResult& r);
   void finish(Job& j, Status status);
   // Ends requests past their deadlines: queued ones under mu_, running ones between steps.
@@ -137,6 +159,8 @@ class Synthesizer {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Job>> queue_;
   bool stop_ = false;
+  bool input_arrived_ = false;   // text came for a request (or one was cancelled) since the last look
+  std::shared_ptr<Waker> waker_;  // how text feeds wake the scheduler; outlives it safely
   uint64_t next_id_ = 1;
   int running_count_ = 0;        // admitted and not yet ended
   double queued_audio_s_ = 0;    // Load::queued_audio_s

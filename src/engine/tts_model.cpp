@@ -27,3 +27,13 @@ Result<std::unique_ptr<TtsModel>> load_tts_model(const std::string& spec, const 
 }
 
 }  // namespace chorus::engine
+
+namespace chorus::engine {
+
+Result<std::unique_ptr<TtsStream>> TtsModel::create_text_stream(const SynthesisRequest&, std::shared_ptr<TextFeed>*) const {
+  return make_error(ErrorCode::kUnsupported,
+                    "this model cannot speak text before it is complete (text in pieces needs Qwen3-TTS in the "
+                    "streaming text layout on the CPU)");
+}
+
+}  // namespace chorus::engine

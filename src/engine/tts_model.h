@@ -37,6 +37,11 @@ class TtsStream {
   // Stops the stream before its next frame (finished() turns true, stop_reason() kCancelled); a
   // finished stream stays as it is. Not thread-safe: call it between steps.
   virtual void cancel() = 0;
+  // Takes in any input that has arrived (text written while the request runs) and says whether
+  // the stream can make its next frame now; false: it waits for input, leave it out of the step
+  // (a stream passed to step() while waiting makes no frame). Finished streams are ready. Not
+  // thread-safe: call it between steps.
+  virtual Result<bool> ready() { return true; }
 };
 
 struct StepResult {
@@ -61,6 +66,7 @@ struct ModelInfo {
 };
 
 class VoiceCloner;
+class TextFeed;
 
 class TtsModel {
  public:
@@ -74,6 +80,11 @@ class TtsModel {
   virtual const VoiceCloner* voice_cloner() const { return nullptr; }
   // Checks the request against the model (errors name the bad field); prefill happens on the first step.
   virtual Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& request) const = 0;
+  // A stream whose text arrives while it runs (the request has no text): *feed receives the text
+  // (engine/text_feed.h). The codes equal those of the request with the whole text, however the
+  // text is cut and timed. kUnsupported where the model cannot speak text before it is complete.
+  virtual Result<std::unique_ptr<TtsStream>> create_text_stream(const SynthesisRequest& request,
+                                                                std::shared_ptr<TextFeed>* feed) const;
   // Advances every unfinished stream by one frame; out[i] receives stream i's frame if it made one.
   // Streams must come from this model. On failure, drop the streams of this batch.
   virtual Status step(std::span<TtsStream* const> streams, std::span<StepResult> out,

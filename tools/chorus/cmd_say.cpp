@@ -2,11 +2,13 @@
 // official API: preset speaker (CustomVoice), voice description (VoiceDesign), voice clone (Base,
 // from a speaker embedding alone or with reference codes and text).
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <unistd.h>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "audio/writer.h"
 #include "audio_output.h"
@@ -26,7 +28,7 @@ struct Options {
   std::string model, text, text_ids, speaker, language = "auto", instruct, instruct_ids, speaker_embedding;
   std::string ref_audio, voice, ref_codes, ref_text, ref_text_ids, codes_out, out, decode_mode = "full";
   cli::RefAudioOptions ref_limits;
-  bool xvector_only = false, streaming_text = false, full_text = false, greedy = false;
+  bool xvector_only = false, streaming_text = false, full_text = false, greedy = false, stdin_stream = false;
   uint64_t seed = 0;
   uint32_t rng_stream = 0;
   std::optional<float> temperature, top_p, repetition_penalty, sub_temperature, sub_top_p;
@@ -75,7 +77,12 @@ Result<std::vector<float>> read_embedding(const std::string& path) {
 
 Result<engine::SynthesisRequest> make_request(const Options& o, int64_t codebooks, int64_t codebook_size) {
   engine::SynthesisRequest r;
-  if (o.text.empty() == o.text_ids.empty()) return make_error(ErrorCode::kInvalidArgument, "give exactly one of --text and --text-ids");
+  if (o.stdin_stream) {
+    if (!o.text.empty() || !o.text_ids.empty())
+      return make_error(ErrorCode::kInvalidArgument, "--stdin-stream takes the text from standard input: drop --text / --text-ids");
+  } else if (o.text.empty() == o.text_ids.empty()) {
+    return make_error(ErrorCode::kInvalidArgument, "give exactly one of --text and --text-ids (or --stdin-stream)");
+  }
   r.text = o.text;
   if (!o.text_ids.empty()) {
     CHORUS_ASSIGN(r.text_ids, read_ids(o.text_ids, "--text-ids"));
@@ -198,8 +205,30 @@ int run(const Options& o) {
     }
     return ok_status();
   };
-  auto job = synth.submit(*request, on_chunk, so);
-  if (!job.ok()) return cli::fail(job.error());
+  auto job = o.stdin_stream ? synth.submit_text(*request, on_chunk, so) : synth.submit(*request, on_chunk, so);
+  if (!job.ok()) {
+    if (o.stdin_stream && job.error().code == ErrorCode::kUnsupported)
+      return cli::fail(make_error(ErrorCode::kUnsupported, "--stdin-stream: " + job.error().message +
+                                                               (request->layout == engine::TextLayout::kStreaming
+                                                                    ? ""
+                                                                    : " (add --streaming-text)")));
+    return cli::fail(job.error());
+  }
+  if (o.stdin_stream) {
+    // Standard input is read as it arrives (a pipe from an LLM gives a few bytes at a time) and
+    // handed on at once; the end of input ends the text. The reader is left behind, blocked in
+    // read(), when the request stops first (a frame limit, an error): the process is ending.
+    std::thread([handle = *job] {
+      char buf[4096];
+      for (;;) {
+        const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (!handle->append_text(std::string_view(buf, static_cast<size_t>(n))).ok()) return;
+      }
+      (void)handle->finish_text();
+    }).detach();
+  }
   max_frames = (*job)->max_frames();
   auto stats = (*job)->wait();
   if (progress) std::fprintf(stderr, "\r\033[K");
@@ -231,6 +260,9 @@ chorus::cli::Runner setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
   sub.add_option("--model", o->model, "Qwen3-TTS or Breeze TTS 2 checkpoint folder, or a Hugging Face id in the local cache (Org/Name[@rev])")->required();
   sub.add_option("--text", o->text, "Text to speak (needs the checkpoint's text tokenizer)");
+  sub.add_flag("--stdin-stream", o->stdin_stream,
+               "Speak standard input while it is still being written (e.g. piped from an LLM): Qwen3-TTS in the "
+               "streaming text layout (--streaming-text, the default for voice clone), CPU");
   sub.add_option("--text-ids", o->text_ids,
                  "Token ids wrapped as the official wrapper does (<|im_start|>assistant\\n ... <|im_end|>\\n"
                  "<|im_start|>assistant\\n): a JSON array inline or a .json file");
@@ -282,7 +314,9 @@ chorus::cli::Runner setup(CLI::App& sub) {
              "  chorus say --model Qwen3-TTS-12Hz-0.6B-CustomVoice --text 'Hello there.' --speaker ryan "
              "--language english -o hello.wav\n"
              "  chorus say --model tiny_base --text-ids '[1000,900,10,723,1001,10,1000,900,10]' "
-             "--speaker-embedding xvec.json --xvector-only --greedy --codes-out codes.json");
+             "--speaker-embedding xvec.json --xvector-only --greedy --codes-out codes.json\n"
+             "  my-llm | chorus say --model Qwen3-TTS-12Hz-0.6B-CustomVoice --speaker ryan --streaming-text "
+             "--stdin-stream -o answer.wav");
   return [o] { return run(*o); };
 }
 
