@@ -54,8 +54,9 @@ Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
     return make_error(ErrorCode::kInvalidArgument, "bench: --frames must be >= 2, --warmup >= 0");
   std::string rep;
   CHORUS_ASSIGN(const std::string dev, cuda::device_summary(0));
+  if (b.stack_trace) cuda::decode_stack_enable_trace();
   const auto t_load = Clock::now();
-  CHORUS_ASSIGN(auto model, load_cuda_breeze_model(b.model, {}));
+  CHORUS_ASSIGN(auto model, load_cuda_breeze_model(b.model, {.split_frames = b.split_frames}));
   const double load_ms = ms_since(t_load);
   const size_t weights = cuda::memory_stats().current;
   CHORUS_ASSIGN(const breeze_tts::Config c, breeze_tts::load_config(b.model));
@@ -115,7 +116,7 @@ Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o) {
   // Which decode path ran: persistent stack launches so far (0: every step went kernel by kernel).
   appendf(rep, "persistent decode-stack launches so far: %llu\n",
           static_cast<unsigned long long>(cuda::decode_stack_launches()));
-  rep += cuda::decode_stack_trace_report();  // CHORUS_STACK_TRACE=1
+  rep += cuda::decode_stack_trace_report();  // empty without --stack-trace
   appendf(rep, "first audio      %.2f ms median, best %.2f ms (warm, 10 requests: prompt on the GPU text encoder %.2f ms "
                "median, request -> frame 0's codes %.2f ms median, then frame 0's audio on the GPU codec)\n",
           fa.median_ms, fa.best_ms, fa.prompt_median_ms, fa.codes_median_ms);

@@ -26,8 +26,9 @@ Result<std::string> cuda_bench(const CudaBenchOptions& o,
     return make_error(ErrorCode::kInvalidArgument, "bench: --frames must be >= 2, --warmup >= 0");
   std::string rep;
   CHORUS_ASSIGN(const std::string dev, cuda::device_summary(0));
+  if (o.stack_trace) cuda::decode_stack_enable_trace();
   const auto t_load = Clock::now();
-  CHORUS_ASSIGN(auto model, load_cuda_tts_model(o.model));
+  CHORUS_ASSIGN(auto model, load_cuda_tts_model(o.model, {.split_frames = o.split_frames}));
   const double load_ms = ms_since(t_load);
   const size_t weights = cuda::memory_stats().current;
   CHORUS_ASSIGN(auto files, qwen3_tts::open_model_files(o.model));
@@ -92,7 +93,7 @@ Result<std::string> cuda_bench(const CudaBenchOptions& o,
   appendf(rep, "GPU memory       peak %.3f GiB allocated by chorus (weights %.3f GiB); %.3f GiB in use on the device "
                "incl. the CUDA context\n",
           gib(peak), gib(weights), gib(in_use));
-  rep += cuda::decode_stack_trace_report();  // CHORUS_STACK_TRACE=1 with CHORUS_PERSISTENT=1
+  rep += cuda::decode_stack_trace_report();  // empty without --stack-trace
   for (int64_t B : o.batches) {
     CHORUS_ASSIGN(const RunStats r, run_batch(*model, B, o.batch_frames, 1000, request));
     const double steps = static_cast<double>(o.batch_frames - 1);

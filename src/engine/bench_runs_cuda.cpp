@@ -22,8 +22,7 @@ std::string device_split(double second_ms, double first_ms, const char* second, 
   if (second_ms > 0)
     appendf(s, "%s %.3f ms + %s %.3f ms (device)", second, second_ms, first, first_ms);
   else
-    appendf(s, "%.3f ms on the device (one graph per frame; CHORUS_FRAME_GRAPH=split times the %s apart)", first_ms,
-            second);
+    appendf(s, "%.3f ms on the device (one graph per frame; --split-frames times the %s apart)", first_ms, second);
   return s;
 }
 

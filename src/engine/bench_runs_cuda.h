@@ -26,7 +26,7 @@ void appendf(std::string& s, const char* fmt, ...) __attribute__((format(printf,
 
 // A frame's device time per half, from StageTimes' two figures: "<second> S ms + <first> F ms
 // (device)", or, when the frame ran as one graph (the second half's time is then inside the first's
-// and the second's is 0; FrameTiming), the unsplit time and how CHORUS_FRAME_GRAPH=split splits it.
+// and the second's is 0; FrameTiming), the unsplit time and how --split-frames splits it.
 // second: "talker" / "backbone"; first: "code predictor" / "depth decoder".
 std::string device_split(double second_ms, double first_ms, const char* second, const char* first);
 

@@ -58,6 +58,7 @@ class CudaBreezeEngine final : public TtsModel {
       CHORUS_ASSIGN(e->text_, bt::gpu::TextEncoderCuda::upload(files.config, files.main));
     }
     e->info_ = e->cpu_->info();
+    e->split_frames_ = o.split_frames;
     return e;
   }
 
@@ -108,6 +109,7 @@ class CudaBreezeEngine final : public TtsModel {
       std::vector<bt::gpu::StreamSetup> setups;
       for (size_t i : active) setups.push_back(ss[i]->setup);
       CHORUS_ASSIGN(auto frames, Frames::create(dev_, setups));
+      frames->set_split_frames(split_frames_);
       CHORUS_TRY(frames->prefill(setups));
       for (size_t i : active) {
         ss[i]->setup.branches.clear();
@@ -134,6 +136,7 @@ class CudaBreezeEngine final : public TtsModel {
   std::unique_ptr<bt::gpu::TextEncoderCuda> text_;  // the prompts' text segments
   ThreadPool* pool_ = nullptr;
   ModelInfo info_;
+  bool split_frames_ = false;  // CudaLoadOptions::split_frames
 };
 
 }  // namespace

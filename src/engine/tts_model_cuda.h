@@ -25,6 +25,9 @@ bool cuda_built();
 struct CudaLoadOptions {
   int device = 0;
   ThreadPool* pool = nullptr;  // CPU threads for prompt building (nullptr: ThreadPool::global())
+  // Each frame as two graphs (the depth walk, then the backbone step) instead of one, so StageTimes
+  // gives their device times apart (`chorus bench --split-frames`); a little slower.
+  bool split_frames = false;
 };
 
 // A Qwen3-TTS checkpoint with generation on the GPU.
@@ -39,6 +42,8 @@ struct CudaBenchOptions {
   int64_t warmup = 5;
   std::vector<int64_t> batches = {1};
   int64_t batch_frames = 100;  // frames per stream in the batch runs
+  bool split_frames = false;   // CudaLoadOptions::split_frames
+  bool stack_trace = false;    // the persistent decode kernel's per-phase times (cuda::decode_stack_enable_trace)
 };
 Result<std::string> cuda_bench(const CudaBenchOptions& o,
                                const std::function<SynthesisRequest(uint64_t seed, int64_t frames)>& request);

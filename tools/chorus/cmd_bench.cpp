@@ -34,6 +34,8 @@ struct Options {
   int64_t batch_frames = 100;
   float cfg_scale = 1.0f;  // Breeze on cuda: guidance scale (≠ 1: design prompt with CFG)
   std::string activations;  // Breeze on cuda: "bf16", "f32" or "" (the model's default, bf16)
+  bool split_frames = false;  // cuda: two graphs per frame, timed apart
+  bool stack_trace = false;   // cuda: the persistent decode kernel's per-phase times
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -83,7 +85,9 @@ int run(const Options& o) {
   if (auto fam = detect_family(o.model); o.device == "cuda" && fam.ok() && *fam == Family::kBreezeTts) {
     auto act = cli::activation_precision_from_name(o.activations);
     if (!act.ok()) return cli::fail(act.error());
-    auto rep = engine::cuda_bench_breeze({{o.model, o.frames, o.warmup, o.batches, o.batch_frames}, o.cfg_scale,
+    auto rep = engine::cuda_bench_breeze({{o.model, o.frames, o.warmup, o.batches, o.batch_frames, o.split_frames,
+                                           o.stack_trace},
+                                          o.cfg_scale,
                                           o.text_tokens, 16, o.greedy, *act});
     if (!rep.ok()) return cli::fail(rep.error());
     std::fputs(rep->c_str(), stdout);
@@ -99,7 +103,7 @@ int run(const Options& o) {
   const double load_s = seconds_since(t_load);
   const double rss_loaded = peak_rss_mib();
   if (o.device == "cuda") {  // generation on the GPU: its own report (engine/bench_cuda.cpp)
-    engine::CudaBenchOptions c{o.model, o.frames, o.warmup, o.batches, o.batch_frames};
+    engine::CudaBenchOptions c{o.model, o.frames, o.warmup, o.batches, o.batch_frames, o.split_frames, o.stack_trace};
     auto rep = engine::cuda_bench(c, [&](uint64_t seed, int64_t frames) {
       Options r = o;
       r.frames = frames;
@@ -189,6 +193,11 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--cfg-scale", o->cfg_scale, "Breeze with --device cuda: CFG scale (design prompt) when not 1")
       ->capture_default_str();
   sub.add_option("--activations", o->activations, "Breeze with --device cuda: bf16 or f32 (default: bf16, the model's)");
+  sub.add_flag("--split-frames", o->split_frames,
+               "With --device cuda: each frame as two graphs, so the talker (backbone) and the code predictor "
+               "(depth decoder) are timed apart; a little slower");
+  sub.add_flag("--stack-trace", o->stack_trace,
+               "With --device cuda: where the persistent decode kernel spends its time, per phase (diagnostics)");
   sub.footer("Example: chorus make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out /tmp/q06\n"
              "         chorus bench --model /tmp/q06 --frames 100");
   return [o] { return run(*o); };

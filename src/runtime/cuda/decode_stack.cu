@@ -14,9 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstdio>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -461,22 +459,13 @@ int64_t smem_bytes(const DecodeStackArgs& a) {
   return w.bytes[0] + w.bytes[1] + (preload_floats(D) + std::max(stage_in, attn)) * static_cast<int64_t>(sizeof(float));
 }
 
-// -1: as CHORUS_PERSISTENT says (on unless it is "0"); 0 / 1: set by decode_stack_set_enabled.
-std::atomic<int> g_enabled{-1};
+// Off only in tests (decode_stack_set_enabled), which compare the kernel-by-kernel path with it.
+std::atomic<bool> g_enabled{true};
 std::atomic<uint64_t> g_launches{0};
 
-bool persistent_enabled() {
-  const int e = g_enabled.load(std::memory_order_relaxed);
-  if (e >= 0) return e == 1;
-  static const bool from_env = [] {
-    const char* v = std::getenv("CHORUS_PERSISTENT");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return from_env;
-}
-
-// CHORUS_STACK_TRACE=1: stamps of the last launch per stack depth (up to kTraceSlots depths of at
-// most kTraceLayers layers), in buffers made by decode_stack_reserve, outside graph capture.
+// With decode_stack_enable_trace: stamps of the last launch per stack depth (up to kTraceSlots
+// depths of at most kTraceLayers layers), in buffers made by decode_stack_reserve, outside graph
+// capture.
 constexpr int kTraceSlots = 4, kTraceLayers = 64;
 struct TraceSlot {
   int layers = 0;
@@ -484,14 +473,9 @@ struct TraceSlot {
 };
 TraceSlot g_trace[kTraceSlots];
 std::mutex g_trace_mutex;
+std::atomic<bool> g_trace_requested{false};
 
-bool trace_requested() {
-  static const bool on = [] {
-    const char* e = std::getenv("CHORUS_STACK_TRACE");
-    return e && std::strcmp(e, "1") == 0;
-  }();
-  return on;
-}
+bool trace_requested() { return g_trace_requested.load(std::memory_order_relaxed); }
 
 size_t trace_words() { return static_cast<size_t>(kTraceLayers) * kPhasesPerLayer * g_launch.blocks * 3; }
 
@@ -590,7 +574,7 @@ bool decode_stack_reserve() {
     g_launch.ok = true;
     // Whether this driver takes a cooperative launch with PDL: one empty launch (n_layers = 0),
     // here, outside any graph capture, where a refusal cannot break a capture.
-    if (pdl_enabled()) {
+    {
       StackLaunchConfig probe(sms, 0, nullptr, true);
       const bool launched = cudaLaunchKernelEx(&probe.cfg, decode_stack_kernel<false>, DecodeStackArgs{}) == cudaSuccess;
       g_launch.pdl = launched && cudaDeviceSynchronize() == cudaSuccess;
@@ -607,7 +591,7 @@ bool decode_stack_reserve() {
 }
 
 bool decode_stack_applies(const DecodeStackArgs& a) {
-  if (!persistent_enabled() || !g_launch.ok) return false;
+  if (!g_enabled.load(std::memory_order_relaxed) || !g_launch.ok) return false;
   const int64_t D = a.head_dim;
   if (a.n_layers <= 0 || a.hidden <= 0 || a.q_heads <= 0 || a.kv_heads <= 0 || a.q_heads % a.kv_heads != 0 ||
       D <= 0 || D % 8 != 0 || D > 32 * dev::kHeadChunks)
@@ -631,7 +615,9 @@ Status decode_stack(const DecodeStackArgs& a, cudaStream_t s) {
   return ok_status();
 }
 
-void decode_stack_set_enabled(bool on) { g_enabled.store(on ? 1 : 0, std::memory_order_relaxed); }
+void decode_stack_set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
+
+void decode_stack_enable_trace() { g_trace_requested.store(true, std::memory_order_relaxed); }
 
 uint64_t decode_stack_launches() { return g_launches.load(std::memory_order_relaxed); }
 

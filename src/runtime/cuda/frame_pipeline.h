@@ -24,11 +24,6 @@
 
 namespace chorus::cuda {
 
-// CHORUS_FRAME_GRAPH=split: the families capture a frame's two halves as two graphs, timed apart.
-bool split_frame_graphs();
-// CHORUS_FRAME_AHEAD=0: the engines wait for each frame before launching the next (for comparisons).
-bool frames_ahead();
-
 class FramePipeline {
  public:
   using Enqueue = std::function<Status()>;

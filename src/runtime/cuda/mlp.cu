@@ -24,8 +24,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
+#include <atomic>
 #include <string>
 
 #include "runtime/cuda/bulk_copy.cuh"
@@ -362,24 +361,9 @@ int sm_count() {
 // The register kernel's grid.
 int mlp_blocks() { return std::clamp(kBlocksPerSm * sm_count(), 1, kMaxBlocks); }
 
-// Features in flight per warp while one is summed: 2 at hidden 1024 (measured faster than 1; 3
-// needs the input in shared memory), 1 at 2048. CHORUS_MLP_AHEAD=1|3 overrides it at 1024, for
-// measurements.
-int mlp_ahead_1024() {
-  static const int ahead = [] {
-    const char* v = std::getenv("CHORUS_MLP_AHEAD");
-    return v && (std::strcmp(v, "1") == 0 || std::strcmp(v, "3") == 0) ? std::atoi(v) : 2;
-  }();
-  return ahead;
-}
-
-// CHORUS_MLP_TMA=0: single rows at hidden 1024 through the register kernel too (for
-// measurements); set_fused_mlp_bulk switches it at run time (tests).
-EnvSwitch g_bulk("CHORUS_MLP_TMA");
-
-// CHORUS_REDUCE_EARLY=0: the reduction lets the next launch start only after its wait (for
-// measurements).
-EnvSwitch g_reduce_early("CHORUS_REDUCE_EARLY");
+// Single rows at hidden 1024 through the bulk kernel; off only in tests (set_fused_mlp_bulk), which
+// compare it with the register kernel.
+std::atomic<bool> g_bulk{true};
 
 template <bool BF16>
 cudaError_t launch_bulk(const MlpParams& p, cudaStream_t s) {
@@ -393,25 +377,22 @@ template <bool BF16>
 cudaError_t launch_mlp(const MlpParams& p, int rows, int blocks, cudaStream_t s) {
   const dim3 grid(blocks), block(kMlpWarps * 32);
   cudaError_t e = cudaSuccess;
-  if (rows == 1 && p.hidden == 1024 && g_bulk.on()) {
+  if (rows == 1 && p.hidden == 1024 && g_bulk.load()) {
     blocks = sm_count();
     e = launch_bulk<BF16>(p, s);
   } else if (rows == 2) {
     e = launch(fused_mlp_kernel<4, BF16, 1, true, 2>, grid, block, 0, s, p);  // 2 ahead spills
   } else if (p.hidden == 2048) {
     e = launch(fused_mlp_kernel<8, BF16, 1, true, 1>, grid, block, 0, s, p);
-  } else {
-    const int ahead = mlp_ahead_1024();
-    e = ahead == 1   ? launch(fused_mlp_kernel<4, BF16, 1, false, 1>, grid, block, 0, s, p)
-        : ahead == 3 ? launch(fused_mlp_kernel<4, BF16, 3, true, 1>, grid, block, 0, s, p)
-                     : launch(fused_mlp_kernel<4, BF16, 2, false, 1>, grid, block, 0, s, p);
+  } else {  // one row at hidden 1024 without the bulk kernel (tests): two features ahead
+    e = launch(fused_mlp_kernel<4, BF16, 2, false, 1>, grid, block, 0, s, p);
   }
   if (e != cudaSuccess) return e;
   // Only after one row at hidden 2048 (Breeze's backbone: −0.05 ms per frame). After the bulk
   // kernel (the depth decoder's single row) q/k/v became resident 3 µs earlier but took longer after
   // the wait (+0.04 ms per frame), and after two rows at hidden 1024 (guidance's depth decoder)
   // +0.39 ms (PERFORMANCE.md "Session 17").
-  const bool early = g_reduce_early.on() && rows == 1 && p.hidden == 2048;
+  const bool early = rows == 1 && p.hidden == 2048;
   return launch(early ? mlp_reduce_kernel<BF16, true> : mlp_reduce_kernel<BF16, false>,
                 dim3(static_cast<unsigned>(p.hidden / 32), static_cast<unsigned>(rows)), dim3(kReduceWarps * 32), 0, s,
                 static_cast<const float*>(p.partial), blocks, p.hidden, p.h);
@@ -433,15 +414,7 @@ size_t fused_mlp_partial_floats(int64_t hidden, int rows) {
   return static_cast<size_t>(rows) * static_cast<size_t>(mlp_blocks()) * static_cast<size_t>(hidden);
 }
 
-bool fused_mlp_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("CHORUS_FUSED_MLP");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return on;
-}
-
-void set_fused_mlp_bulk(bool on) { g_bulk.set(on); }
+void set_fused_mlp_bulk(bool on) { g_bulk.store(on); }
 
 Status fused_mlp(const FusedMlpArgs& a, cudaStream_t s) {
   const int64_t H = a.gate.cols, I = a.gate.rows;
