@@ -212,12 +212,12 @@ if has timeline; then
   rm -rf /tmp/breeze
 fi
 if has ncusource; then
-  # Where a latency-bound launch's warps spend their time (session 14: the small-cache attention
-  # was instruction-bound). Single-stream Breeze, bf16 activations as the bench runs it.
+  # Where a latency-bound launch's warps spend their time (e.g. whether it is instruction-bound).
+  # Single-stream Breeze, bf16 activations as the bench runs it.
   ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   make_breeze
   i=0
-  # Mangled names: the demangled ones did not match (session 16; the bool arguments print as
+  # Mangled names: the demangled ones do not match reliably (the bool arguments print as
   # true/false there, and regexes over spaces and angle brackets are fragile). ILi1ELi0ELi1ELb1ELb0ELb1E
   # is gemv1_kernel<1, 0, 1, true, false, true>: the depth decoder's normed q/k/v in bf16.
   IFS=';' read -r -a kernels <<< "${NCU_KERNELS:-gemv1_kernelILi1ELi0ELi1ELb1ELb0ELb1E;attention_small_kernel;fused_mlp_bulk_kernel}"

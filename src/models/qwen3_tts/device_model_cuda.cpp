@@ -202,9 +202,8 @@ void DeviceStack::prefetch_attention(int64_t layer, cuda::L2Prefetch (&to)[4]) c
     ranges[i] = {w.data, static_cast<size_t>(w.rows * w.cols) * sizeof(uint16_t)};
     total += ranges[i].bytes;
   }
-  // Measured on the H200 (PERFORMANCE.md, "Session 10"): Breeze's depth layers (5 MB) gain, its
-  // backbone's (24 MB) lose as much: a large prefetch competes with the running launch's own reads
-  // and does not stay in L2 until used.
+  // Measured on the H200: Breeze's depth layers (5 MB) gain, its backbone's (24 MB) lose as much: a
+  // large prefetch competes with the running launch's own reads and does not stay in L2 until used.
   if (total > kMaxAttentionPrefetch) return;
   for (int i = 0; i < 4; ++i) to[i] = ranges[i];
 }

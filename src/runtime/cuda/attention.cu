@@ -111,8 +111,8 @@ __device__ inline void prefetch_earlier_kv(const AttnParams& a, int64_t r, int h
 // outputs [warps, D]. FUSED (decode: one new row per sequence): the block norms and rotates its own
 // query head and its kv head's new key itself, takes the new key and value from shared memory,
 // and the first query head of each kv group stores them into the cache for later steps.
-// PRELOAD (FUSED, caches that preloads() takes) is a separate instantiation: its extra code slowed
-// the attention over long caches (1.7B talker) by ~1 % when it was a branch.
+// PRELOAD (FUSED, caches that preloads() takes) is a separate instantiation: as a branch, its extra
+// code slows the attention over long caches (1.7B talker) by ~1 %.
 template <bool FUSED, bool PRELOAD = false>
 __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a) {
   extern __shared__ float smem[];
@@ -182,10 +182,9 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
 // rounding mode fixed at compile time, and the earlier keys and values always in shared memory (a
 // position that moved after the wait preloads again), so every read of them is a shared-memory load
 // with 32-bit addressing. The steps are attention_kernel's, each key's and value's sums in the same
-// order, so the result is bit-identical to it and to the persistent stack. Why: Nsight Compute showed
+// order, so the result is bit-identical to it and to the persistent stack. Why: Nsight Compute shows
 // the general kernel executing ~1300 instructions per warp for 16 positions at ~12 cycles each (one
-// warp per scheduler), most of them 64-bit address arithmetic and generic loads (PERFORMANCE.md
-// "Session 14").
+// warp per scheduler), most of them 64-bit address arithmetic and generic loads.
 constexpr int kSmallWarps = 4;
 
 template <int D, bool BF16>

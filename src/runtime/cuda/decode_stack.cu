@@ -42,8 +42,8 @@ struct Mat {
 
 // x (written by other blocks) → xs in shared memory, RMS-normed with `g` when given: the sum of
 // squares as cuda::linear's single-row kernel forms it (lane-strided float4s in f64, one warp).
-// (Every warp forming the sum itself measured no faster, but that was while staging still queued
-// behind the weight copies.)
+// (Every warp forming the sum itself measured no faster, in a copy schedule where staging queued
+// behind the weight copies; not measured with the current one.)
 template <bool BF16>
 __device__ void stage(const float* x, int64_t K, const float* g, float eps, float* xs, float* inv_s) {
   // The norm weights of inputs up to kNormRegs·kThreads wide are loaded with x, into registers, so
@@ -198,7 +198,7 @@ __device__ __forceinline__ void stamp(const DecodeStackArgs& a, int phase, int k
 // an arrival is one release-add and the wait one acquire poll, with no reset between barriers;
 // barrier[1] counts the blocks that finished, and the last one zeroes both for the next launch.
 // `then` runs on thread 32 once the barrier has opened (it issues weight copies): issued before
-// the arrival they delayed it by 1–3 µs, and beside it they slowed the barrier's polls (measured).
+// the arrival they delay it by 1–3 µs, and beside it they slow the barrier's polls (measured).
 template <class Then>
 __device__ __forceinline__ void grid_sync(const DecodeStackArgs& a, unsigned& target, int phase, Then then) {
   target += gridDim.x;
@@ -217,7 +217,7 @@ __device__ __forceinline__ void grid_sync(const DecodeStackArgs& a, unsigned& ta
 // The non-attending blocks' gate/up copy waits this long after the qkv barrier, so the attending
 // blocks' reads of the new q/k/v row (the attention's first, L2-bound step) do not queue behind
 // it. On the H200 1 µs made the 0.6B 2 % faster, 3 µs nothing, and issuing after the attention
-// (the copy then delays the o phase) 1 % slower (PERFORMANCE.md, session 8).
+// (the copy then delays the o phase) 1 % slower.
 constexpr unsigned long long kGateUpDelayNs = 1000;
 __device__ __forceinline__ void wait_ns(unsigned long long ns) {
   unsigned long long t0, t;
@@ -369,10 +369,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
   unsigned target = 0;
   stamp(a, 0, 0);
   // The o, down and qkv copies are issued after the staging of the phase before the one that reads
-  // them, not at the barrier: staging's L2 reads no longer queue behind them (measured). The gate/up
-  // copy: blocks that attend issue it after the o phase's staging (at the barrier it queued ahead of
-  // their attention's L2 reads, right after the attention ahead of the staging); the others
-  // kGateUpDelayNs after the qkv barrier.
+  // them, not at the barrier, so staging's L2 reads do not queue behind them (measured faster). The
+  // gate/up copy: blocks that attend issue it after the o phase's staging (at the barrier it would
+  // queue ahead of their attention's L2 reads, right after the attention ahead of the staging); the
+  // others kGateUpDelayNs after the qkv barrier.
   const bool issuer = threadIdx.x == 32;
   const bool attends = static_cast<int>(blockIdx.x) < a.q_heads;
   for (int l = 0; l < a.n_layers; ++l) {

@@ -225,8 +225,8 @@ constexpr int64_t kDeepK = 4096;
 constexpr int kWidePrefetch = 8;
 
 // NPRE: the norm weights of the prefetched chunks are loaded before the wait too, so the normed
-// input does not wait for their round trip after it (H200, Breeze: -0.10 ms per frame with the bulk
-// MLP's, PERFORMANCE.md "Session 14"). Launched for normed single rows of one feature per warp.
+// input does not wait for their round trip after it (H200, Breeze: -0.10 ms per frame together with
+// the bulk MLP's). Launched for normed single rows of one feature per warp.
 template <int NW, int EPI, int ROWS, bool BF16, bool DEEP, bool NPRE = false, int PRE = kPrefetch>
 __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

@@ -3,9 +3,8 @@
 //
 // Why: as two matrix-vector launches (gate/up, then down) each launch ramps up and drains on its
 // own, and the second cannot start loading before the first is done. Measured on the H200 at
-// Breeze's depth-decoder shape (1024 → 2 × 8192 → 1024, 50 MB, PERFORMANCE.md "Session 12"), the
-// pair took 22.0 µs back to back and one launch over the three matrices 17.8 µs (+1.4 µs to add the
-// partial sums).
+// Breeze's depth-decoder shape (1024 → 2 × 8192 → 1024, 50 MB): the pair takes 22.0 µs back to back,
+// one launch over the three matrices 17.8 µs (+1.4 µs to add the partial sums).
 //
 // Layout: warp w of W takes intermediate features f = w, w + W, ...: it loads gate row f, up row f
 // and row f of down transposed (down's column f, contiguous there), AHEAD features ahead of the one
@@ -16,9 +15,9 @@
 // lane's outputs (the same k positions); a block adds its warps in order into one partial row, and
 // the reduction launch adds the partial rows in block order: deterministic, independent of timing.
 // Two rows (R = 2, hidden 1024: guidance's branches): each loaded feature serves both rows (one
-// feature ahead, the normed inputs in shared memory: two ahead spilled), with each row's
-// arithmetic unchanged, so a row is bit-identical to its own one-row launch (Breeze
-// CFG 3: 14.06 → 10.34 ms per frame, PERFORMANCE.md "Session 13").
+// feature ahead, the normed inputs in shared memory: two ahead spill), with each row's
+// arithmetic unchanged, so a row is bit-identical to its own one-row launch (Breeze with CFG: 10.34
+// ms per frame against 14.06 ms with the two rows through the two-launch path).
 // One row at hidden 1024 (the depth decoder's single stream) takes the bulk-copy kernel further
 // down instead: the weights stream through shared memory, one block per SM.
 #include <cuda_runtime.h>
@@ -187,8 +186,8 @@ __global__ void __launch_bounds__(kMlpWarps * 32, kBlocksPerSm) fused_mlp_kernel
 // up rows and down's columns: three contiguous ranges) through a ring of shared-memory stages with
 // bulk copies (cp.async.bulk, completion counted on an mbarrier per stage), and eight consumer warps
 // take one feature of each stage each. A plain 50 MB read runs at 4.06 TB/s this way on the H200,
-// against 3.03 TB/s for 128-thread blocks of 16-byte register loads (PERFORMANCE.md "Session 14");
-// in the engine the depth decoder's MLP gained 0.7 µs per layer. Two rows and hidden 2048 measured
+// against 3.03 TB/s for 128-thread blocks of 16-byte register loads; in the engine the depth
+// decoder's MLP gains 0.7 µs per layer over the register kernel. Two rows and hidden 2048 measured
 // slower this way (more arithmetic per copied byte; two stages at 2048) and stay on the kernel above.
 // Each feature's sums are the register kernel's (lane l owns k = 8l + 256i + j), so gate·n and up·n
 // are bit-identical to linear; the down sums run in this kernel's own fixed order (features by
@@ -306,9 +305,9 @@ __global__ void __launch_bounds__(kBulkThreads, 1) fused_mlp_bulk_kernel(MlpPara
 // order), rounded as linear's residual epilogue rounds it. Block (x, r) takes row r's outputs
 // [32x, 32x + 32).
 // EARLY: the next launch (the next layer's q/k/v) may start before this one waits. A kernel lets
-// its successor launch only after its own wait, and this one waits through the whole MLP, so the
-// q/k/v launch became resident only when the MLP ended; early, it loads its weights during the
-// MLP's stream (its own wait still ends after this kernel, so after the MLP).
+// its successor launch only after its own wait, and this one waits through the whole MLP, so
+// without EARLY the q/k/v launch becomes resident only when the MLP ends; with it, it loads its
+// weights during the MLP's stream (its own wait still ends after this kernel, so after the MLP).
 template <bool BF16, bool EARLY>
 __global__ void __launch_bounds__(kReduceWarps * 32) mlp_reduce_kernel(const float* partial, int parts, int64_t hidden,
                                                                       float* h) {
@@ -389,9 +388,9 @@ cudaError_t launch_mlp(const MlpParams& p, int rows, int blocks, cudaStream_t s)
   }
   if (e != cudaSuccess) return e;
   // Only after one row at hidden 2048 (Breeze's backbone: −0.05 ms per frame). After the bulk
-  // kernel (the depth decoder's single row) q/k/v became resident 3 µs earlier but took longer after
-  // the wait (+0.04 ms per frame), and after two rows at hidden 1024 (guidance's depth decoder)
-  // +0.39 ms (PERFORMANCE.md "Session 17").
+  // kernel (the depth decoder's single row) q/k/v becomes resident 3 µs earlier but takes longer
+  // after the wait (+0.04 ms per frame), and after two rows at hidden 1024 (guidance's depth
+  // decoder) it costs +0.39 ms per frame.
   const bool early = rows == 1 && p.hidden == 2048;
   return launch(early ? mlp_reduce_kernel<BF16, true> : mlp_reduce_kernel<BF16, false>,
                 dim3(static_cast<unsigned>(p.hidden / 32), static_cast<unsigned>(rows)), dim3(kReduceWarps * 32), 0, s,

@@ -68,9 +68,9 @@ struct LinearArgs {
   bool round_outputs = true;
   // Weights of a later launch that this one's blocks ask L2 to fetch (cp.async.bulk.prefetch) before
   // they wait for their inputs, so a latency-bound launch that follows (a layer's q/k/v and o, ~5 MB)
-  // reads them from L2. No effect on results; matrix-vector path only. Measured on the H200 (Breeze,
-  // PERFORMANCE.md "Session 10"): the next layer's attention weights help; prefetching the MLP's
-  // 34-50 MB was slower (it does not stay in L2 until used).
+  // reads them from L2. No effect on results; matrix-vector path only. Measured on the H200 (Breeze):
+  // the next layer's attention weights help; prefetching the MLP's 34-50 MB is slower (it does not
+  // stay in L2 until used).
   L2Prefetch prefetch[4];
 };
 
