@@ -156,10 +156,6 @@ Result<std::unique_ptr<TtsModel>> load_cuda_breeze_model(const std::string&, con
   return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
 }
 
-Result<std::string> cuda_bench_breeze(const BreezeBenchOptions&) {
-  return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
-}
-
 }  // namespace chorus::engine
 
 #endif

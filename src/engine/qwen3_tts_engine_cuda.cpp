@@ -130,10 +130,6 @@ Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string&, const 
   return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
 }
 
-Result<std::string> cuda_bench(const CudaBenchOptions&, const std::function<SynthesisRequest(uint64_t, int64_t)>&) {
-  return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
-}
-
 }  // namespace chorus::engine
 
 #endif
