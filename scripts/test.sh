@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole chorus test suite: installs missing Debian packages, builds (CUDA sources too when
-# nvcc is present), runs every unit/golden test, then the parser tests under AddressSanitizer +
-# UndefinedBehaviorSanitizer, then each libFuzzer target for a bounded time.
+# nvcc is present), runs every unit/golden test (not the GPU suite, label `gpu`: it needs a GPU,
+# scripts/device/gpu_tests.sh), the planted-bug checks (tests/planted/run.sh), then the parser tests
+# under AddressSanitizer + UndefinedBehaviorSanitizer, then each libFuzzer target for a bounded time.
 #   CHORUS_FUZZ_SECONDS=N   seconds per fuzz target (default 60; 0 skips fuzzing)
 #   CHORUS_FUZZ_SEED=N      libFuzzer seed (default 1, so a CI finding replays; 0 = random, for
 #                           longer exploratory runs)
@@ -36,7 +37,7 @@ echo "== build (release)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C build
 echo "== tests (release)"
-run_ctest build
+run_ctest build -LE gpu  # the GPU suite runs on a GPU machine: scripts/device/gpu_tests.sh
 
 if [ "${CHORUS_SKIP_ASAN:-0}" != 1 ]; then
   echo "== tests under ASan+UBSan (parsers, loaders, tokenizer, audio input)"
