@@ -39,6 +39,19 @@ ninja -C build
 echo "== tests (release)"
 run_ctest build -LE gpu  # the GPU suite runs on a GPU machine: scripts/device/gpu_tests.sh
 
+echo "== planted-bug checks (tests/planted: each named test must fail with its bug planted)"
+planted_log=$(mktemp)
+set +e
+tests/planted/run.sh 2>&1 | tee "$planted_log"
+set -e
+if line=$(grep -E '^planted: [0-9]+ passed, [0-9]+ failed$' "$planted_log" | tail -1); then
+  passed=$((passed + $(sed -E 's/^planted: ([0-9]+) passed.*/\1/' <<<"$line")))
+  failed=$((failed + $(sed -E 's/.* ([0-9]+) failed$/\1/' <<<"$line")))
+else
+  failed=$((failed + 1))  # the script stopped before its totals
+fi
+rm -f "$planted_log"
+
 if [ "${CHORUS_SKIP_ASAN:-0}" != 1 ]; then
   echo "== tests under ASan+UBSan (parsers, loaders, tokenizer, audio input)"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_CUDA=OFF \
