@@ -34,7 +34,14 @@ run_ctest() {  # run_ctest BUILD_DIR [ctest args...]: adds the counts to the tot
 }
 
 echo "== build (release)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# ccache when installed: reruns rebuild only what changed, and the planted-bug checks' CPU-only copy
+# of the tree (tests/planted/run.sh) reuses the objects both builds compile alike.
+launcher=()
+if command -v ccache > /dev/null; then
+  export CCACHE_BASEDIR=$PWD
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 ninja -C build
 echo "== tests (release)"
 run_ctest build -LE gpu  # the GPU suite runs on a GPU machine: scripts/device/gpu_tests.sh
