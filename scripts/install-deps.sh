@@ -4,7 +4,7 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS=(
-  cmake ninja-build g++ pkg-config
+  cmake ninja-build g++ pkg-config ccache patch
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   libonig-dev libutf8proc-dev libsentencepiece-dev sentencepiece

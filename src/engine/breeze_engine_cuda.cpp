@@ -58,6 +58,7 @@ class CudaBreezeEngine final : public TtsModel {
       CHORUS_ASSIGN(e->text_, bt::gpu::TextEncoderCuda::upload(files.config, files.main));
     }
     e->info_ = e->cpu_->info();
+    e->split_frames_ = o.split_frames;
     return e;
   }
 
@@ -110,6 +111,7 @@ class CudaBreezeEngine final : public TtsModel {
       std::vector<bt::gpu::StreamSetup> setups;
       for (size_t i : active) setups.push_back(ss[i]->setup);
       CHORUS_ASSIGN(auto frames, Frames::create(dev_, setups));
+      frames->set_split_frames(split_frames_);
       CHORUS_TRY(frames->prefill(setups));
       for (size_t i : active) {
         ss[i]->setup.branches.clear();
@@ -136,6 +138,7 @@ class CudaBreezeEngine final : public TtsModel {
   std::unique_ptr<bt::gpu::TextEncoderCuda> text_;  // the prompts' text segments
   ThreadPool* pool_ = nullptr;
   ModelInfo info_;
+  bool split_frames_ = false;  // CudaLoadOptions::split_frames
 };
 
 }  // namespace
@@ -152,10 +155,6 @@ Result<std::unique_ptr<TtsModel>> load_cuda_breeze_model(const std::string& dir,
 namespace chorus::engine {
 
 Result<std::unique_ptr<TtsModel>> load_cuda_breeze_model(const std::string&, const CudaLoadOptions&) {
-  return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
-}
-
-Result<std::string> cuda_bench_breeze(const BreezeBenchOptions&) {
   return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
 }
 

@@ -14,7 +14,6 @@
 
 #include "core/error.h"
 #include "engine/tts_model.h"
-#include "runtime/cuda/frame_pipeline.h"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::engine {
@@ -110,7 +109,7 @@ Result<Frames*> step_device_streams(const std::vector<S*>& ss, std::span<StepRes
   }
 
   // feed: some stream may want a frame after this one; feed_after: after that one too. The frame
-  // after this one is launched ahead (cuda::frames_ahead()) when it may be due.
+  // after this one is launched ahead of the wait when it may be due (cuda::FramePipeline).
   bool any = false, feed = false, feed_after = false;
   for (size_t i : active) {
     if (ss[i]->finished()) continue;
@@ -120,7 +119,7 @@ Result<Frames*> step_device_streams(const std::vector<S*>& ss, std::span<StepRes
   }
   if (!any) return static_cast<Frames*>(nullptr);
   Frames& fb = *batch->frames;
-  CHORUS_TRY(fb.run_frame(feed, feed && cuda::frames_ahead() ? std::optional<bool>(feed_after) : std::nullopt));
+  CHORUS_TRY(fb.run_frame(feed, feed ? std::optional<bool>(feed_after) : std::nullopt));
   for (size_t i : active) {
     S& s = *ss[i];
     if (s.finished()) continue;

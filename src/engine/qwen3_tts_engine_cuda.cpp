@@ -44,6 +44,7 @@ class CudaQwen3Engine final : public TtsModel {
     e->model_ = std::shared_ptr<const q3::Model>(std::shared_ptr<const q3::Model>(), &e->cpu_->model());
     CHORUS_ASSIGN(e->dev_, q3::gpu::upload_model(e->model_));
     e->info_ = e->cpu_->info();
+    e->split_frames_ = o.split_frames;
     return e;
   }
 
@@ -82,6 +83,7 @@ class CudaQwen3Engine final : public TtsModel {
         prompts.push_back(&ss[i]->prompt);
       }
       CHORUS_ASSIGN(auto frames, Frames::create(dev_, setups));
+      frames->set_split_frames(split_frames_);
       CHORUS_TRY(frames->prefill(prompts));
       for (size_t i : active) std::vector<float>().swap(ss[i]->prompt.prefill);
       if (times) times->prefill_s += frames->timing().prefill_ms * 1e-3;
@@ -102,6 +104,7 @@ class CudaQwen3Engine final : public TtsModel {
   std::shared_ptr<const q3::Model> model_;
   std::shared_ptr<const q3::gpu::DeviceModel> dev_;
   ModelInfo info_;
+  bool split_frames_ = false;  // CudaLoadOptions::split_frames
 };
 
 }  // namespace
@@ -123,10 +126,6 @@ bool cuda_built() { return false; }
 
 Result<std::unique_ptr<TtsModel>> load_cuda_qwen3_model(const std::string&, const CudaLoadOptions&) {
   return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA (configure with -DCHORUS_CUDA=ON)");
-}
-
-Result<std::string> cuda_bench(const CudaBenchOptions&, const std::function<SynthesisRequest(uint64_t, int64_t)>&) {
-  return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
 }
 
 }  // namespace chorus::engine

@@ -7,14 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <random>
 
 #include "bench_serve.h"
+#include "bench/engine/cuda_bench.h"
+#include "bench/engine/requests.h"
 #include "command.h"
-#include "engine/breeze_engine_cuda.h"
 #include "engine/qwen3_tts_engine.h"
-#include "engine/tts_model_cuda.h"
-#include "models/family.h"
 #include "ref_audio_command.h"
 #include "voice_input.h"
 #include "runtime/cpu/kernels.h"
@@ -36,6 +34,8 @@ struct Options {
   float cfg_scale = 1.0f;  // Breeze on cuda: guidance scale (≠ 1: design prompt with CFG)
   std::string activations;  // Breeze on cuda: "bf16", "f32" or "" (the model's default, bf16)
   cli::ServeBenchOptions serve;
+  bool split_frames = false;  // cuda: two graphs per frame, timed apart
+  bool stack_trace = false;   // cuda: the persistent decode kernel's per-phase times
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -48,34 +48,12 @@ double peak_rss_mib() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
-// A request like the PyTorch baseline's (reference bench.json): `tokens` random text tokens wrapped
-// as the official wrapper does, the model's default layout, a speaker for CustomVoice, a random
-// x-vector for Base, EOS suppressed so every stream makes exactly `frames` frames.
-engine::SynthesisRequest bench_request(const engine::Qwen3TtsEngine& e, const Options& o, uint64_t seed) {
-  const auto& c = e.model().config();
-  std::mt19937_64 rng(seed);
-  const int32_t vocab_top = static_cast<int32_t>(std::min<int64_t>(c.talker.text_vocab, c.im_start_id));
-  std::uniform_int_distribution<int32_t> tok(0, std::max(0, vocab_top - 1));
-  const int32_t s = static_cast<int32_t>(c.im_start_id), end = static_cast<int32_t>(c.im_end_id);
-  engine::SynthesisRequest r;
-  r.text_ids = {s, tok(rng), tok(rng)};  // role tokens: their values do not change the cost
-  for (int64_t i = 0; i < o.text_tokens; ++i) r.text_ids.push_back(tok(rng));
-  r.text_ids.insert(r.text_ids.end(), {end, tok(rng), s, tok(rng), tok(rng)});
-  if (c.variant == qwen3_tts::Variant::kCustomVoice) {
-    r.speaker = c.talker.speaker_ids.count("ryan") ? "ryan" : c.talker.speaker_ids.begin()->first;
-    r.language = "english";
-  }
-  if (c.variant == qwen3_tts::Variant::kBase) {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    for (int64_t i = 0; i < e.model().hidden(); ++i) r.speaker_embedding.push_back(nd(rng));
-    r.xvector_only = true;
-    r.language = "english";
-  }
-  if (o.greedy) r.sampler.greedy = r.depth_sampler.greedy = true;
-  r.max_frames = o.frames;
-  r.min_frames = o.frames;
-  r.length_cap.frames_per_token = 0;
-  r.seed = seed;
+bench::RequestShape request_shape(const Options& o, engine::ActivationPrecision activations) {
+  bench::RequestShape r;
+  r.text_tokens = o.text_tokens;
+  r.greedy = o.greedy;
+  r.cfg_scale = o.cfg_scale;
+  r.activations = activations;
   return r;
 }
 
@@ -83,15 +61,16 @@ int run(const Options& o) {
   if (o.serve.serve) return cli::run_serve_bench(o.serve, o.model, o.device, o.threads, o.seed);
   if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0)
     return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup >= 0");
-  if (auto fam = detect_family(o.model); o.device == "cuda" && fam.ok() && *fam == Family::kBreezeTts) {
+  if (o.device == "cuda") {  // generation on the GPU: its own report (bench/engine/cuda_bench.h)
     auto act = cli::activation_precision_from_name(o.activations);
     if (!act.ok()) return cli::fail(act.error());
-    auto rep = engine::cuda_bench_breeze({{o.model, o.frames, o.warmup, o.batches, o.batch_frames}, o.cfg_scale,
-                                          o.text_tokens, 16, o.greedy, *act});
+    auto rep = bench::cuda_bench({o.model, o.frames, o.warmup, o.batches, o.batch_frames, o.split_frames, o.stack_trace},
+                                 request_shape(o, *act));
     if (!rep.ok()) return cli::fail(rep.error());
     std::fputs(rep->c_str(), stdout);
     return 0;
   }
+  if (o.device != "cpu") return cli::fail("bench: --device must be cpu or cuda");
   std::unique_ptr<ThreadPool> own_pool;
   if (o.threads > 0) own_pool = std::make_unique<ThreadPool>(o.threads);
   ThreadPool* pool = own_pool ? own_pool.get() : &ThreadPool::global();
@@ -101,23 +80,9 @@ int run(const Options& o) {
   const engine::Qwen3TtsEngine& e = **loaded;
   const double load_s = seconds_since(t_load);
   const double rss_loaded = peak_rss_mib();
-  if (o.device == "cuda") {  // generation on the GPU: its own report (engine/bench_cuda.cpp)
-    engine::CudaBenchOptions c{o.model, o.frames, o.warmup, o.batches, o.batch_frames};
-    auto rep = engine::cuda_bench(c, [&](uint64_t seed, int64_t frames) {
-      Options r = o;
-      r.frames = frames;
-      return bench_request(e, r, seed);
-    });
-    if (!rep.ok()) return cli::fail(rep.error());
-    std::fputs(rep->c_str(), stdout);
-    return 0;
-  }
-  if (o.device != "cpu") return cli::fail("bench: --device must be cpu or cuda");
-
+  const bench::RequestShape shape = request_shape(o, engine::ActivationPrecision::kModelDefault);
   if (o.warmup > 0) {  // touch every weight once
-    Options w = o;
-    w.frames = o.warmup;
-    auto s = e.create_stream(bench_request(e, w, o.seed + 999));
+    auto s = e.create_stream(bench::qwen3_request(e.model().config(), shape, o.seed + 999, o.warmup));
     if (!s.ok()) return cli::fail(s.error());
     engine::TtsStream* p = s->get();
     std::vector<engine::StepResult> out(1);
@@ -128,7 +93,7 @@ int run(const Options& o) {
   std::vector<std::unique_ptr<engine::TtsStream>> owned;
   std::vector<engine::TtsStream*> batch;
   for (int64_t i = 0; i < o.streams; ++i) {
-    auto s = e.create_stream(bench_request(e, o, o.seed + static_cast<uint64_t>(i)));
+    auto s = e.create_stream(bench::qwen3_request(e.model().config(), shape, o.seed + static_cast<uint64_t>(i), o.frames));
     if (!s.ok()) return cli::fail(s.error());
     owned.push_back(std::move(*s));
     batch.push_back(owned.back().get());
@@ -193,6 +158,11 @@ chorus::cli::Runner setup(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--activations", o->activations, "Breeze with --device cuda: bf16 or f32 (default: bf16, the model's)");
   o->serve.add_to(sub);
+  sub.add_flag("--split-frames", o->split_frames,
+               "With --device cuda: each frame as two graphs, so the talker (backbone) and the code predictor "
+               "(depth decoder) are timed apart; a little slower");
+  sub.add_flag("--stack-trace", o->stack_trace,
+               "With --device cuda: where the persistent decode kernel spends its time, per phase (diagnostics)");
   sub.footer("Example: chorus make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out /tmp/q06\n"
              "         chorus bench --model /tmp/q06 --frames 100\n"
              "         chorus bench --model /tmp/q06 --serve --rate 0.5 --duration 20 --verify 3");

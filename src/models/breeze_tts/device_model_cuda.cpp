@@ -39,8 +39,8 @@ Result<std::shared_ptr<const DeviceModel>> DeviceModel::upload(const Config& c, 
   std::shared_ptr<DeviceModel> m(new DeviceModel());
   m->config_ = c;
   // Both stacks' layers are too large for the persistent kernel, so a decode step's MLPs run as one
-  // launch each (measured on the H200, PERFORMANCE.md "Session 12": backbone −0.20 ms and depth
-  // decoder −0.90 ms per frame, for 0.66 GiB of transposed down projections).
+  // launch each (measured on the H200: backbone −0.20 ms and depth decoder −0.90 ms per frame, for
+  // 0.66 GiB of transposed down projections).
   const qwen3_tts::gpu::StackOptions one_launch_mlp{.one_launch_mlp = true};
   CHORUS_ASSIGN(m->backbone_, DeviceStack::load(Weights(main, kBackbonePrefix), c.backbone.dims, {}, one_launch_mlp));
   const std::vector<float> inv = depth_rope_inv_freq(c.depth);

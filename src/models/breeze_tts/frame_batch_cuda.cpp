@@ -296,7 +296,7 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
     const cuda::RowMap map = k == 1 ? cuda::RowMap{first_seq_.as<int32_t>(), first_pos_.as<int32_t>(), rows, false}
                                     : cuda::RowMap{iota_.as<int32_t>(), depth_pos_.as<int32_t>() + k * Q_, rows, true};
     // One row (a single stream without guidance, past step 1): the final norm runs in the head's
-    // launch (one launch less per step, PERFORMANCE.md "Session 15").
+    // launch (one launch less per step).
     const bool norm_in_head = rows == 1;
     // dx holds bf16 values in the bf16 mode (the projector's rounded outputs, or the sampler's
     // rounded row), so the stack does not round them again.

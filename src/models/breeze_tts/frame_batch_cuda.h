@@ -14,8 +14,8 @@
 //             min_frames).
 // Then one copy brings the report (frame codes, next codebook 0, error flags) to pinned host memory
 // (cuda::FramePipeline, which lets the caller launch the next frame before reading this one's).
-// CHORUS_FRAME_GRAPH=split captures the two halves as two graphs instead, to time them apart; the
-// last frame (no feed) runs the depth half alone.
+// set_split_frames captures the two halves as two graphs instead, to time them apart; the last
+// frame (no feed) runs the depth half alone.
 // Random draws are addressed (seed, stream, frame, codebook) as on the CPU; the frame counters live
 // on the device, so the graphs replay unchanged. All slots always compute; finished streams' codes
 // are ignored by the caller (their positions are clamped inside their caches). Built only with CUDA.
@@ -80,8 +80,8 @@ class FrameBatch {
   // instead of launching (its feed may be true where that call's is false: the extra backbone step
   // is harmless). While a frame is ahead, the test accessors below see that frame.
   Status run_frame(bool feed, std::optional<bool> then = std::nullopt);
-  // Two graphs per frame instead of one (the default comes from CHORUS_FRAME_GRAPH=split); same
-  // codes, but the backbone's device time is measured apart. Set before the first run_frame.
+  // Two graphs per frame instead of one (engine::CudaLoadOptions::split_frames); same codes, but the
+  // backbone's device time is measured apart. Set before the first run_frame.
   void set_split_frames(bool split) { pipe_.set_split_halves(split); }
 
   const int32_t* frame_codes(int s) const { return shown() + s * G_; }

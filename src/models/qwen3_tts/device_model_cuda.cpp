@@ -106,7 +106,7 @@ Result<DeviceStack> DeviceStack::load(const Weights& w, const nn::Qwen3Dims& d, 
       CHORUS_ASSIGN(L.q_norm, vector_f32(lw, "self_attn.q_norm.weight"));
       CHORUS_ASSIGN(L.k_norm, vector_f32(lw, "self_attn.k_norm.weight"));
     }
-    if (options.one_launch_mlp && cuda::fused_mlp_enabled() && cuda::fused_mlp_supported(d.hidden, d.intermediate)) {
+    if (options.one_launch_mlp && cuda::fused_mlp_supported(d.hidden, d.intermediate)) {
       const cuda::DeviceMatrix down = L.down.matrix();
       L.down_t.rows = down.cols;
       L.down_t.cols = down.rows;
@@ -192,7 +192,7 @@ constexpr size_t kMaxAttentionPrefetch = size_t{16} << 20;
 }  // namespace
 
 void DeviceStack::prefetch_attention(int64_t layer, cuda::L2Prefetch (&to)[4]) const {
-  if (!cuda::l2_prefetch_enabled() || layer < 0 || layer >= dims_.layers) return;
+  if (layer < 0 || layer >= dims_.layers) return;
   const Layer& L = layers_[static_cast<size_t>(layer)];
   const DeviceTensor* parts[4] = {&L.q, &L.k, &L.v, &L.o};
   cuda::L2Prefetch ranges[4];
@@ -202,9 +202,8 @@ void DeviceStack::prefetch_attention(int64_t layer, cuda::L2Prefetch (&to)[4]) c
     ranges[i] = {w.data, static_cast<size_t>(w.rows * w.cols) * sizeof(uint16_t)};
     total += ranges[i].bytes;
   }
-  // Measured on the H200 (PERFORMANCE.md, "Session 10"): Breeze's depth layers (5 MB) gain, its
-  // backbone's (24 MB) lose as much: a large prefetch competes with the running launch's own reads
-  // and does not stay in L2 until used.
+  // Measured on the H200: Breeze's depth layers (5 MB) gain, its backbone's (24 MB) lose as much: a
+  // large prefetch competes with the running launch's own reads and does not stay in L2 until used.
   if (total > kMaxAttentionPrefetch) return;
   for (int i = 0; i < 4; ++i) to[i] = ranges[i];
 }
@@ -260,7 +259,7 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     o.bf16 = bf16;
     CHORUS_TRY(cuda::linear(o, &ws, s));
 
-    if (R <= sc.mlp_rows && rows.decode && !L.down_t.empty() && cuda::fused_mlp_enabled()) {
+    if (R <= sc.mlp_rows && rows.decode && !L.down_t.empty()) {
       cuda::FusedMlpArgs m;
       m.h = h;
       m.rows = static_cast<int>(R);

@@ -68,8 +68,8 @@ struct StackScratch {
 struct StackOptions {
   // Decode steps of one row (two at hidden 1024: guidance's branches) run each layer's MLP as one
   // launch (cuda::fused_mlp) where its shape allows.
-  // Costs a transposed copy of every down projection (not made when CHORUS_FUSED_MLP=0). For stacks
-  // that do not fit the persistent kernel (Breeze's: measured faster, PERFORMANCE.md "Session 12").
+  // Costs a transposed copy of every down projection. For stacks that do not fit the persistent
+  // kernel (Breeze's, where it measured faster than two launches per MLP).
   bool one_launch_mlp = false;
 };
 

@@ -9,8 +9,8 @@
 // code predictor and the talker; the frame's codes are saved on the device at that seam, and the
 // codes, the next codebook 0 and the error flags reach pinned host memory in one copy at the end
 // (cuda::FramePipeline, which lets the caller launch the next frame before reading this one's).
-// CHORUS_FRAME_GRAPH=split captures the two halves as two graphs instead, which times the talker
-// and the code predictor apart.
+// set_split_frames captures the two halves as two graphs instead, which times the talker and the
+// code predictor apart.
 //
 // Streams are slots 0..B−1 fixed at creation. All slots always compute; the caller ignores
 // finished ones (their positions are clamped inside their caches). Built only with CUDA.
@@ -63,8 +63,8 @@ class FrameBatch {
   // *then) is launched before this one is waited for; the next call then waits for it instead of
   // launching (its feed may be true where that call's is false: the extra talker step is harmless).
   Status run_frame(bool feed, std::optional<bool> then = std::nullopt);
-  // Two graphs per frame instead of one (the default comes from CHORUS_FRAME_GRAPH=split); same
-  // codes, but the talker's device time is measured apart. Set before the first run_frame.
+  // Two graphs per frame instead of one (engine::CudaLoadOptions::split_frames); same codes, but the
+  // talker's device time is measured apart. Set before the first run_frame.
   void set_split_frames(bool split) { pipe_.set_split_halves(split); }
 
   const int32_t* frame_codes(int b) const { return shown() + b * G_; }

@@ -1,4 +1,4 @@
-#include "engine/bench_runs_cuda.h"
+#include "bench/engine/runs_cuda.h"
 
 #ifdef CHORUS_HAVE_CUDA
 
@@ -6,7 +6,12 @@
 #include <cstdarg>
 #include <cstdio>
 
-namespace chorus::engine::bench {
+namespace chorus::bench {
+
+using engine::StepResult;
+using engine::SynthesisRequest;
+using engine::TtsModel;
+using engine::TtsStream;
 
 void appendf(std::string& s, const char* fmt, ...) {
   char buf[512];
@@ -22,8 +27,7 @@ std::string device_split(double second_ms, double first_ms, const char* second, 
   if (second_ms > 0)
     appendf(s, "%s %.3f ms + %s %.3f ms (device)", second, second_ms, first, first_ms);
   else
-    appendf(s, "%.3f ms on the device (one graph per frame; CHORUS_FRAME_GRAPH=split times the %s apart)", first_ms,
-            second);
+    appendf(s, "%.3f ms on the device (one graph per frame; --split-frames times the %s apart)", first_ms, second);
   return s;
 }
 
@@ -53,20 +57,36 @@ Result<RunStats> run_batch(const TtsModel& m, int64_t B, int64_t frames, uint64_
   return r;
 }
 
-Result<GpuCodecStats> gpu_codec_stream(const codec::CudaDecoder& dec, codec::CudaDecoderState& st,
-                                       const std::vector<std::vector<int32_t>>& frames) {
-  GpuCodecStats r;
-  CHORUS_TRY(dec.reset(st));
-  std::vector<float> pcm;
+namespace {
+
+// Times decode(frame) for each frame in turn.
+template <class Decode>
+Result<CodecStats> stream_frames(const std::vector<std::vector<int32_t>>& frames, Decode&& decode) {
+  CodecStats r;
   for (size_t f = 0; f < frames.size(); ++f) {
     const auto tc = Clock::now();
-    CHORUS_TRY(dec.decode(st, frames[f].data(), 1, pcm));
+    CHORUS_TRY(decode(frames[f].data()));
     const double ms = ms_since(tc);
     if (f == 0) r.first_ms = ms;
     r.mean_ms += ms;
   }
   r.mean_ms /= static_cast<double>(std::max<size_t>(1, frames.size()));
   return r;
+}
+
+}  // namespace
+
+Result<CodecStats> cpu_codec_stream(const codec::Decoder& dec, const std::vector<std::vector<int32_t>>& frames) {
+  codec::DecoderState st = dec.new_state();
+  std::vector<float> pcm;
+  return stream_frames(frames, [&](const int32_t* codes) { return dec.decode(st, codes, 1, pcm); });
+}
+
+Result<CodecStats> gpu_codec_stream(const codec::CudaDecoder& dec, codec::CudaDecoderState& st,
+                                    const std::vector<std::vector<int32_t>>& frames) {
+  CHORUS_TRY(dec.reset(st));
+  std::vector<float> pcm;
+  return stream_frames(frames, [&](const int32_t* codes) { return dec.decode(st, codes, 1, pcm); });
 }
 
 Result<FirstAudio> first_audio(const TtsModel& m, const codec::CudaDecoder& dec, codec::CudaDecoderState& st,
@@ -101,6 +121,6 @@ Result<FirstAudio> first_audio(const TtsModel& m, const codec::CudaDecoder& dec,
   return r;
 }
 
-}  // namespace chorus::engine::bench
+}  // namespace chorus::bench
 
 #endif  // CHORUS_HAVE_CUDA
