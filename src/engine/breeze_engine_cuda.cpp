@@ -45,7 +45,7 @@ bt::gpu::Guide guide_of(const bt::GenerationParams& g) {
   return {};
 }
 
-class CudaBreezeEngine final : public TtsModel {
+class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
  public:
   static Result<std::unique_ptr<CudaBreezeEngine>> load(const std::string& dir, const CudaLoadOptions& o) {
     CHORUS_CUDA_TRY(cudaSetDevice(o.device));
@@ -61,10 +61,6 @@ class CudaBreezeEngine final : public TtsModel {
     e->split_frames_ = o.split_frames;
     return e;
   }
-
-  const ModelInfo& info() const override { return info_; }
-  const VoiceCloner* voice_cloner() const override { return cpu_->voice_cloner(); }
-  bool joins_running_batch() const override { return false; }
 
   Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& r) const override {
     // The CPU engine's request handling; the layouts and limits as BreezeGeneration::start.
@@ -117,27 +113,18 @@ class CudaBreezeEngine final : public TtsModel {
         ss[i]->setup.branches.clear();
         std::vector<Tensor>().swap(ss[i]->rows);
       }
-      if (times) times->prefill_s += frames->timing().prefill_ms * 1e-3;
       return frames;
     };
-    CHORUS_ASSIGN(Frames* ran, step_device_streams<Frames>(
-                                   ss, out, static_cast<int32_t>(dev_->config().backbone_eos()),
-                                   dev_->codebooks(), start, [](const CudaBreezeStream& s) { return s.setup.max_frames; }));
-    if (ran && times) {
-      times->depth_s += ran->timing().depth_ms * 1e-3;
-      times->backbone_s += ran->timing().backbone_ms * 1e-3;
-    }
-    return ok_status();
+    return step_timed<Frames>(ss, out, static_cast<int32_t>(dev_->config().backbone_eos()), dev_->codebooks(), start,
+                              [](const CudaBreezeStream& s) { return s.setup.max_frames; }, times);
   }
 
   const bt::gpu::DeviceModel& device_model() const { return *dev_; }
 
  private:
-  std::unique_ptr<BreezeEngine> cpu_;
   std::shared_ptr<const bt::gpu::DeviceModel> dev_;
   std::unique_ptr<bt::gpu::TextEncoderCuda> text_;  // the prompts' text segments
   ThreadPool* pool_ = nullptr;
-  ModelInfo info_;
   bool split_frames_ = false;  // CudaLoadOptions::split_frames
 };
 

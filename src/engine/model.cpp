@@ -7,7 +7,7 @@ namespace chorus::engine {
 
 bool Model::clones_voices() const { return generator_->voice_cloner() != nullptr; }
 
-Result<qwen3_tts::Voice> Model::create_voice(const ReferenceAudio& ref, const std::string& ref_text,
+Result<voice::Voice> Model::create_voice(const ReferenceAudio& ref, const std::string& ref_text,
                                             bool with_codes) const {
   const VoiceCloner* c = generator_->voice_cloner();
   if (!c)
@@ -25,7 +25,7 @@ Result<qwen3_tts::Voice> Model::create_voice(const ReferenceAudio& ref, const st
   return v;
 }
 
-Status Model::apply_voice(const qwen3_tts::Voice& voice, const std::string& label, SynthesisRequest& r,
+Status Model::apply_voice(const voice::Voice& voice, const std::string& label, SynthesisRequest& r,
                           std::string* note) const {
   const VoiceCloner* c = generator_->voice_cloner();
   if (!c)

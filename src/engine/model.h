@@ -16,7 +16,7 @@
 #include "engine/device.h"
 #include "engine/request.h"
 #include "engine/tts_model.h"
-#include "models/qwen3_tts/voice_file.h"
+#include "models/voice/voice_file.h"
 
 namespace chorus::engine {
 
@@ -41,12 +41,12 @@ class Model {
   bool clones_voices() const;
   // Reference audio → a reusable voice (x-vector, and reference codes when `with_codes` or when the
   // family clones from codes alone), with `ref_text` (may be empty) as its transcript.
-  Result<qwen3_tts::Voice> create_voice(const ReferenceAudio& ref, const std::string& ref_text,
+  Result<voice::Voice> create_voice(const ReferenceAudio& ref, const std::string& ref_text,
                                         bool with_codes = true) const;
   // Fills the request's voice fields from `voice` after checking that it suits this model; `label`
   // names the voice in errors. Without a transcript a Qwen3-TTS clone uses the x-vector alone,
   // and `note` says so.
-  Status apply_voice(const qwen3_tts::Voice& voice, const std::string& label, SynthesisRequest& r,
+  Status apply_voice(const voice::Voice& voice, const std::string& label, SynthesisRequest& r,
                      std::string* note = nullptr) const;
 
  private:

@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "engine/qwen3_text_stream.h"
+#include "engine/sampler_overrides.h"
+#include "models/qwen3_tts/voice_check.h"
 
 namespace chorus::engine {
 
@@ -13,6 +15,12 @@ namespace {
 namespace q3 = qwen3_tts;
 
 Error bad(const std::string& msg) { return make_error(ErrorCode::kInvalidArgument, msg); }
+
+bool has_tokenizer_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path d(dir);
+  return fs::exists(d / "tokenizer.json") || (fs::exists(d / "vocab.json") && fs::exists(d / "merges.txt"));
+}
 
 class Qwen3Stream final : public TtsStream {
  public:
@@ -40,19 +48,6 @@ class Qwen3Stream final : public TtsStream {
   int64_t text_tokens_;
 };
 
-void apply(const SamplerOverrides& o, sampling::SamplerParams& p) {
-  if (o.greedy) p.greedy = *o.greedy;
-  if (o.temperature) p.temperature = *o.temperature;
-  if (o.top_k) p.top_k = *o.top_k;
-  if (o.top_p) p.top_p = *o.top_p;
-  if (o.repetition_penalty) p.repetition_penalty = *o.repetition_penalty;
-}
-
-bool has_tokenizer_files(const std::string& dir) {
-  namespace fs = std::filesystem;
-  const fs::path d(dir);
-  return fs::exists(d / "tokenizer.json") || (fs::exists(d / "vocab.json") && fs::exists(d / "merges.txt"));
-}
 
 }  // namespace
 
@@ -138,8 +133,8 @@ q3::GenerationSettings Qwen3TtsEngine::settings(const SynthesisRequest& r) const
   g.code_predictor.temperature = static_cast<float>(d.sub_temperature);
   g.code_predictor.top_k = static_cast<int32_t>(std::clamp<int64_t>(d.sub_top_k, 0, std::numeric_limits<int32_t>::max()));
   g.code_predictor.top_p = static_cast<float>(d.sub_top_p);
-  apply(r.sampler, g.talker);
-  apply(r.depth_sampler, g.code_predictor);
+  apply_overrides(r.sampler, g.talker);
+  apply_overrides(r.depth_sampler, g.code_predictor);
   g.code_predictor.repetition_penalty = 1.0f;  // the official code predictor has none
   // max_new_tokens counts codebook-0 samples; the official loop's last one never gets a frame.
   g.max_frames = r.max_frames > 0 ? r.max_frames : std::max<int64_t>(1, d.max_new_tokens - 1);
@@ -257,12 +252,12 @@ int64_t Qwen3TtsEngine::voice_sample_rate() const {
   return enc.ok() ? (*enc)->sample_rate() : model_->config().codec.sample_rate;
 }
 
-Result<q3::Voice> Qwen3TtsEngine::encode_voice(const float* samples, int64_t n, bool with_codes) const {
+Result<voice::Voice> Qwen3TtsEngine::encode_voice(const float* samples, int64_t n, bool with_codes) const {
   CHORUS_ASSIGN(const q3::VoiceEncoder* enc, voice_encoder());
   return enc->encode(samples, n, with_codes);
 }
 
-Status Qwen3TtsEngine::apply_voice(const q3::Voice& voice, const std::string& label, SynthesisRequest& r,
+Status Qwen3TtsEngine::apply_voice(const voice::Voice& voice, const std::string& label, SynthesisRequest& r,
                                    std::string* note) const {
   if (!voice_cloner())
     return make_error(ErrorCode::kUnsupported, "voice cloning needs a Qwen3-TTS Base or Breeze TTS 2 checkpoint");

@@ -8,8 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/tts_model.h"
-#include "engine/voice_cloner.h"
+#include "engine/family_engine.h"
 #include "models/qwen3_tts/model.h"
 #include "models/qwen3_tts/prompt.h"
 #include "models/qwen3_tts/stream.h"
@@ -18,16 +17,15 @@
 
 namespace chorus::engine {
 
-class Qwen3TtsEngine final : public TtsModel, public VoiceCloner {
+class Qwen3TtsEngine final : public FamilyEngine {
  public:
   static Result<std::unique_ptr<Qwen3TtsEngine>> load(const std::string& dir, ThreadPool* pool);
 
-  const ModelInfo& info() const override { return info_; }
   // Base checkpoints clone voices (x-vector, plus reference codes for in-context cloning).
   const VoiceCloner* voice_cloner() const override;
   int64_t voice_sample_rate() const override;
-  Result<qwen3_tts::Voice> encode_voice(const float* samples, int64_t n, bool with_codes) const override;
-  Status apply_voice(const qwen3_tts::Voice& v, const std::string& label, SynthesisRequest& r,
+  Result<voice::Voice> encode_voice(const float* samples, int64_t n, bool with_codes) const override;
+  Status apply_voice(const voice::Voice& v, const std::string& label, SynthesisRequest& r,
                      std::string* note) const override;
   Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& request) const override;
   // Streaming text layout only (TextLayout::kStreaming, or the default of a Base checkpoint).
@@ -53,7 +51,6 @@ class Qwen3TtsEngine final : public TtsModel, public VoiceCloner {
   mutable std::unique_ptr<qwen3_tts::VoiceEncoder> voice_encoder_;
   std::optional<text::Qwen2Tokenizer> tokenizer_;
   std::string tokenizer_error_;  // why there is none
-  ModelInfo info_;
 };
 
 }  // namespace chorus::engine

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "engine/request.h"
-#include "models/qwen3_tts/voice_file.h"
+#include "models/voice/voice_file.h"
 
 namespace chorus::engine {
 
@@ -19,11 +19,11 @@ class VoiceCloner {
   virtual int64_t voice_sample_rate() const = 0;
   // Mono samples at voice_sample_rate() → a voice without transcript. `with_codes`: also the
   // reference codes (in-context cloning); families that clone only from codes always make them.
-  virtual Result<qwen3_tts::Voice> encode_voice(const float* samples, int64_t n, bool with_codes) const = 0;
+  virtual Result<voice::Voice> encode_voice(const float* samples, int64_t n, bool with_codes) const = 0;
   // Checks that `v` suits the model and fills the request's speaker embedding, reference codes and
   // transcript (`label` names the voice in errors; `note` tells when the clone falls back to the
   // x-vector alone).
-  virtual Status apply_voice(const qwen3_tts::Voice& v, const std::string& label, SynthesisRequest& r,
+  virtual Status apply_voice(const voice::Voice& v, const std::string& label, SynthesisRequest& r,
                              std::string* note) const = 0;
 };
 

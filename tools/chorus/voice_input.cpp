@@ -54,10 +54,10 @@ Status apply_voice(const engine::Model& model, const VoiceSource& src, engine::S
     ref.limits = src.audio.limits();
     // Reference codes only serve in-context cloning, which needs the transcript.
     const bool with_codes = !r.xvector_only && (!r.ref_text.empty() || !r.ref_text_ids.empty());
-    CHORUS_ASSIGN(const qwen3_tts::Voice v, model.create_voice(ref, "", with_codes));
+    CHORUS_ASSIGN(const voice::Voice v, model.create_voice(ref, "", with_codes));
     return model.apply_voice(v, src.ref_audio, r, note);
   }
-  CHORUS_ASSIGN(const qwen3_tts::Voice v, qwen3_tts::read_voice_file(src.voice_file));
+  CHORUS_ASSIGN(const voice::Voice v, voice::read_voice_file(src.voice_file));
   return model.apply_voice(v, src.voice_file, r, note);
 }
 

@@ -54,7 +54,7 @@ Result<CudaDecoder> load_cuda_codec(const std::string&) { return no_cuda(); }
 #include "io/safetensors.h"
 #include "models/codec/decoder.h"
 #include "models/codec/decoder_model_cuda.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 #include "runtime/cpu/kernels.h"
 
 namespace chorus::codec {

@@ -1,5 +1,5 @@
 // Voice files (NAME.voice, docs/voice.md): a cloned voice encoded once — the reference's x-vector,
-// its reference codes and its transcript — to be reused by `chorus say --voice`. The file is a
+// its reference codes and its transcript — to be reused by `chorus say --voice`; shared by every family. The file is a
 // small safetensors file (format "chorus-voice", version "1"):
 //
 //   __metadata__  format, version, model_family, speaker_dim, codebooks, and optionally ref_text
@@ -21,9 +21,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/qwen3_tts/config.h"
 
-namespace chorus::qwen3_tts {
+namespace chorus::voice {
 
 inline constexpr const char* kVoiceFormat = "chorus-voice";
 inline constexpr const char* kVoiceVersion = "1";
@@ -58,14 +57,10 @@ struct VoiceLimits {
 
 // Every field consistent and in range (the checks a file gets on load); `label` names it.
 Status check_voice(const Voice& v, const std::string& label, const VoiceLimits& limits = {});
-// Whether `v` fits a Qwen3-TTS model: family, x-vector size = talker hidden, codebooks = code groups, codes
-// below the codebook size.
-Status check_voice_for_model(const Voice& v, const Config& config, const std::string& label);
-
 Result<Voice> read_voice_file(const std::string& path, const VoiceLimits& limits = {});
 // The same checks on bytes in memory (tests, fuzzing); `label` names them in errors.
 Result<Voice> parse_voice_file(std::string_view bytes, const std::string& label, const VoiceLimits& limits = {});
 // Validates `v` (check_voice), then writes it atomically (temporary file + rename).
 Status write_voice_file(const std::string& path, const Voice& v);
 
-}  // namespace chorus::qwen3_tts
+}  // namespace chorus::voice

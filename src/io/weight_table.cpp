@@ -1,4 +1,4 @@
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 
 #include "io/safetensors.h"
 

@@ -1,4 +1,4 @@
-#include "models/config_reader.h"
+#include "io/config_reader.h"
 
 #include <cctype>
 
