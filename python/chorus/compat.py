@@ -181,9 +181,14 @@ class Qwen3TTSModel:
         if isinstance(a, str):
             if a.startswith(("http://", "https://")):
                 raise ValueError("chorus does not fetch reference audio from URLs: download it and pass the file")
-            if a.startswith("data:audio") or ("/" not in a and "\\" not in a and len(a) > 256):
-                payload = a.split(",", 1)[1] if a.strip().startswith("data:") and "," in a else a
-                return m.create_voice(base64.b64decode(payload), ref_text=text)
+            if a.startswith("data:"):
+                return m.create_voice(base64.b64decode(a.split(",", 1)[-1]), ref_text=text)
+            if len(a) > 256 and not os.path.exists(a):  # base64 audio (its alphabet includes '/')
+                try:
+                    data = base64.b64decode(a, validate=True)
+                except ValueError:
+                    raise ValueError("ref_audio: neither an existing file nor base64 audio") from None
+                return m.create_voice(data, ref_text=text)
             return m.create_voice(a, ref_text=text)
         raise TypeError(f"Unsupported audio input type: {type(a)}")
 
