@@ -282,14 +282,37 @@ class Stream {
   std::optional<py::dict> stats_;
 };
 
+// Submits and waits without the GIL, waking every 50 ms to let Ctrl-C (a pending signal) cancel
+// the request and raise KeyboardInterrupt.
 py::tuple synthesize(const std::shared_ptr<Model>& model, const std::shared_ptr<Request>& req) {
   ChunkQueue q;
-  chorus_stats st = empty_stats();
+  chorus_synthesis* s = nullptr;
   chorus_status status;
   {
     py::gil_scoped_release nogil;
-    status = chorus_synthesize(model->m, &req->c(), &ChunkQueue::on_chunk, &q, &st);
+    status = chorus_submit(model->m, &req->c(), &ChunkQueue::on_chunk, &q, &s);
   }
+  check(status);
+  for (;;) {
+    bool done;
+    {
+      py::gil_scoped_release nogil;
+      std::unique_lock<std::mutex> lock(q.mu);
+      q.cv.wait_for(lock, std::chrono::milliseconds(50));
+      done = chorus_done(s) != 0;
+    }
+    if (done) break;
+    if (PyErr_CheckSignals() != 0) {
+      {
+        py::gil_scoped_release nogil;
+        chorus_synthesis_free(s);  // cancels, and returns once the request has stopped
+      }
+      throw py::error_already_set();
+    }
+  }
+  chorus_stats st = empty_stats();
+  status = chorus_wait(s, &st);
+  chorus_synthesis_free(s);
   check(status);
   size_t n = 0;
   for (const auto& c : q.chunks) n += c.size();
