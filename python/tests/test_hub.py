@@ -63,6 +63,7 @@ def test_pull_layout_resume_and_reuse(hub, tiny_dirs, tmp_path, chorus_mod, monk
     assert not (snap / "README.md").exists() and not (snap / "extra").exists()
     assert not (snap / "speech_tokenizer" / "README.md").exists()
     assert not list(repo.glob("blobs/*.incomplete"))
+    assert (cache / ".locks" / "models--Test--Tiny").is_dir()  # huggingface_hub's lock folder
     # The cut transfer was resumed with a Range request, not restarted.
     ranges = [rg for m, p, rg in hub.requests(f"/cdn/{sha}") if m == "GET"]
     assert ranges[0] is None and len(ranges) >= 2 and ranges[-1] and ranges[-1].startswith("bytes=")

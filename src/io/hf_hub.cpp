@@ -1,7 +1,9 @@
 #include "io/hf_hub.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -255,6 +257,32 @@ Status link_snapshot(const fs::path& repo, const std::string& commit, const std:
   return ok_status();
 }
 
+// An exclusive lock on .locks/models--ORG--NAME/<etag>.lock (where huggingface_hub takes its own),
+// so two processes fetching one blob do not write the same .incomplete file.
+class BlobLock {
+ public:
+  static Result<BlobLock> take(const fs::path& path) {
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return make_error(ErrorCode::kIo, path.string() + ": cannot open the lock file");
+    if (::flock(fd, LOCK_EX) != 0) {
+      ::close(fd);
+      return make_error(ErrorCode::kIo, path.string() + ": cannot lock");
+    }
+    return BlobLock(fd);
+  }
+  BlobLock(BlobLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  BlobLock& operator=(BlobLock&&) = delete;
+  ~BlobLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+
+ private:
+  explicit BlobLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
 struct FileMeta {
   std::string etag, commit;
   uint64_t size = 0;  // 0: unknown
@@ -415,7 +443,11 @@ Result<std::string> hf_hub_download_model(const std::string& spec, const HubOpti
     const std::string url = endpoint + "/" + id.repo() + "/resolve/" + commit + "/" + url_encode(file, true);
     CHORUS_ASSIGN(const FileMeta meta, head_file(url, token, o, id.repo(), file));
     const fs::path blob = repo / "blobs" / meta.etag;
-    if (!fs::exists(blob, ec)) CHORUS_TRY(fetch_blob(url, token, o, blob, meta, id.repo() + ": " + file));
+    if (!fs::exists(blob, ec)) {
+      const fs::path cache = repo.parent_path();
+      CHORUS_ASSIGN(BlobLock lock, BlobLock::take(cache / ".locks" / id.cache_folder() / (meta.etag + ".lock")));
+      if (!fs::exists(blob, ec)) CHORUS_TRY(fetch_blob(url, token, o, blob, meta, id.repo() + ": " + file));
+    }
     CHORUS_TRY(link_snapshot(repo, commit, file, meta.etag));
   }
   if (id.revision != commit) CHORUS_TRY(write_atomic(repo / "refs" / id.revision, commit));
