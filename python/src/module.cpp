@@ -210,25 +210,30 @@ class Stream {
   py::object next() {
     if (!s_) return py::none();
     std::vector<float> chunk;
-    bool ended = false;
-    {
-      py::gil_scoped_release nogil;
-      std::unique_lock<std::mutex> lock(queue_->mu);
-      // The scheduler delivers every chunk before the request counts as done, so a done request
-      // with an empty queue has nothing more to give. Done is polled: it has no notification.
-      while (queue_->chunks.empty()) {
-        if (chorus_done(s_)) {
-          ended = true;
-          break;
+    bool ended = false, got = false;
+    // Waits in slices of 50 ms without the GIL, checking for Ctrl-C (a pending signal) between them.
+    while (!got && !ended) {
+      {
+        py::gil_scoped_release nogil;
+        std::unique_lock<std::mutex> lock(queue_->mu);
+        // The scheduler delivers every chunk before the request counts as done, so a done request
+        // with an empty queue has nothing more to give. Done is polled: it has no notification.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+        while (queue_->chunks.empty() && std::chrono::steady_clock::now() < until) {
+          if (chorus_done(s_)) break;
+          queue_->cv.wait_for(lock, std::chrono::milliseconds(5));
         }
-        queue_->cv.wait_for(lock, std::chrono::milliseconds(5));
+        if (!queue_->chunks.empty()) {
+          chunk = std::move(queue_->chunks.front());
+          queue_->chunks.pop_front();
+          got = true;
+        } else {
+          ended = chorus_done(s_) != 0;
+        }
       }
-      if (!ended) {
-        chunk = std::move(queue_->chunks.front());
-        queue_->chunks.pop_front();
-      }
+      if (!got && !ended && PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
-    if (!ended) return to_array(std::move(chunk));
+    if (got) return to_array(std::move(chunk));
     chorus_stats st = empty_stats();
     const chorus_status status = chorus_wait(s_, &st);
     stats_ = stats_dict(st);
