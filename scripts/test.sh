@@ -48,7 +48,7 @@ if [ -d build/python/chorus ] && [ -d python/tests ]; then
   pyrc=${PIPESTATUS[0]}
   set -e
   np=$(grep -oE '[0-9]+ passed' "$pylog" | tail -1 | grep -oE '[0-9]+' || true)
-  nf=$(grep -oE '[0-9]+ (failed|errors?)' "$pylog" | awk '{s += $1} END {print s + 0}')
+  nf=$( (grep -oE '[0-9]+ (failed|errors?)' "$pylog" || true) | awk '{s += $1} END {print s + 0}')
   passed=$((passed + ${np:-0})); failed=$((failed + ${nf:-0}))
   # Exit 5: no tests collected (counts as a failure: the suite is expected to exist); other
   # non-zero exits without a failure count (a crash, a collection error) count as one failure.
