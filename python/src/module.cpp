@@ -412,7 +412,15 @@ PYBIND11_MODULE(_chorus, mod) {
   mod.def("api_version", &chorus_api_version, "The C API version of the loaded library.");
   mod.def("build_info", [] { return std::string(chorus_build_info()); }, "Version, backends and CPU features.");
 
-  py::class_<Voice, std::shared_ptr<Voice>>(mod, "Voice")
+  py::class_<Voice, std::shared_ptr<Voice>>(mod, "Voice",
+                                           "A cloned voice (speaker embedding, reference codes, transcript): "
+                                           "Model.create_voice() makes one, Voice.load() reads a voice file.")
+      .def("__repr__",
+           [](const Voice& v) {
+             const int64_t frames = chorus_voice_ref_codes(v.v, nullptr, nullptr);
+             return "chorus.Voice(" + std::to_string(frames) + " reference frames, ref_text=" +
+                    py::repr(py::str(chorus_voice_ref_text(v.v))).cast<std::string>() + ")";
+           })
       .def_static(
           "load",
           [](const std::string& path) {
