@@ -208,7 +208,14 @@ class Stream {
 
   // The next chunk of samples, or None once the request has ended (its error raised, if any).
   py::object next() {
-    if (!s_) return py::none();
+    if (!s_ || in_next_) return py::none();
+    // Set and read with the GIL held: close() from another thread while this one waits without
+    // the GIL only cancels, and the handle is freed here once the request has ended.
+    in_next_ = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{in_next_};
     std::vector<float> chunk;
     bool ended = false, got = false;
     // Waits in slices of 50 ms without the GIL, checking for Ctrl-C (a pending signal) between them.
@@ -251,7 +258,7 @@ class Stream {
   void close() {
     if (!s_) return;
     cancel();
-    free_handle();
+    if (!in_next_) free_handle();
   }
 
   py::object stats() const { return stats_ ? py::object(*stats_) : py::object(py::none()); }
@@ -283,7 +290,7 @@ class Stream {
   std::shared_ptr<Request> req_;
   std::unique_ptr<ChunkQueue> queue_;
   chorus_synthesis* s_ = nullptr;
-  bool cancelled_ = false, finished_ = false;
+  bool cancelled_ = false, finished_ = false, in_next_ = false;
   std::optional<py::dict> stats_;
 };
 

@@ -183,3 +183,15 @@ def test_voice_create_save_load(chorus_mod, base_model, tiny_dirs, tmp_path):
     ref = cli_say(tmp_path, tiny_dirs["base"], "--text", "Cloned speech.", "--ref-audio", str(wav), "--xvector-only",
                   "--seed", "3", "--max-frames", "5", "--min-frames", "5")
     assert_bit_equal(a, ref)
+
+
+def test_close_from_another_thread(cv_model):
+    # A consumer blocked in the iteration sees the request end when another thread closes it.
+    s = cv_model.stream(TEXT * 20, voice="ryan", max_frames=2000, min_frames=2000)
+    first = next(s)
+    assert first.size > 0
+    closer = threading.Timer(0.2, s.close)
+    closer.start()
+    n = sum(1 for _ in s)
+    closer.join()
+    assert s.stats["stop"] == "cancelled" and n + 1 <= s.stats["frames"] < 2000
