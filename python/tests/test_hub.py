@@ -121,3 +121,19 @@ def test_unknown_revision_and_offline(hub, tmp_path, chorus_mod, monkeypatch):
     assert m.info.variant == "custom_voice"
     audio, _ = m.say("Hi.", voice="ryan", max_frames=2, min_frames=2)
     assert audio.size == 2 * 1920 and np.isfinite(audio).all()
+
+
+def test_say_downloads_only_when_asked(hub, tmp_path):
+    cache = tmp_path / "hub"
+    env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(cache))
+    env.pop("HF_HUB_OFFLINE", None)
+    out = tmp_path / "out.raw"
+    args = [CHORUS_BIN, "say", "--model", "Test/Tiny", "--text", "Hi.", "--speaker", "ryan", "--max-frames", "2",
+            "--min-frames", "2", "-q", "-o", str(out), "--sample-format", "float"]
+    r = subprocess.run(args, capture_output=True, text=True, env=env)
+    assert r.returncode != 0 and "chorus pull" in r.stderr
+    assert not hub.requests("/api/")
+    r = subprocess.run(args + ["--download"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size == 2 * 1920 * 4
+    assert (cache / "models--Test--Tiny" / "refs" / "main").read_text() == COMMIT
