@@ -15,8 +15,8 @@
  *    failure, chorus_last_error() gives a one-line message for the calling thread, valid until that
  *    thread's next chorus call. Nothing aborts or throws across this boundary on bad input.
  *  - Structs that callers fill (chorus_load_options, chorus_request) and that chorus fills
- *    (chorus_model_info, chorus_stats) start with `size`: set it with the *_init function (or to
- *    sizeof) so a newer library reads and writes only the fields an older caller knows about.
+ *    (chorus_model_info, chorus_stats) start with `size`: set it with the inline *_init function
+ *    (or to sizeof) so a newer library reads and writes only the fields an older caller knows about.
  *  - Strings are UTF-8 and NUL-terminated; strings the library returns are owned by the handle they
  *    come from and live as long as it.
  *  - Handles may be used from any thread. A model serves every thread at once: requests submitted
@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -82,7 +83,15 @@ typedef struct chorus_load_options {
                           (HF_ENDPOINT, HF_TOKEN; HF_HUB_OFFLINE forbids it); 0 (default): never */
 } chorus_load_options;
 
-CHORUS_EXPORT void chorus_load_options_init(chorus_load_options* options);
+/* Inline, so `size` is the caller's sizeof: a library newer than the header never writes past the
+ * caller's struct. */
+static inline void chorus_load_options_init(chorus_load_options* o) {
+  if (!o) return;
+  memset(o, 0, sizeof(*o));
+  o->size = sizeof(*o);
+  o->device = "cpu";
+  o->codec = 1;
+}
 
 /* `spec`: a checkpoint folder, or a Hugging Face id "Org/Name[@revision]" in the local Hugging
  * Face cache (or downloaded, with options->download). `options` may be NULL (defaults). On
@@ -174,7 +183,19 @@ typedef struct chorus_request {
   int codes_only;           /* nonzero: frames only, no audio decoded */
 } chorus_request;
 
-CHORUS_EXPORT void chorus_request_init(chorus_request* request);
+/* Inline, as chorus_load_options_init: every numeric field CHORUS_DEFAULT, strings NULL. */
+static inline void chorus_request_init(chorus_request* r) {
+  if (!r) return;
+  memset(r, 0, sizeof(*r));
+  r->size = sizeof(*r);
+  r->greedy = r->subtalker_greedy = CHORUS_DEFAULT;
+  r->temperature = r->top_p = r->repetition_penalty = (float)CHORUS_DEFAULT;
+  r->subtalker_temperature = r->subtalker_top_p = (float)CHORUS_DEFAULT;
+  r->top_k = r->subtalker_top_k = CHORUS_DEFAULT;
+  r->max_frames = 0;
+  r->min_frames = CHORUS_DEFAULT;
+  r->cfg_scale = (float)CHORUS_DEFAULT;
+}
 
 typedef struct chorus_chunk {
   size_t size;

@@ -208,14 +208,6 @@ const char* chorus_status_name(chorus_status s) {
   return "unknown status";
 }
 
-void chorus_load_options_init(chorus_load_options* o) {
-  if (!o) return;
-  *o = chorus_load_options{};
-  o->size = sizeof(*o);
-  o->device = "cpu";
-  o->codec = 1;
-}
-
 chorus_status chorus_load(const char* spec, const chorus_load_options* options, chorus_model** out) {
   return guarded("chorus_load", [&]() -> chorus_status {
     if (!out) return fail(CHORUS_INVALID_ARGUMENT, "chorus_load: out is NULL");
@@ -361,19 +353,6 @@ int64_t chorus_voice_ref_codes(const chorus_voice* voice, const int32_t** codes,
 }
 
 void chorus_voice_free(chorus_voice* voice) { delete voice; }
-
-void chorus_request_init(chorus_request* r) {
-  if (!r) return;
-  *r = chorus_request{};
-  r->size = sizeof(*r);
-  r->greedy = r->subtalker_greedy = CHORUS_DEFAULT;
-  r->temperature = r->top_p = r->repetition_penalty = CHORUS_DEFAULT;
-  r->subtalker_temperature = r->subtalker_top_p = CHORUS_DEFAULT;
-  r->top_k = r->subtalker_top_k = CHORUS_DEFAULT;
-  r->max_frames = 0;
-  r->min_frames = CHORUS_DEFAULT;
-  r->cfg_scale = CHORUS_DEFAULT;
-}
 
 chorus_status chorus_synthesize(chorus_model* model, const chorus_request* request, chorus_chunk_fn on_chunk,
                                 void* user_data, chorus_stats* stats) {
