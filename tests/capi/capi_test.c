@@ -4,6 +4,7 @@
  * through a voice file. Arguments: a make-tiny custom_voice folder, a make-tiny base folder, and a
  * scratch folder. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,24 @@ static void test_custom_voice(const char* dir) {
   CHECK(chorus_synthesize(m, &r, collect, &b, NULL) == CHORUS_OK);
   CHECK(b.count == a.count && memcmp(a.samples, b.samples, a.count * sizeof(float)) == 0);
   reset(&b);
+
+  /* ABI growth: a caller built against an older, shorter struct. The library reads only the
+   * request fields within its size (the rest take defaults) and writes only the stats fields
+   * within its size. */
+  {
+    chorus_request old = r;
+    old.size = offsetof(chorus_request, cfg_scale);
+    old.codes_only = 1; /* past the caller's size: must be ignored, so audio still comes */
+    chorus_stats small;
+    memset(&small, 0, sizeof(small));
+    small.size = offsetof(chorus_stats, audio_s);
+    small.audio_s = 123.0;
+    small.total_s = 456.0;
+    CHECK(chorus_synthesize(m, &old, collect, &b, &small) == CHORUS_OK);
+    CHECK(b.count == a.count && memcmp(a.samples, b.samples, a.count * sizeof(float)) == 0);
+    CHECK(small.frames == 6 && small.audio_s == 123.0 && small.total_s == 456.0);
+    reset(&b);
+  }
 
   /* The callback stops the request. */
   b.stop_after_chunks = 1;
