@@ -8,8 +8,9 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   libonig-dev libutf8proc-dev libsentencepiece-dev sentencepiece
-  libsndfile1-dev libsoxr-dev libkissfft-dev
+  libsndfile1-dev libsoxr-dev libkissfft-dev libcurl4-openssl-dev libssl-dev
   clang libclang-rt-14-dev
+  python3-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
 )
 missing=()
 for p in "${PKGS[@]}"; do

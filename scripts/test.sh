@@ -59,6 +59,24 @@ else
 fi
 rm -f "$planted_log"
 
+# The Python package (python/tests), against the extension staged in build/python; Debian's
+# pytest, numpy and pybind11 belong to /usr/bin/python3 (a pyenv python3 may come first on PATH).
+if [ -d build/python/chorus ] && [ -d python/tests ]; then
+  echo "== Python package tests"
+  pylog=$(mktemp)
+  set +e
+  CHORUS_BUILD_DIR="$(pwd)/build" /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests 2>&1 | tee "$pylog"
+  pyrc=${PIPESTATUS[0]}
+  set -e
+  np=$(grep -oE '[0-9]+ passed' "$pylog" | tail -1 | grep -oE '[0-9]+' || true)
+  nf=$( (grep -oE '[0-9]+ (failed|errors?)' "$pylog" || true) | awk '{s += $1} END {print s + 0}')
+  passed=$((passed + ${np:-0})); failed=$((failed + ${nf:-0}))
+  # Exit 5: no tests collected (counts as a failure: the suite is expected to exist); other
+  # non-zero exits without a failure count (a crash, a collection error) count as one failure.
+  if [ "$pyrc" = 5 ] || { [ "$pyrc" != 0 ] && [ "${nf:-0}" = 0 ]; }; then failed=$((failed + 1)); fi
+  rm -f "$pylog"
+fi
+
 if [ "${CHORUS_SKIP_ASAN:-0}" != 1 ]; then
   echo "== tests under ASan+UBSan (parsers, loaders, tokenizer, audio input)"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_CUDA=OFF \

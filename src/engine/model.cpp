@@ -1,6 +1,7 @@
 #include "engine/model.h"
 
 #include "engine/voice_cloner.h"
+#include "io/hf_hub.h"
 #include "io/model_dir.h"
 
 namespace chorus::engine {
@@ -34,8 +35,25 @@ Status Model::apply_voice(const voice::Voice& voice, const std::string& label, S
   return c->apply_voice(voice, label, r, note);
 }
 
+namespace {
+
+// A folder, a cached Hugging Face id, or (when asked) one downloaded now.
+Result<std::string> model_dir(const std::string& spec, const LoadOptions& options) {
+  auto dir = io::resolve_model_dir(spec);
+  io::HubRepoId id;
+  if (dir.ok() || dir.error().code != ErrorCode::kNotFound || !options.download || !io::parse_hub_repo_id(spec, &id))
+    return dir;
+  io::HubOptions ho;
+  ho.progress = options.download_progress;
+  auto got = io::hf_hub_download_model(spec, ho);
+  if (!got.ok()) return std::move(got).error();
+  return io::resolve_model_dir(spec);
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const Model>> load(const std::string& spec, const LoadOptions& options) {
-  CHORUS_ASSIGN(const std::string dir, io::resolve_model_dir(spec));
+  CHORUS_ASSIGN(const std::string dir, model_dir(spec, options));
   std::shared_ptr<Model> m(new Model());
   m->device_ = options.device;
   m->dir_ = dir;

@@ -95,6 +95,10 @@ struct LoadOptions {
   Device device;               // where generation (and the codec) run
   ThreadPool* pool = nullptr;  // CPU threads (nullptr: ThreadPool::global()); must outlive the model
   bool codec = true;           // engine::load: also load the codec (audio out); off for codes only
+  // engine::load: a Hugging Face id missing from the local cache is downloaded into it (io/hf_hub.h;
+  // HF_HUB_OFFLINE still forbids it). Off by default: loading never touches the network unasked.
+  bool download = false;
+  bool download_progress = false;  // a progress line per file on stderr
 };
 
 // Detects the family of the checkpoint folder (a folder, or a Hugging Face id in the local cache)

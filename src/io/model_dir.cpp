@@ -28,11 +28,9 @@ bool safe_component(std::string_view s, bool allow_slash_free_extras) {
   return true;
 }
 
-struct RepoId {
-  std::string owner, name, revision;
-};
+}  // namespace
 
-bool parse_repo_id(const std::string& spec, RepoId* id) {
+bool parse_hub_repo_id(const std::string& spec, HubRepoId* id) {
   std::string_view s = spec;
   const size_t at = s.find('@');
   id->revision = "main";
@@ -48,14 +46,12 @@ bool parse_repo_id(const std::string& spec, RepoId* id) {
   return safe_component(id->owner, false) && safe_component(id->name, false);
 }
 
-bool is_commit_hash(std::string_view s) {
+bool is_commit_hash(const std::string& s) {
   if (s.size() != 40) return false;
   for (char c : s)
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   return true;
 }
-
-}  // namespace
 
 std::string hf_hub_cache_dir() {
   if (std::string v = env("HF_HUB_CACHE"); !v.empty()) return v;
@@ -67,12 +63,11 @@ std::string hf_hub_cache_dir() {
 Result<std::string> resolve_model_dir(const std::string& spec) {
   std::error_code ec;
   if (fs::is_directory(spec, ec)) return spec;
-  RepoId id;
-  if (!parse_repo_id(spec, &id)) return make_error(ErrorCode::kNotFound, spec + ": not a directory");
+  HubRepoId id;
+  if (!parse_hub_repo_id(spec, &id)) return make_error(ErrorCode::kNotFound, spec + ": not a directory");
   const std::string cache = hf_hub_cache_dir();
-  const fs::path repo = fs::path(cache) / ("models--" + id.owner + "--" + id.name);
-  const std::string hint = " (chorus does not download; fetch it first, e.g. `hf download " + id.owner + "/" +
-                           id.name + "`, or pass the folder)";
+  const fs::path repo = fs::path(cache) / id.cache_folder();
+  const std::string hint = " (download it with `chorus pull " + spec + "`, or pass the folder)";
   if (!fs::is_directory(repo, ec))
     return make_error(ErrorCode::kNotFound, spec + ": neither a directory nor in the Hugging Face cache at " +
                                                 repo.string() + hint);

@@ -41,7 +41,7 @@ struct Options {
   int64_t cap_slack = engine::LengthCap{}.slack_frames;
   int threads = 0;
   std::string device = "cpu";
-  bool verbose = false, quiet = false;
+  bool verbose = false, quiet = false, download = false;
   cli::AudioOutputOptions audio_out;
 };
 
@@ -160,6 +160,8 @@ int run(const Options& o) {
   lo.pool = own_pool ? own_pool.get() : &ThreadPool::global();
   // The codec is needed for audio output, and for the size of reference codes.
   lo.codec = !o.out.empty() || !o.ref_codes.empty();
+  lo.download = o.download;
+  lo.download_progress = !o.quiet && isatty(fileno(stderr));
   auto model = engine::load(o.model, lo);
   if (!model.ok()) return cli::fail(model.error());
   const engine::Model& m = **model;
@@ -310,6 +312,7 @@ chorus::cli::Runner setup(CLI::App& sub) {
   o->audio_out.add_to(sub);
   sub.add_flag("-v,--verbose", o->verbose, "Print the frame limit, time to first frame and first audio, stage times, RTF");
   sub.add_flag("-q,--quiet", o->quiet, "No progress line and no summary");
+  sub.add_flag("--download", o->download, "Download a Hugging Face --model id missing from the local cache (as `chorus pull`)");
   sub.footer("Examples:\n"
              "  chorus say --model Qwen3-TTS-12Hz-0.6B-CustomVoice --text 'Hello there.' --speaker ryan "
              "--language english -o hello.wav\n"
