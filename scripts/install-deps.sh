@@ -10,7 +10,11 @@ PKGS=(
   libonig-dev libutf8proc-dev libsentencepiece-dev sentencepiece
   libsndfile1-dev libsoxr-dev libkissfft-dev
   clang libclang-rt-14-dev
+  libboost1.81-dev prometheus-cpp-dev libmp3lame-dev libopus-dev libopusenc-dev libsoundtouch-dev curl
 )
+# Node (the OpenAI SDK tests) comes from Debian unless a newer nodejs (with its own npm) is there.
+command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
