@@ -210,7 +210,7 @@ SpeechParse parse_speech_body(std::string_view body, const SpeechLimits& limits)
       auto id = v->find("id");
       if (id == v->end() || !id->is_string() || id->get_ref<const std::string&>().empty())
         r.fail(bad_request("'voice.id' must be a non-empty string", "voice"));
-      else p.voice = id->get<std::string>();
+      else p.voice = id->get<std::string>(), p.voice_is_id = true;
     } else if (v->is_string()) {
       p.voice = v->get<std::string>();
       if (p.voice.empty()) r.fail(bad_request("'voice' must not be empty", "voice"));

@@ -24,6 +24,7 @@ struct SpeechParams {
   std::string model;
   std::string input;
   std::string voice;  // a preset name or a stored voice id; empty: none given
+  bool voice_is_id = false;  // given as {"id": ...}: a stored voice, never a preset
   std::string instructions;
   audio::StreamFormat format = audio::StreamFormat::kMp3;
   double speed = 1.0;

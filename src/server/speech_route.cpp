@@ -210,6 +210,9 @@ void Service::handle_speech(Request&& req, Responder r) {
       for (const auto& v : voices_->list())
         if (v->name == p.voice) stored = v;
   }
+  const bool looks_stored = p.voice_is_id || p.voice.rfind("voice_", 0) == 0;
+  if (!stored && looks_stored)
+    return reply_error(r, "speech", not_found("no voice '" + p.voice + "'", "voice", "voice_not_found"));
   if (stored) {
     if (!p.ref_audio.empty()) return reply_error(r, "speech", bad_request("give either a stored voice or ref_audio, not both", "ref_audio"));
     if (Status st = m.apply_voice(stored->voice, "voice '" + stored->id + "'", q); !st.ok())

@@ -16,6 +16,7 @@ namespace {
 nlohmann::json voice_json(const StoredVoice& v) {
   return {{"id", v.id},
           {"object", "audio.voice"},
+          {"type", "audio_sample"},
           {"name", v.name},
           {"model", v.model},
           {"created_at", v.created_at},
@@ -58,7 +59,7 @@ void Service::handle_voices(Request&& req, Responder r, const std::string& id) {
     return reply_error(r, "voices", ApiError{415, "Content-Type must be multipart/form-data", "invalid_request_error", {}, "unsupported_media_type"});
   auto parts = parse_multipart(req.body(), *boundary);
   if (!parts.ok()) return reply_error(r, "voices", bad_request(parts.error().message));
-  std::string name, ref_text, consent, model_id;
+  std::string name, ref_text, consent, model_id;  // consent: as the OpenAI SDK sends it (a recording id or text)
   const FormPart* audio = nullptr;
   for (const auto& p : *parts) {
     auto text = [&](std::string& out, size_t max) -> bool {
@@ -74,6 +75,9 @@ void Service::handle_voices(Request&& req, Responder r, const std::string& id) {
       if (!text(ref_text, 16384)) return reply_error(r, "voices", bad_request("'ref_text' must be UTF-8 text of at most 16 KiB", "ref_text"));
     } else if (p.name == "consent") {
       if (!text(consent, 1024)) return reply_error(r, "voices", bad_request("'consent' must be short UTF-8 text", "consent"));
+    } else if (p.name == "type") {
+      if (p.data != "audio_sample")
+        return reply_error(r, "voices", bad_request("only audio_sample voices can be created here", "type"));
     } else if (p.name == "model") {
       if (!text(model_id, 256)) return reply_error(r, "voices", bad_request("'model' must be UTF-8 text", "model"));
     } else {
