@@ -63,6 +63,7 @@ class Session : public std::enable_shared_from_this<Session> {
       self->stream_head_->chunked(true);
       self->stream_head_->keep_alive(self->keep_alive_);
       self->streaming_ = true;
+      self->head_sent_ = self->writing_ = self->finish_requested_ = self->last_sent_ = false;
       self->serializer_.emplace(*self->stream_head_);
       self->stream_.expires_after(self->server_.options.write_timeout);
       http::async_write_header(self->stream_, *self->serializer_, [self](beast::error_code ec, size_t) {

@@ -13,6 +13,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
 #include "audio/reader.h"
@@ -143,6 +145,33 @@ TEST_F(Server, AudioIsStreamedInChunks) {
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.headers["transfer-encoding"], "chunked");
   EXPECT_GE(r.body_reads, 2) << "the body arrived in one piece";
+}
+
+// Several streamed responses, one after another on one kept-alive connection.
+TEST_F(Server, KeepAliveServesStreamAfterStream) {
+  namespace net = boost::asio;
+  namespace http = boost::beast::http;
+  net::io_context ioc;
+  net::ip::tcp::socket sock(ioc);
+  sock.connect({net::ip::make_address("127.0.0.1"), port()});
+  boost::beast::flat_buffer buf;
+  std::string first;
+  for (int i = 0; i < 3; ++i) {
+    http::request<http::string_body> req{http::verb::post, "/v1/audio/speech", 11};
+    req.set(http::field::host, "x");
+    req.set(http::field::content_type, "application/json");
+    auto body = base_request();
+    body["response_format"] = "pcm";
+    req.body() = body.dump();
+    req.prepare_payload();
+    http::write(sock, req);
+    http::response<http::string_body> res;
+    http::read(sock, buf, res);
+    ASSERT_EQ(res.result_int(), 200) << i;
+    ASSERT_GT(res.body().size(), 0u);
+    if (i == 0) first = res.body();
+    else EXPECT_EQ(res.body(), first) << i;
+  }
 }
 
 TEST_F(Server, NonStreamedBodyHasALength) {
