@@ -77,6 +77,21 @@ if [ -d build/python/chorus ] && [ -d python/tests ]; then
   rm -f "$pylog"
 fi
 
+echo "== OpenAI Node SDK against chorus serve (tests/node)"
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  node_log=$(mktemp)
+  set +e
+  ( cd tests/node && { npm ci --no-audit --no-fund >/dev/null 2>&1 || npm install --no-audit --no-fund >/dev/null; } &&
+    CHORUS_BIN="$(pwd)/../../build/chorus" node --test --test-reporter=tap ) 2>&1 | tee "$node_log"
+  set -e
+  np=$(grep -E '^# pass [0-9]+' "$node_log" | tail -1 | awk '{print $3}')
+  nf=$(grep -E '^# fail [0-9]+' "$node_log" | tail -1 | awk '{print $3}')
+  if [ -z "$np" ]; then failed=$((failed + 1)); else passed=$((passed + np)); failed=$((failed + ${nf:-0})); fi
+  rm -f "$node_log"
+else
+  echo "node/npm missing: counted as one failure"; failed=$((failed + 1))
+fi
+
 if [ "${CHORUS_SKIP_ASAN:-0}" != 1 ]; then
   echo "== tests under ASan+UBSan (parsers, loaders, tokenizer, audio input)"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_CUDA=OFF \

@@ -15,6 +15,7 @@ struct Synthesizer::Job {
   std::unique_ptr<TtsStream> stream;
   std::unique_ptr<CodecStream> codec;
   ChunkCallback on_chunk;
+  std::function<void(const Result<SynthesisStats>&)> on_done;
   SynthesisStats stats;
   Clock::time_point submitted;
   std::vector<float> samples;  // scratch for one chunk
@@ -122,6 +123,7 @@ Result<std::shared_ptr<Synthesis>> Synthesizer::submit(const SynthesisRequest& r
   auto job = std::make_unique<Job>();
   job->submitted = submitted;
   job->on_chunk = std::move(on_chunk);
+  job->on_done = options.on_done;
   // Checked and prepared here, on the caller's thread, so a bad request fails at once and a long
   // prompt's tokenization never holds up the running streams.
   CHORUS_ASSIGN(job->stream, model_->generator().create_stream(request));
@@ -224,11 +226,14 @@ void Synthesizer::finish(Job& j, Status status) {
     std::lock_guard<std::mutex> lock(mu_);
     --running_count_;
   }
-  std::lock_guard<std::mutex> lock(j.handle->mu_);
-  if (status.ok()) j.handle->result_ = j.stats;
-  else j.handle->result_ = status.error();
-  j.handle->done_ = true;
-  j.handle->cv_.notify_all();
+  Result<SynthesisStats> result = status.ok() ? Result<SynthesisStats>(j.stats) : Result<SynthesisStats>(status.error());
+  {
+    std::lock_guard<std::mutex> lock(j.handle->mu_);
+    j.handle->result_ = result;
+    j.handle->done_ = true;
+    j.handle->cv_.notify_all();
+  }
+  if (j.on_done) j.on_done(result);
 }
 
 void Synthesizer::deliver(Job& j, const StepResult& r) {

@@ -46,19 +46,6 @@ struct AudioChunk {
 // receiving end is gone, for example.
 using ChunkCallback = std::function<Status(const AudioChunk&)>;
 
-struct SynthesisOptions {
-  bool audio = true;  // decode the frames (false: codes only)
-  codec::DecodeMode decode_mode = codec::DecodeMode::kExact;
-  // Voice cloning with reference codes: the official output decodes reference + generated frames and
-  // cuts the reference's share, so the reference frames prime the codec first.
-  bool prime_codec_with_ref_codes = true;
-  // Seconds after submit() (0: none). A request without audio by first_audio_deadline_s, or still
-  // running at total_deadline_s, ends with kResourceExhausted naming the deadline (the audio made
-  // so far has been delivered).
-  double first_audio_deadline_s = 0;
-  double total_deadline_s = 0;
-};
-
 struct SynthesisStats {
   StopReason stop = StopReason::kRunning;
   int64_t frames = 0, max_frames = 0, text_tokens = 0, prompt_rows = 0;
@@ -66,6 +53,23 @@ struct SynthesisStats {
   // Seconds since submit(): admitted into the running set, first frame, first audio, done.
   double admitted_s = 0, first_frame_s = 0, first_audio_s = 0, total_s = 0;
   StageTimes times;  // of the steps this request took part in (shared with the others in them)
+};
+
+struct SynthesisOptions {
+  bool audio = true;  // decode the frames (false: codes only)
+  codec::DecodeMode decode_mode = codec::DecodeMode::kExact;
+  // Voice cloning with reference codes: the official output decodes reference + generated frames and
+  // cuts the reference's share, so the reference frames prime the codec first.
+  bool prime_codec_with_ref_codes = true;
+  // Called once on the scheduler thread when the request has stopped, with what wait() returns
+  // (a server chains the next segment from it without a thread waiting per request). Like the
+  // chunk callback it must be quick and must not call into the Synthesizer except cancel().
+  std::function<void(const Result<SynthesisStats>&)> on_done;
+  // Seconds after submit() (0: none). A request without audio by first_audio_deadline_s, or still
+  // running at total_deadline_s, ends with kResourceExhausted naming the deadline (the audio made
+  // so far has been delivered).
+  double first_audio_deadline_s = 0;
+  double total_deadline_s = 0;
 };
 
 // A submitted request.
