@@ -31,7 +31,7 @@ struct chorus_model {
 };
 
 struct chorus_voice {
-  qwen3_tts::Voice voice;
+  voice::Voice voice;
   std::string label;
 };
 
@@ -146,7 +146,7 @@ chorus_status prepare(chorus_model* model, const chorus_request* request, engine
   chorus_request_init(&r);
   if (!read_sized(request, &r, "chorus_request")) return CHORUS_INVALID_ARGUMENT;
   const engine::Model& m = *model->state->model;
-  const qwen3_tts::Voice* voice = r.voice ? &r.voice->voice : nullptr;
+  const voice::Voice* voice = r.voice ? &r.voice->voice : nullptr;
   const std::string label = r.voice ? r.voice->label : std::string();
   auto st = capi::to_engine_request(r, m, voice, label, out);
   if (!st.ok()) return fail(st.error());
@@ -320,7 +320,7 @@ chorus_status chorus_voice_create_from_samples(const chorus_model* model, const 
 chorus_status chorus_voice_save(const chorus_voice* voice, const char* path) {
   return guarded("chorus_voice_save", [&]() -> chorus_status {
     if (!voice || !path || !*path) return fail(CHORUS_INVALID_ARGUMENT, "chorus_voice_save: voice or path is missing");
-    auto st = qwen3_tts::write_voice_file(path, voice->voice);
+    auto st = voice::write_voice_file(path, voice->voice);
     return st.ok() ? CHORUS_OK : fail(st.error());
   });
 }
@@ -330,7 +330,7 @@ chorus_status chorus_voice_load(const char* path, chorus_voice** out) {
     if (!out) return fail(CHORUS_INVALID_ARGUMENT, "chorus_voice_load: out is NULL");
     *out = nullptr;
     if (!path || !*path) return fail(CHORUS_INVALID_ARGUMENT, "chorus_voice_load: path is empty");
-    auto v = qwen3_tts::read_voice_file(path);
+    auto v = voice::read_voice_file(path);
     if (!v.ok()) return fail(v.error());
     *out = new chorus_voice{std::move(*v), path};
     return CHORUS_OK;

@@ -22,7 +22,7 @@ std::optional<bool> opt_bool(int v) { return v < 0 ? std::optional<bool>() : std
 
 }  // namespace
 
-Status to_engine_request(const chorus_request& in, const engine::Model& model, const qwen3_tts::Voice* voice,
+Status to_engine_request(const chorus_request& in, const engine::Model& model, const voice::Voice* voice,
                          const std::string& label, engine::SynthesisRequest* out) {
   engine::SynthesisRequest r;
   if (!in.text || !*in.text) return bad("text is empty");
@@ -78,7 +78,7 @@ Status to_engine_request(const chorus_request& in, const engine::Model& model, c
     if (model.info().family == "breeze-tts" && r.xvector_only)
       return bad("Breeze TTS 2 has no x-vector: drop xvector_only");
     // A transcript given with the request replaces the voice's own.
-    qwen3_tts::Voice v = *voice;
+    voice::Voice v = *voice;
     if (!r.ref_text.empty()) {
       v.ref_text = r.ref_text;
       v.ref_text_ids.clear();

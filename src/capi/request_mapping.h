@@ -13,7 +13,7 @@
 namespace chorus::capi {
 
 // `voice` (may be null) is applied with `model.apply_voice`; `label` names it in errors.
-Status to_engine_request(const chorus_request& in, const engine::Model& model, const qwen3_tts::Voice* voice,
+Status to_engine_request(const chorus_request& in, const engine::Model& model, const voice::Voice* voice,
                          const std::string& label, engine::SynthesisRequest* out);
 
 }  // namespace chorus::capi

@@ -57,7 +57,7 @@ Result<std::unique_ptr<VoiceStore>> VoiceStore::open(const std::string& dir) {
     const std::string id = e.path().stem().string();
     if (!valid_id(id)) continue;
     auto meta = io::read_json_file(e.path().string(), {.max_bytes = 1 << 20, .max_depth = 4});
-    auto voice = qwen3_tts::read_voice_file((fs::path(dir) / (id + ".voice")).string());
+    auto voice = voice::read_voice_file((fs::path(dir) / (id + ".voice")).string());
     if (!meta.ok() || !meta->is_object() || !voice.ok()) {
       ++s->skipped_;
       continue;
@@ -77,10 +77,10 @@ Result<std::unique_ptr<VoiceStore>> VoiceStore::open(const std::string& dir) {
 Result<std::shared_ptr<const StoredVoice>> VoiceStore::add(StoredVoice v) {
   v.id = new_id();
   v.created_at = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  CHORUS_TRY(qwen3_tts::check_voice(v.voice, "voice " + v.id));
+  CHORUS_TRY(voice::check_voice(v.voice, "voice " + v.id));
   if (!dir_.empty()) {
     // The voice first: a .json without its .voice is skipped on load, never the reverse.
-    CHORUS_TRY(qwen3_tts::write_voice_file((fs::path(dir_) / (v.id + ".voice")).string(), v.voice));
+    CHORUS_TRY(voice::write_voice_file((fs::path(dir_) / (v.id + ".voice")).string(), v.voice));
     io::Json meta = {{"id", v.id}, {"name", v.name}, {"model", v.model}, {"consent", v.consent}, {"created_at", v.created_at}};
     CHORUS_TRY(write_atomic((fs::path(dir_) / (v.id + ".json")).string(),
                             meta.dump(1, ' ', false, io::Json::error_handler_t::replace) + "\n"));

@@ -1,7 +1,7 @@
 // Custom voices made through POST /v1/audio/voices: each one encoded once (x-vector, reference
 // codes, transcript) and kept as two files under the voices folder, both written atomically
 // (temporary file + rename), so a crash never leaves half a voice and voices survive a restart:
-//   <id>.voice   the voice file format (models/qwen3_tts/voice_file.h)
+//   <id>.voice   the voice file format (models/voice/voice_file.h)
 //   <id>.json    name, model, creation time, consent
 // Ids are generated ("voice_" + 16 hex digits) and checked on every lookup, so no request can
 // name a path. Without a folder the store lives in memory only.
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/qwen3_tts/voice_file.h"
+#include "models/voice/voice_file.h"
 
 namespace chorus::server {
 
@@ -26,7 +26,7 @@ struct StoredVoice {
   std::string model;    // the model whose encoders made it
   std::string consent;  // as given by the client
   int64_t created_at = 0;  // Unix seconds
-  qwen3_tts::Voice voice;
+  voice::Voice voice;
 };
 
 class VoiceStore {
