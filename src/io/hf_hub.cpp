@@ -24,11 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
-
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -180,10 +175,10 @@ Error http_error(const Response& r, const std::string& what, const std::string& 
 
 std::string hub_token(const HubOptions& o) {
   if (!o.token.empty()) return o.token;
-  if (std::string t = env("HF_TOKEN"); !t.empty()) return t;
-  const std::string home = env("HF_HOME");
+  if (std::string t = env_or_empty("HF_TOKEN"); !t.empty()) return t;
+  const std::string home = env_or_empty("HF_HOME");
   const fs::path file = !home.empty() ? fs::path(home) / "token"
-                                      : fs::path(env("HOME")) / ".cache" / "huggingface" / "token";
+                                      : fs::path(env_or_empty("HOME")) / ".cache" / "huggingface" / "token";
   auto text = read_file_capped(file.string(), 4096);
   return text.ok() ? trim(*text) : std::string();
 }
@@ -378,7 +373,7 @@ Status fetch_blob(const std::string& url, const std::string& token, const HubOpt
 }  // namespace
 
 bool hf_hub_offline() {
-  const std::string v = lower(env("HF_HUB_OFFLINE"));
+  const std::string v = lower(env_or_empty("HF_HUB_OFFLINE"));
   return v == "1" || v == "true" || v == "yes" || v == "on";
 }
 
@@ -408,7 +403,7 @@ Result<std::string> hf_hub_download_model(const std::string& spec, const HubOpti
     return make_error(ErrorCode::kInvalidArgument, spec + ": not a Hugging Face model id (ORG/NAME[@revision])");
   if (hf_hub_offline())
     return make_error(ErrorCode::kUnsupported, spec + ": HF_HUB_OFFLINE is set, so nothing is downloaded");
-  std::string endpoint = !o.endpoint.empty() ? o.endpoint : env("HF_ENDPOINT");
+  std::string endpoint = !o.endpoint.empty() ? o.endpoint : env_or_empty("HF_ENDPOINT");
   if (endpoint.empty()) endpoint = "https://huggingface.co";
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
   const std::string token = hub_token(o);

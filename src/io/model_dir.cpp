@@ -12,11 +12,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
-
 // One path component of a repository id or revision: no separators, no "." or "..".
 bool safe_component(std::string_view s, bool allow_slash_free_extras) {
   if (s.empty() || s == "." || s == ".." || s.size() > 200) return false;
@@ -54,10 +49,10 @@ bool is_commit_hash(const std::string& s) {
 }
 
 std::string hf_hub_cache_dir() {
-  if (std::string v = env("HF_HUB_CACHE"); !v.empty()) return v;
-  if (std::string v = env("HF_HOME"); !v.empty()) return (fs::path(v) / "hub").string();
-  if (std::string v = env("XDG_CACHE_HOME"); !v.empty()) return (fs::path(v) / "huggingface" / "hub").string();
-  return (fs::path(env("HOME")) / ".cache" / "huggingface" / "hub").string();
+  if (std::string v = env_or_empty("HF_HUB_CACHE"); !v.empty()) return v;
+  if (std::string v = env_or_empty("HF_HOME"); !v.empty()) return (fs::path(v) / "hub").string();
+  if (std::string v = env_or_empty("XDG_CACHE_HOME"); !v.empty()) return (fs::path(v) / "huggingface" / "hub").string();
+  return (fs::path(env_or_empty("HOME")) / ".cache" / "huggingface" / "hub").string();
 }
 
 Result<std::string> resolve_model_dir(const std::string& spec) {
