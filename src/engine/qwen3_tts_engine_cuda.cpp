@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <mutex>
 
 #include "engine/device_batch.h"
 #include "engine/qwen3_tts_engine.h"
@@ -67,29 +68,57 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     return std::unique_ptr<TtsStream>(std::move(s));
   }
 
+  // Any set of this engine's streams may be stepped together: they run in pools that streams join
+  // between frames (continuous batching).
+  bool joins_running_batch() const override { return true; }
+
   Status step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const override {
     CHORUS_ASSIGN(const std::vector<CudaStream*> ss, own_streams<CudaStream>(streams, out, this));
-    const auto start = [&](const std::vector<size_t>& active) -> Result<std::unique_ptr<Frames>> {
-      std::vector<q3::gpu::StreamSetup> setups;
-      std::vector<const q3::Prompt*> prompts;
-      for (size_t i : active) {
-        setups.push_back({&ss[i]->prompt, ss[i]->settings});
-        prompts.push_back(&ss[i]->prompt);
-      }
-      CHORUS_ASSIGN(auto frames, Frames::create(dev_, setups));
+    const auto need = [](const CudaStream& s) { return s.prompt.prefill_rows + s.settings.max_frames; };
+    const auto create = [&](int slots, int64_t positions) -> Result<std::unique_ptr<Frames>> {
+      CHORUS_ASSIGN(slots, pool_slots_that_fit(slots, positions));
+      CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, positions));
       frames->set_split_frames(split_frames_);
-      CHORUS_TRY(frames->prefill(prompts));
-      for (size_t i : active) std::vector<float>().swap(ss[i]->prompt.prefill);
       return frames;
     };
-    return step_timed<Frames>(ss, out, static_cast<int32_t>(model_->config().talker.codec_eos_id), dev_->groups(), start,
-                              [](const CudaStream& s) { return s.settings.max_frames; }, times);
+    const auto admit = [&](Frames& fb, const std::vector<int>& slots, const std::vector<size_t>& idx) -> Status {
+      std::vector<q3::gpu::StreamSetup> setups;
+      for (size_t i : idx) setups.push_back({&ss[i]->prompt, ss[i]->settings});
+      CHORUS_TRY(fb.admit(slots, setups));
+      for (size_t i : idx) std::vector<float>().swap(ss[i]->prompt.prefill);
+      return ok_status();
+    };
+    std::lock_guard<std::mutex> lock(pools_mu_);
+    return step_pooled_streams<Frames>(pools_, ss, out, static_cast<int32_t>(model_->config().talker.codec_eos_id),
+                                       dev_->groups(), need, create, admit,
+                                       [](const CudaStream& s) { return s.settings.max_frames; }, times);
   }
 
  private:
+  // At most `slots` slots of `positions` positions, as many as the free device memory holds
+  // (keeping a reserve for the codec and the other pools' growth).
+  Result<int> pool_slots_that_fit(int slots, int64_t positions) const {
+    size_t free_bytes = 0, total = 0;
+    CHORUS_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
+    const q3::Config& c = model_->config();
+    const auto& d = c.talker.dims;
+    // The talker's cache dominates: K and V of every layer per position; the trailing text rows next.
+    const double per_slot = static_cast<double>(positions) * sizeof(float) *
+                            (2.0 * static_cast<double>(d.layers * d.kv_heads * d.head_dim) + static_cast<double>(d.hidden));
+    const double reserve = 0.1 * static_cast<double>(total);
+    const double room = static_cast<double>(free_bytes) - reserve;
+    const int fit = room > 0 ? static_cast<int>(room / per_slot) : 0;
+    if (fit < 1) return make_error(ErrorCode::kResourceExhausted, "no device memory left for another stream");
+    return std::min(slots, fit);
+  }
+
   std::shared_ptr<const q3::Model> model_;
   std::shared_ptr<const q3::gpu::DeviceModel> dev_;
   bool split_frames_ = false;  // CudaLoadOptions::split_frames
+  // The frame pools: scheduling state, not part of the model; step() is called from one thread at
+  // a time in practice (the Synthesizer's scheduler), the lock makes any caller safe.
+  mutable std::mutex pools_mu_;
+  mutable DevicePools<Frames> pools_;
 };
 
 }  // namespace

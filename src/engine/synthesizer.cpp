@@ -72,6 +72,8 @@ Synthesizer::Synthesizer(std::shared_ptr<const Model> model, SynthesizerOptions 
   if (options_.max_queued < 0) options_.max_queued = 0;
   waker_ = std::make_shared<Waker>();
   waker_->owner = this;
+  if (model_->device().is_cuda() && options_.codec_threads > 1)
+    codec_threads_ = std::make_unique<ThreadPool>(options_.codec_threads);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -86,6 +88,11 @@ Synthesizer::~Synthesizer() {
   }
   cv_.notify_all();
   thread_.join();
+}
+
+Synthesizer::Counters Synthesizer::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
 }
 
 Synthesizer::Load Synthesizer::load() const {
@@ -236,8 +243,8 @@ void Synthesizer::finish(Job& j, Status status) {
   if (j.on_done) j.on_done(result);
 }
 
-void Synthesizer::deliver(Job& j, const StepResult& r) {
-  if (!r.has_frame || j.ended) return;
+Status Synthesizer::decode_frame(Job& j, const StepResult& r) {
+  if (!r.has_frame || j.ended) return ok_status();
   const int64_t frame = j.stream->frames() - 1;
   if (frame == 0) j.stats.first_frame_s = since(j.submitted);
   AudioChunk c;
@@ -247,18 +254,12 @@ void Synthesizer::deliver(Job& j, const StepResult& r) {
   c.codebooks = static_cast<int64_t>(r.codes.size());
   if (j.codec) {
     j.samples.clear();
-    if (Status st = j.codec->decode(r.codes.data(), 1, j.samples); !st.ok()) return finish(j, st);
+    CHORUS_TRY(j.codec->decode(r.codes.data(), 1, j.samples));
     c.samples = j.samples.data();
     c.count = j.samples.size();
     if (c.count > 0 && j.stats.first_audio_s == 0) j.stats.first_audio_s = since(j.submitted);
   }
-  if (j.on_chunk) {
-    Status st = j.on_chunk(c);
-    if (!st.ok()) {
-      j.stream->cancel();
-      finish(j, st);
-    }
-  }
+  return j.on_chunk ? j.on_chunk(c) : ok_status();
 }
 
 bool Synthesizer::step_group(std::vector<Job*>& group) {
@@ -307,19 +308,40 @@ bool Synthesizer::step_group(std::vector<Job*>& group) {
   if (group.empty()) return false;
   std::vector<StepResult> out(streams.size());
   StageTimes t;
+  const auto t0 = std::chrono::steady_clock::now();
   Status st = model_->generator().step(streams, out, &t);
+  const auto t1 = std::chrono::steady_clock::now();
+  if (!st.ok()) {
+    for (Job* j : group) finish(*j, st);
+    return true;
+  }
+  std::vector<Status> decoded(group.size(), ok_status());
+  const auto decode = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) decoded[static_cast<size_t>(i)] = decode_frame(*group[static_cast<size_t>(i)], out[static_cast<size_t>(i)]);
+  };
+  if (codec_threads_ && group.size() > 1)
+    codec_threads_->parallel_for(static_cast<int64_t>(group.size()), decode);
+  else
+    decode(0, static_cast<int64_t>(group.size()));
+  {
+    const auto t2 = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counters_.steps;
+    counters_.generate_s += std::chrono::duration<double>(t1 - t0).count();
+    counters_.decode_s += std::chrono::duration<double>(t2 - t1).count();
+  }
   for (size_t i = 0; i < group.size(); ++i) {
     Job& j = *group[i];
-    if (!st.ok()) {
-      finish(j, st);
-      continue;
-    }
     j.stats.times.prefill_s += t.prefill_s;
     j.stats.times.backbone_s += t.backbone_s;
     j.stats.times.depth_s += t.depth_s;
     j.stats.times.sampling_s += t.sampling_s;
-    deliver(j, out[i]);
-    if (!j.ended && j.stream->finished()) finish(j, ok_status());
+    if (!decoded[i].ok()) {
+      j.stream->cancel();
+      finish(j, decoded[i]);
+    } else if (!j.ended && j.stream->finished()) {
+      finish(j, ok_status());
+    }
   }
   return true;
 }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/model.h"
 #include "engine/request.h"
 #include "engine/text_feed.h"
@@ -108,6 +109,8 @@ struct SynthesizerOptions {
   // Audio the waiting requests may ask for at most, counted at each request's frame limit (0: no
   // bound); submit() refuses more (kResourceExhausted).
   double max_queued_audio_s = 0;
+  // Threads decoding the requests' frames at once when the codec is on the GPU (1: one by one).
+  int codec_threads = 8;
 };
 
 class Synthesizer {
@@ -138,6 +141,13 @@ class Synthesizer {
     double queued_audio_s = 0;  // at the waiting requests' frame limits
   };
   Load load() const;
+  // Where the scheduler's time went since the start: frame steps of the generator, and the codec's
+  // decoding (with the chunk callbacks) after each.
+  struct Counters {
+    int64_t steps = 0;
+    double generate_s = 0, decode_s = 0;
+  };
+  Counters counters() const;
   // Seconds after which a refused request may be tried again: the time the running requests need to
   // free a place, from the recent pace of the scheduler (at least 1).
   double retry_after_s() const;
@@ -152,7 +162,9 @@ class Synthesizer {
   // Steps the jobs of one set that may be stepped together and are not waiting for input (a failed
   // step ends every job in it); false when none was stepped.
   bool step_group(std::vector<Job*>& group);
-  void deliver(Job& j, const StepResult& r);
+  // The codec's part of a frame: decodes it and hands the chunk to the job's callback. Touches only
+  // the job, so jobs' decodes may run on different threads; a failure is returned, not applied.
+  Status decode_frame(Job& j, const StepResult& r);
   void finish(Job& j, Status status);
   // Ends requests past their deadlines: queued ones under mu_, running ones between steps.
   void expire_queued(std::vector<std::unique_ptr<Job>>& expired);
@@ -169,9 +181,14 @@ class Synthesizer {
   int running_count_ = 0;        // admitted and not yet ended
   double queued_audio_s_ = 0;    // Load::queued_audio_s
   double step_s_ = 0;            // a step's recent duration (moving average), for retry_after_s()
+  Counters counters_;
   // Owned by the scheduler thread: running jobs, in groups stepped together (one group when the
   // generator joins new streams into a running batch, else one per admission).
   std::vector<std::vector<std::unique_ptr<Job>>> groups_;
+  // Threads that decode the jobs' frames at once when the codec runs on the GPU (its calls are
+  // bound by launching kernels, and several go on at once); null on the CPU, whose codec is
+  // parallel inside. SynthesizerOptions::codec_threads of them.
+  std::unique_ptr<ThreadPool> codec_threads_;
   std::thread thread_;
 };
 

@@ -33,6 +33,9 @@ void ServeBenchAddOptions(ServeBenchOptions& o, CLI::App& app) {
   app.add_option("--lengths", o.lengths, "--serve: utterance seconds, A-B (uniform) or a file of seconds per line")
       ->capture_default_str();
   app.add_option("--max-streams", o.max_streams, "--serve: requests running together at most")->capture_default_str();
+  app.add_option("--codec-threads", o.codec_threads,
+                 "--serve: threads decoding the requests' frames at once when the codec is on the GPU")
+      ->capture_default_str();
   app.add_option("--max-queue", o.max_queue, "--serve: waiting requests at most (more are refused)")->capture_default_str();
   app.add_option("--ttfa-bound", o.ttfa_bound, "--serve --sweep: p99 time to first audio allowed, seconds")
       ->capture_default_str();
@@ -81,6 +84,7 @@ struct Trace {
 struct Point {
   double rate = 0, duration = 0, audio_s_per_s = 0, mean_streams = 0, ttfa_p50 = 0, ttfa_p90 = 0, ttfa_p99 = 0;
   double gap_p99_ms = 0, underrun_pct = 0, late_frames_pct = 0, rss_mib = 0;
+  double step_ms = 0, generate_ms = 0, decode_ms = 0;  // the scheduler's mean step and its parts
   int max_streams = 0;
   int64_t requests = 0, refused = 0, failed = 0, verified = 0, verify_mismatches = 0;
 };
@@ -121,6 +125,7 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
+  const engine::Synthesizer::Counters c0 = synth.counters();
   const Clock::time_point t0 = Clock::now();
   double at = gap(rng);
   int64_t n = 0;
@@ -158,6 +163,7 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
       else t->failed = true;
     }
   const double wall = secs(Clock::now() - t0);
+  const engine::Synthesizer::Counters c1 = synth.counters();
   sampling = false;
   sampler.join();
 
@@ -199,6 +205,11 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
   p.underrun_pct = served > 0 ? 100.0 * static_cast<double>(underrun_reqs) / static_cast<double>(served) : 0;
   p.late_frames_pct = frames > 0 ? 100.0 * static_cast<double>(late) / static_cast<double>(frames) : 0;
   p.rss_mib = peak_rss_mib();
+  if (const int64_t steps = c1.steps - c0.steps; steps > 0) {
+    p.generate_ms = (c1.generate_s - c0.generate_s) * 1e3 / static_cast<double>(steps);
+    p.decode_ms = (c1.decode_s - c0.decode_s) * 1e3 / static_cast<double>(steps);
+    p.step_ms = wall * 1e3 / static_cast<double>(steps);
+  }
 
   // Solo replays: the same request alone must give the same codes.
   std::mt19937_64 pick(seed ^ 0x5eed);
@@ -230,6 +241,9 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
                 p.verified ? (", verified " + std::to_string(p.verified) + " solo: " +
                               std::to_string(p.verify_mismatches) + " mismatches").c_str()
                            : "");
+  if (print)
+    std::printf("  scheduler: a step every %.2f ms: generation %.2f ms, codec and delivery %.2f ms\n", p.step_ms,
+                p.generate_ms, p.decode_ms);
   return p;
 }
 
@@ -239,7 +253,8 @@ nlohmann::json to_json(const Point& p) {
           {"streams_max", p.max_streams}, {"ttfa_p50_s", p.ttfa_p50}, {"ttfa_p90_s", p.ttfa_p90},
           {"ttfa_p99_s", p.ttfa_p99}, {"frame_gap_p99_ms", p.gap_p99_ms}, {"underrun_requests_pct", p.underrun_pct},
           {"late_frames_pct", p.late_frames_pct}, {"peak_rss_mib", p.rss_mib}, {"verified", p.verified},
-          {"verify_mismatches", p.verify_mismatches}};
+          {"verify_mismatches", p.verify_mismatches}, {"step_ms", p.step_ms}, {"generate_ms", p.generate_ms},
+          {"decode_ms", p.decode_ms}};
 }
 
 bool good(const Point& p, const ServeBenchOptions& o) {
@@ -267,6 +282,7 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
   engine::SynthesizerOptions so;
   so.max_running = o.max_streams;
   so.max_queued = o.max_queue;
+  so.codec_threads = o.codec_threads;
   engine::Synthesizer synth(*m, so);
   std::printf("model  %s (%s %s) on %s; lengths %s s; max %d streams\n", model.c_str(), (*m)->info().family.c_str(),
               (*m)->info().variant.c_str(), dev->name().c_str(), o.lengths.c_str(), o.max_streams);

@@ -339,11 +339,11 @@ Result<CudaDecoderState> CudaDecoder::new_state(int64_t block_frames) const {
     return make_error(ErrorCode::kOutOfRange, "GPU decoder block size must be in [1, 256] frames");
   {
     std::lock_guard<std::mutex> lock(work_->mu);
-    auto& e = work_->by_block[block_frames];
-    if (!e) {
+    auto& list = work_->by_block[block_frames];
+    if (list.empty()) {
       auto entry = std::make_unique<detail::Workspaces::Entry>();
       CHORUS_TRY(make_workspace(model_, block_frames, entry->state));
-      e = std::move(entry);
+      list.push_back(std::move(entry));
     }
   }
   const CudaDecoderModel& m = *model_;
@@ -399,12 +399,32 @@ Status CudaDecoder::decode(CudaDecoderState& state, const int32_t* codes, int64_
   const int64_t spf = samples_per_frame(), Q = num_quantizers();
   if (frames > static_cast<int64_t>(out.max_size() - out.size()) / spf)
     return make_error(ErrorCode::kResourceExhausted, "too many frames for one output buffer");
+  // A free workspace of this block size, a new one while there are fewer than kPerBlock, else a
+  // busy one in turn.
+  std::unique_lock<std::mutex> lock;
   detail::Workspaces::Entry* entry = nullptr;
   {
-    std::lock_guard<std::mutex> lock(work_->mu);
-    entry = work_->by_block.at(s->block).get();  // made by new_state
+    std::lock_guard<std::mutex> guard(work_->mu);
+    auto& list = work_->by_block.at(s->block);  // made by new_state
+    for (auto& e : list) {
+      std::unique_lock<std::mutex> l(e->mu, std::try_to_lock);
+      if (l.owns_lock()) {
+        entry = e.get();
+        lock = std::move(l);
+        break;
+      }
+    }
+    if (!entry && list.size() < detail::Workspaces::kPerBlock) {
+      auto e = std::make_unique<detail::Workspaces::Entry>();
+      if (make_workspace(model_, s->block, e->state).ok()) {
+        entry = e.get();
+        lock = std::unique_lock<std::mutex>(entry->mu);
+        list.push_back(std::move(e));
+      }
+    }
+    if (!entry) entry = list[work_->turn++ % list.size()].get();
   }
-  std::lock_guard<std::mutex> lock(entry->mu);
+  if (!lock.owns_lock()) lock = std::unique_lock<std::mutex>(entry->mu);
   CudaStreamState& w = entry->state;
   Lend lend(*s, w);
   const size_t at = out.size();

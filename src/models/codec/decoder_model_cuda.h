@@ -134,13 +134,17 @@ struct StreamHistory {
 };
 
 // The shared workspaces of a decoder, one per block size in use.
+// Up to kPerBlock workspaces per block size, so that as many decode() calls of different streams
+// run at once (each on its own CUDA stream and cuBLAS handle; the GPU overlaps their small kernels).
 struct Workspaces {
-  std::mutex mu;  // guards the map; each workspace has its own lock
+  static constexpr size_t kPerBlock = 16;
+  std::mutex mu;  // guards the map and the lists; each workspace has its own lock
   struct Entry {
     std::mutex mu;
     CudaStreamState state;
   };
-  std::map<int64_t, std::unique_ptr<Entry>> by_block;
+  std::map<int64_t, std::vector<std::unique_ptr<Entry>>> by_block;
+  uint64_t turn = 0;  // which busy workspace a caller waits for when all are taken
 };
 
 // Enqueues one step of n <= block frames whose codes are already in state.codes; the samples end

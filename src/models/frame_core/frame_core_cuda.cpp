@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <type_traits>
 
 #include "models/frame_core/frame_kernels_cuda.h"
 
@@ -41,21 +42,13 @@ Status FrameCore::alloc(cuda::DeviceBuffer& b, size_t bytes) {
 }
 
 Status FrameCore::init(const FrameRecipe& r, std::span<const SlotSetup> slots, int64_t capacity) {
-  if (!r.backbone || !r.depth || slots.empty()) return make_error(ErrorCode::kInternal, "frame batch: no model or no streams");
-  r_ = r;
-  S_ = static_cast<int>(slots.size());
-  NB_ = static_cast<int>(slots[0].prompt_rows.size());
-  Q_ = S_ * NB_;
-  G_ = r.codebooks;
-  H_ = r.backbone->dims().hidden;
-  BV_ = r.backbone_head.rows;
-  cap_ = capacity;
-  const int64_t S = S_, Q = Q_, G = G_, H = H_, D = r.depth_hidden, DV = r.depth_vocab;
+  if (slots.empty()) return make_error(ErrorCode::kInternal, "frame batch: no streams");
+  const int NB = static_cast<int>(slots[0].prompt_rows.size());
   int64_t total_prompt = 0, longest = 0;
-  std::vector<int32_t> prompt_rows, min_frames, iota(static_cast<size_t>(Q)), first_seq, first_pos, depth_pos;
+  std::vector<int32_t> prompt_rows, min_frames;
   std::vector<cuda::DeviceSampler> pb, pd;
   for (const SlotSetup& slot : slots) {
-    if (static_cast<int>(slot.prompt_rows.size()) != NB_)
+    if (static_cast<int>(slot.prompt_rows.size()) != NB)
       return make_error(ErrorCode::kInternal, "frame batch: every slot needs the same branches");
     for (int64_t rows : slot.prompt_rows) {
       total_prompt += rows;
@@ -66,7 +59,50 @@ Status FrameCore::init(const FrameRecipe& r, std::span<const SlotSetup> slots, i
     pb.push_back(device_params(slot.backbone, slot, true));
     pd.push_back(device_params(slot.depth, slot, slot.depth_penalty));
   }
-  bb_rows_ = std::max({Q, std::min(total_prompt, std::max(kPrefillChunkRows, longest))});
+  const int64_t Q = static_cast<int64_t>(slots.size()) * NB;
+  CHORUS_TRY(allocate(r, static_cast<int>(slots.size()), NB, capacity,
+                      std::max(Q, std::min(total_prompt, std::max(kPrefillChunkRows, longest)))));
+  CHORUS_TRY(upload(prompt_rows_, prompt_rows));
+  CHORUS_TRY(upload(min_frames_, min_frames));
+  CHORUS_TRY(upload(params_b_, pb));
+  CHORUS_TRY(upload(params_d_, pd));
+  return ok_status();
+}
+
+Status FrameCore::init_pool(const FrameRecipe& r, int slots, int branches, int64_t capacity) {
+  if (slots < 1 || branches < 1 || capacity < 2) return make_error(ErrorCode::kInternal, "frame pool: no slots");
+  CHORUS_TRY(allocate(r, slots, branches, capacity,
+                      std::max<int64_t>({int64_t{slots} * branches, kPrefillChunkRows, capacity})));
+  // Free slots compute too (up to the active count): their buffers start zeroed (DeviceBuffer::alloc)
+  // and their samplers greedy, so their values stay finite.
+  std::vector<cuda::DeviceSampler> greedy(static_cast<size_t>(slots));
+  for (cuda::DeviceSampler& d : greedy) d.greedy = 1;
+  CHORUS_TRY(upload(params_b_, greedy));
+  CHORUS_TRY(upload(params_d_, greedy));
+  n_ = 0;
+  return ok_status();
+}
+
+void FrameCore::set_active_slots(int n) {
+  n_ = std::clamp(n, 0, S_);
+  pipe_.set_graph_key(n_);
+}
+
+Status FrameCore::allocate(const FrameRecipe& r, int S_in, int NB, int64_t capacity, int64_t prefill_rows) {
+  if (!r.backbone || !r.depth || S_in < 1) return make_error(ErrorCode::kInternal, "frame batch: no model or no streams");
+  r_ = r;
+  S_ = S_in;
+  n_ = S_;
+  NB_ = NB;
+  Q_ = S_ * NB_;
+  G_ = r.codebooks;
+  H_ = r.backbone->dims().hidden;
+  BV_ = r.backbone_head.rows;
+  cap_ = capacity;
+  bb_rows_ = prefill_rows;
+  pipe_.set_graph_key(n_);
+  const int64_t S = S_, Q = Q_, G = G_, H = H_, D = r.depth_hidden, DV = r.depth_vocab;
+  std::vector<int32_t> iota(static_cast<size_t>(Q)), first_seq, first_pos, depth_pos;
   const nn::Qwen3Dims& bd = r.backbone->dims();
   const nn::Qwen3Dims& dd = r.depth->dims();
   CHORUS_TRY(cuda::attention_reserve(cap_, bd.head_dim));
@@ -98,6 +134,7 @@ Status FrameCore::init(const FrameRecipe& r, std::span<const SlotSetup> slots, i
   CHORUS_TRY(alloc(scratch_ids_, n(2 * S * vmax) * I));
   CHORUS_TRY(alloc(report_, n(2 * S * G + S) * I));
   CHORUS_ASSIGN(pipe_, cuda::FramePipeline::create(report_.data(), n(2 * S * G + S) * I));
+  pipe_.set_graph_key(n_);
   CHORUS_TRY(alloc(frames_, n(S) * I));
   CHORUS_TRY(alloc(prompt_rows_, n(Q) * I));
   CHORUS_TRY(alloc(bb_pos_, n(Q) * I));
@@ -111,7 +148,7 @@ Status FrameCore::init(const FrameRecipe& r, std::span<const SlotSetup> slots, i
   CHORUS_TRY(alloc(depth_pos_, n(G * Q) * I));
   CHORUS_TRY(alloc(prefill_seq_, n(bb_rows_) * I));
   CHORUS_TRY(alloc(prefill_pos_, n(bb_rows_) * I));
-  CHORUS_TRY(alloc(last_row_, n(Q) * I));
+  CHORUS_TRY(alloc(last_row_, n(std::max(Q, bb_rows_)) * I));
 
   std::iota(iota.begin(), iota.end(), 0);
   for (int32_t q = 0; q < Q; ++q) {
@@ -120,10 +157,6 @@ Status FrameCore::init(const FrameRecipe& r, std::span<const SlotSetup> slots, i
   }
   for (int64_t k = 0; k < G; ++k)
     for (int64_t q = 0; q < Q; ++q) depth_pos.push_back(static_cast<int32_t>(k + r.depth_pos_first));
-  CHORUS_TRY(upload(prompt_rows_, prompt_rows));
-  CHORUS_TRY(upload(min_frames_, min_frames));
-  CHORUS_TRY(upload(params_b_, pb));
-  CHORUS_TRY(upload(params_d_, pd));
   CHORUS_TRY(upload(iota_, iota));
   CHORUS_TRY(upload(first_seq_, first_seq));
   CHORUS_TRY(upload(first_pos_, first_pos));
@@ -131,20 +164,23 @@ Status FrameCore::init(const FrameRecipe& r, std::span<const SlotSetup> slots, i
   return ok_status();
 }
 
-Status FrameCore::sample_backbone(cudaStream_t s) {
+Result<float*> FrameCore::backbone_logits(int rows, cudaStream_t s) {
   cuda::LinearArgs head;
   head.x = z_.as<float>();
   head.ldx = H_;
-  head.M = Q_;
+  head.M = rows;
   head.out[0] = {r_.backbone_head, nullptr, logits_b_.as<float>(), BV_};
   r_.depth->prefetch_attention(0, head.prefetch);  // the next frame's first depth step
   CHORUS_TRY(cuda::linear(head, &ws_, s));
-  CHORUS_ASSIGN(float* logits, combine_backbone(logits_b_.as<float>(), s));
+  return combine_backbone(logits_b_.as<float>(), s);
+}
+
+cuda::SampleArgs FrameCore::backbone_sampler(float* logits) const {
   cuda::SampleArgs a;
   a.logits = logits;
   a.ld = BV_;
   a.vocab = static_cast<int32_t>(BV_);
-  a.rows = S_;
+  a.rows = n_;
   a.params = params_b_.as<cuda::DeviceSampler>();
   a.frame = frames_.as<int32_t>();
   a.codebook = 0;
@@ -159,7 +195,101 @@ Status FrameCore::sample_backbone(cudaStream_t s) {
   a.error = errors_dev();
   a.scratch_w = scratch_w_.as<double>();
   a.scratch_ids = scratch_ids_.as<int32_t>();
-  return cuda::sample(a, s);
+  return a;
+}
+
+Status FrameCore::sample_backbone(cudaStream_t s) {
+  CHORUS_ASSIGN(float* logits, backbone_logits(rows(), s));
+  return cuda::sample(backbone_sampler(logits), s);
+}
+
+Status FrameCore::admit_slots(std::span<const int> slots, std::span<const SlotSetup> setups,
+                              std::span<const SeqRows> seqs) {
+  if (slots.empty()) return ok_status();
+  if (setups.size() != slots.size() || seqs.size() != slots.size() * static_cast<size_t>(NB_))
+    return make_error(ErrorCode::kInternal, "frame pool: one setup per slot and one prompt per sequence");
+  if (pipe_.frame_ahead()) return make_error(ErrorCode::kInternal, "frame pool: a frame is in flight");
+  cudaStream_t s = stream_.get();
+  CHORUS_TRY(stream_.synchronize());
+  const auto put = [](const cuda::DeviceBuffer& b, int64_t index, const auto& v) {
+    using T = std::decay_t<decltype(v)>;
+    return cuda::check(cudaMemcpy(b.as<uint8_t>() + index * static_cast<int64_t>(sizeof(T)), &v, sizeof(T),
+                                  cudaMemcpyHostToDevice),
+                       "cudaMemcpy");
+  };
+  int top = 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const int slot = slots[i];
+    const SlotSetup& setup = setups[i];
+    if (slot < 0 || slot >= n_) return make_error(ErrorCode::kInternal, "frame pool: slot outside the active ones");
+    if (static_cast<int>(setup.prompt_rows.size()) != NB_)
+      return make_error(ErrorCode::kInternal, "frame pool: every slot needs the same branches");
+    top = std::max(top, slot + 1);
+    for (int j = 0; j < NB_; ++j) {
+      const SeqRows& p = seqs[i * NB_ + j];
+      if (p.rows < 1 || p.rows != setup.prompt_rows[j] || p.rows > bb_rows_ || p.rows >= cap_)
+        return make_error(ErrorCode::kInternal, "frame pool: a prompt that does not fit the slot");
+      CHORUS_TRY(put(prompt_rows_, slot * NB_ + j, static_cast<int32_t>(p.rows)));
+    }
+    CHORUS_TRY(put(min_frames_, slot, static_cast<int32_t>(setup.min_frames)));
+    CHORUS_TRY(put(params_b_, slot, device_params(setup.backbone, setup, true)));
+    CHORUS_TRY(put(params_d_, slot, device_params(setup.depth, setup, setup.depth_penalty)));
+    CHORUS_TRY(put(frames_, slot, int32_t{0}));
+    CHORUS_TRY(put(report_, 2 * S_ * G_ + slot, int32_t{0}));  // the error flag
+    CHORUS_CUDA_TRY(cudaMemset(history_.as<uint8_t>() + slot * BV_, 0, static_cast<size_t>(BV_)));
+  }
+
+  // The prompts in chunks of at most bb_rows_ rows; each sequence's last row goes to its z row.
+  const nn::Qwen3Dims& bd = r_.backbone->dims();
+  const KvCacheRef kv{bb_kv_.as<float>(), Q_, cap_, bd.kv_heads * bd.head_dim};
+  CHORUS_TRY(ev_[0].record(s));
+  for (size_t a = 0; a < seqs.size();) {
+    size_t b = a;
+    int64_t rows = 0;
+    while (b < seqs.size() && (b == a || rows + seqs[b].rows <= bb_rows_)) rows += seqs[b++].rows;
+    std::vector<float> x;
+    x.reserve(static_cast<size_t>(rows * H_));
+    std::vector<int32_t> seq, pos, last;
+    for (size_t k = a; k < b; ++k) {
+      const int q = slots[k / NB_] * NB_ + static_cast<int>(k % NB_);
+      x.insert(x.end(), seqs[k].data, seqs[k].data + seqs[k].rows * H_);
+      for (int64_t t = 0; t < seqs[k].rows; ++t) {
+        seq.push_back(q);
+        pos.push_back(static_cast<int32_t>(t));
+      }
+      last.push_back(static_cast<int32_t>(seq.size() - 1));
+    }
+    CHORUS_TRY(stream_.synchronize());  // the previous chunk may still read these buffers
+    CHORUS_TRY(upload(bb_h_, x));
+    CHORUS_TRY(upload(prefill_seq_, seq));
+    CHORUS_TRY(upload(prefill_pos_, pos));
+    CHORUS_TRY(upload(last_row_, last));
+    const cuda::RowMap map{prefill_seq_.as<int32_t>(), prefill_pos_.as<int32_t>(), rows, false};
+    CHORUS_TRY(r_.backbone->forward(bb_h_.as<float>(), bb_out_.as<float>(), map, kv, bb_scratch_, ws_, s, r_.bf16));
+    for (size_t k = a; k < b; ++k) {
+      const int q = slots[k / NB_] * NB_ + static_cast<int>(k % NB_);
+      CHORUS_TRY(gather_rows(bb_out_.as<float>(), last_row_.as<int32_t>() + (k - a), H_, 1, z_.as<float>() + q * H_, s));
+    }
+    a = b;
+  }
+  // Codebook 0 of the new slots alone: the running slots' codes and penalty histories stay as they are.
+  CHORUS_ASSIGN(float* logits, backbone_logits(top * NB_, s));
+  for (const int slot : slots) {
+    cuda::SampleArgs a = backbone_sampler(logits + static_cast<int64_t>(slot) * BV_);
+    a.rows = 1;
+    a.params += slot;
+    a.frame += slot;
+    a.penalized += static_cast<int64_t>(slot) * BV_;
+    a.mark_chosen += static_cast<int64_t>(slot) * BV_;
+    a.block_until_frame += slot;
+    a.out += static_cast<int64_t>(slot) * G_;
+    a.error += slot;
+    CHORUS_TRY(cuda::sample(a, s));
+  }
+  CHORUS_TRY(ev_[1].record(s));
+  CHORUS_TRY(pipe_.publish_and_wait(s));
+  CHORUS_ASSIGN(times_.prefill_ms, ev_[1].elapsed_ms_since(ev_[0]));
+  return ok_status();
 }
 
 Status FrameCore::prefill_sequences(std::span<const SeqRows> seqs) {
@@ -207,11 +337,11 @@ KvCacheRef FrameCore::depth_kv() const {
 }
 
 cuda::RowMap FrameCore::first_step_map() const {
-  return cuda::RowMap{first_seq_.as<int32_t>(), first_pos_.as<int32_t>(), 2 * Q_, false};
+  return cuda::RowMap{first_seq_.as<int32_t>(), first_pos_.as<int32_t>(), 2 * rows(), false};
 }
 
 cuda::RowMap FrameCore::step_map(int index) const {
-  return cuda::RowMap{iota_.as<int32_t>(), depth_pos_.as<int32_t>() + index * Q_, Q_, true};
+  return cuda::RowMap{iota_.as<int32_t>(), depth_pos_.as<int32_t>() + index * Q_, rows(), true};
 }
 
 cuda::SampleArgs FrameCore::depth_sampler(float* logits, int64_t ld) const {
@@ -219,7 +349,7 @@ cuda::SampleArgs FrameCore::depth_sampler(float* logits, int64_t ld) const {
   sa.logits = logits;
   sa.ld = ld;
   sa.vocab = static_cast<int32_t>(r_.depth_vocab);
-  sa.rows = S_;
+  sa.rows = n_;
   sa.params = params_d_.as<cuda::DeviceSampler>();
   sa.frame = frames_.as<int32_t>();
   sa.out_stride = G_;
@@ -235,7 +365,7 @@ cuda::LinearArgs FrameCore::depth_head(const float* out, bool first, const cuda:
   cuda::LinearArgs a;  // each sequence's last row
   a.x = first ? out + D : out;
   a.ldx = first ? 2 * D : D;
-  a.M = Q_;
+  a.M = rows();
   a.out[0] = {head, nullptr, logits, r_.depth_vocab};
   // The next step's stack, or after the last step the backbone's.
   if (!last)
@@ -247,14 +377,14 @@ cuda::LinearArgs FrameCore::depth_head(const float* out, bool first, const cuda:
 
 Status FrameCore::advance_single(cudaStream_t s) {
   return advance_frames(frames_.as<int32_t>(), prompt_rows_.as<int32_t>(), static_cast<int32_t>(cap_),
-                        bb_pos_.as<int32_t>(), S_, codes_dev(), G_, frame_codes_dev(), s);
+                        bb_pos_.as<int32_t>(), n_, codes_dev(), G_, frame_codes_dev(), s);
 }
 
 Status FrameCore::enqueue_backbone(cudaStream_t s) {
   const nn::Qwen3Dims& bd = r_.backbone->dims();
   const KvCacheRef kv{bb_kv_.as<float>(), Q_, cap_, bd.kv_heads * bd.head_dim};
   CHORUS_TRY(backbone_inputs(s));
-  const cuda::RowMap map{iota_.as<int32_t>(), bb_pos_.as<int32_t>(), Q_, true};
+  const cuda::RowMap map{iota_.as<int32_t>(), bb_pos_.as<int32_t>(), rows(), true};
   CHORUS_TRY(r_.backbone->forward(bb_h_.as<float>(), z_.as<float>(), map, kv, bb_scratch_, ws_, s, r_.bf16));
   return sample_backbone(s);
 }

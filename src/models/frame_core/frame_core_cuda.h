@@ -15,8 +15,11 @@
 // device, the chunked prefill and the backbone head + sampler. A family derives from it and
 // supplies the recipe: its stacks and dimensions (FrameRecipe), the depth walk (enqueue_depth), the
 // backbone's input rows for a frame (backbone_inputs) and, with guidance, how the branches' logits
-// combine (combine_backbone). All slots always compute; finished streams' codes are ignored by the
-// caller (their positions are clamped inside their caches). Built only with CUDA.
+// combine (combine_backbone). All active slots always compute; finished streams' codes are ignored
+// by the caller (their positions are clamped inside their caches).
+//
+// A batch is either fixed (init: its streams start together) or a pool (init_pool: streams join
+// free slots between frames and leave when they end; continuous batching). Built only with CUDA.
 #pragma once
 
 #ifdef CHORUS_HAVE_CUDA
@@ -82,6 +85,14 @@ class FrameCore {
 
   int size() const { return S_; }
   int branches() const { return NB_; }
+  // The leading slots a frame computes (all of them unless set; a pool computes only up to its last
+  // occupied slot, rounded to a bucket). Each count keeps its own frame graphs.
+  void set_active_slots(int n);
+  int active_slots() const { return n_; }
+  // A frame launched ahead whose report has not been read (run_frame with `then`).
+  bool frame_ahead() const { return pipe_.frame_ahead(); }
+  // Waits for a frame launched ahead whose streams have all left (before admit_slots).
+  Status settle() { return pipe_.settle(); }
 
   // The depth walk of the current frame; with feed, also the backbone step and the next codebook 0.
   // Returns when frame_codes() (and next_c0() with feed) are valid. With `then`, the following frame
@@ -104,6 +115,15 @@ class FrameCore {
   // Allocates the shared buffers (backbone caches of `capacity` positions per sequence) and uploads
   // the slots' counters and sampler settings. The family allocates its own buffers after.
   Status init(const FrameRecipe& r, std::span<const SlotSetup> slots, int64_t capacity);
+  // A pool: the shared buffers for `slots` slots of `branches` sequences and `capacity` positions
+  // each, every slot free; streams come in through admit_slots. No slot is active yet.
+  Status init_pool(const FrameRecipe& r, int slots, int branches, int64_t capacity);
+  // Streams into free slots of a pool, with no frame in flight: each slot's counters and sampler
+  // settings reset to its stream's, its penalty history and error flag cleared, its sequences'
+  // prompts (`seqs`: branches() per slot, in the order of `slots`) through the backbone, and
+  // codebook 0 of its frame 0 sampled. Every slot must be below active_slots(). The other slots
+  // are untouched. Returns when next_c0() of the new slots is valid.
+  Status admit_slots(std::span<const int> slots, std::span<const SlotSetup> setups, std::span<const SeqRows> seqs);
   // Every sequence's prompt through the backbone (in chunks of rows) and codebook 0 of frame 0.
   Status prefill_sequences(std::span<const SeqRows> seqs);
   Status alloc(cuda::DeviceBuffer& b, size_t bytes);
@@ -137,8 +157,11 @@ class FrameCore {
   // frames[s] advanced and the frame's codes saved (one sequence per slot).
   Status advance_single(cudaStream_t s);
 
+  // Sequences a frame computes: the active slots' branches.
+  int rows() const { return n_ * NB_; }
+
   FrameRecipe r_;
-  int S_ = 0, NB_ = 0, Q_ = 0, G_ = 0;
+  int S_ = 0, NB_ = 0, Q_ = 0, G_ = 0, n_ = 0;
   int64_t H_ = 0, BV_ = 0, cap_ = 0, bb_rows_ = 0;
   cuda::Stream stream_;
   cuda::LinearWorkspace ws_;
@@ -152,7 +175,13 @@ class FrameCore {
 
  private:
   const int32_t* shown() const { return static_cast<const int32_t*>(pipe_.report()); }
+  // Buffers for S slots of NB sequences, `prefill_rows` prompt rows per prefill chunk.
+  Status allocate(const FrameRecipe& r, int S, int NB, int64_t capacity, int64_t prefill_rows);
   Status enqueue_backbone(cudaStream_t s);
+  // The backbone head over the first `rows` sequences' z rows and their combined logits.
+  Result<float*> backbone_logits(int rows, cudaStream_t s);
+  // Codebook 0 of every active slot, from its logits.
+  cuda::SampleArgs backbone_sampler(float* logits) const;
   Status sample_backbone(cudaStream_t s);
 
   cuda::Event ev_[2];  // the prefill's start and end

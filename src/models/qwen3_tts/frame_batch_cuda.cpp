@@ -41,17 +41,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
                      .rng_stream = g.rng_stream});
   }
   if (cap > std::numeric_limits<int32_t>::max() / 2) return make_error(ErrorCode::kOutOfRange, "frame batch: context too long");
-  const frame_core::gpu::FrameRecipe r{.backbone = &m.talker(),
-                                       .depth = &m.code_predictor(),
-                                       .backbone_head = m.codec_head().matrix(),
-                                       .codebooks = m.groups(),
-                                       .depth_hidden = f.C_,
-                                       .depth_vocab = f.CV_,
-                                       .allowed_below = m.allowed_below(),
-                                       .eos = m.eos_id(),
-                                       .depth_pos_first = 1,  // pass k >= 1 writes position k + 1
-                                       .bf16 = false};
-  CHORUS_TRY(f.init(r, slots, cap));
+  CHORUS_TRY(f.init(f.recipe(), slots, cap));
 
   const size_t F = sizeof(float), I = sizeof(int32_t);
   CHORUS_TRY(f.alloc(f.xt_, static_cast<size_t>(2 * B * H) * F));
@@ -74,6 +64,79 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   CHORUS_TRY(upload(f.text_rows_, text));
   CHORUS_TRY(upload(f.pad_, pad));
   return fb;
+}
+
+frame_core::gpu::FrameRecipe FrameBatch::recipe() const {
+  const DeviceModel& m = *m_;
+  return frame_core::gpu::FrameRecipe{.backbone = &m.talker(),
+                                      .depth = &m.code_predictor(),
+                                      .backbone_head = m.codec_head().matrix(),
+                                      .codebooks = m.groups(),
+                                      .depth_hidden = C_,
+                                      .depth_vocab = CV_,
+                                      .allowed_below = m.allowed_below(),
+                                      .eos = m.eos_id(),
+                                      .depth_pos_first = 1,  // pass k >= 1 writes position k + 1
+                                      .bf16 = false};
+}
+
+Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<const DeviceModel> model, int slots,
+                                                            int64_t positions) {
+  if (!model || slots < 1) return make_error(ErrorCode::kInternal, "frame pool: no model or no slots");
+  if (positions < 2 || positions * slots > std::numeric_limits<int32_t>::max() / 2)
+    return make_error(ErrorCode::kOutOfRange, "frame pool: too many positions");
+  std::unique_ptr<FrameBatch> fb(new FrameBatch());
+  FrameBatch& f = *fb;
+  f.m_ = std::move(model);
+  const int64_t H = f.m_->hidden(), S = slots;
+  f.C_ = f.m_->cp_hidden();
+  f.CV_ = f.m_->cp_vocab();
+  CHORUS_TRY(f.init_pool(f.recipe(), slots, 1, positions));
+  f.text_stride_ = positions;
+  const size_t F = sizeof(float), I = sizeof(int32_t);
+  CHORUS_TRY(f.alloc(f.xt_, static_cast<size_t>(2 * S * H) * F));
+  if (f.m_->has_projection()) CHORUS_TRY(f.alloc(f.xc_, static_cast<size_t>(2 * S * f.C_) * F));
+  CHORUS_TRY(f.alloc(f.logits_cp_, static_cast<size_t>(S * f.CV_) * F));
+  CHORUS_TRY(f.alloc(f.text_rows_, static_cast<size_t>(S * positions * H) * F));
+  CHORUS_TRY(f.alloc(f.text_off_, S * I));
+  CHORUS_TRY(f.alloc(f.text_count_, S * I));
+  CHORUS_TRY(f.alloc(f.pad_, static_cast<size_t>(S * H) * F));
+  std::vector<int32_t> off(static_cast<size_t>(S));
+  for (int64_t s = 0; s < S; ++s) off[static_cast<size_t>(s)] = static_cast<int32_t>(s * positions);
+  CHORUS_TRY(upload(f.text_off_, off));
+  return fb;
+}
+
+Status FrameBatch::admit(std::span<const int> slots, std::span<const StreamSetup> streams) {
+  if (text_stride_ == 0) return make_error(ErrorCode::kInternal, "frame batch: not a pool");
+  if (slots.size() != streams.size()) return make_error(ErrorCode::kInternal, "frame pool: one stream per slot");
+  std::vector<frame_core::gpu::SlotSetup> setups;
+  std::vector<frame_core::gpu::SeqRows> seqs;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Prompt* p = streams[i].prompt;
+    const GenerationSettings& g = streams[i].settings;
+    const int slot = slots[i];
+    if (!p || p->hidden != H_ || p->prefill.size() != static_cast<size_t>(p->prefill_rows * H_))
+      return make_error(ErrorCode::kInternal, "frame pool: prompt of another model");
+    if (slot < 0 || slot >= size() || p->prefill_rows + g.max_frames > cap_)
+      return make_error(ErrorCode::kInternal, "frame pool: a stream that does not fit its slot");
+    // A stream makes fewer frames than its slot has positions, so the rows past them are never read.
+    const int64_t rows = std::min(p->trailing_rows, text_stride_);
+    CHORUS_CUDA_TRY(cudaMemcpy(text_rows_.as<float>() + slot * text_stride_ * H_, p->trailing.data(),
+                               static_cast<size_t>(rows * H_) * sizeof(float), cudaMemcpyHostToDevice));
+    const int32_t count = static_cast<int32_t>(rows);
+    CHORUS_CUDA_TRY(cudaMemcpy(text_count_.as<int32_t>() + slot, &count, sizeof(count), cudaMemcpyHostToDevice));
+    CHORUS_CUDA_TRY(cudaMemcpy(pad_.as<float>() + slot * H_, p->pad.data(), static_cast<size_t>(H_) * sizeof(float),
+                               cudaMemcpyHostToDevice));
+    setups.push_back({.prompt_rows = {p->prefill_rows},
+                      .min_frames = std::min<int64_t>(g.min_frames, 1 << 30),
+                      .backbone = g.talker,
+                      .depth = g.code_predictor,
+                      .seed = g.seed,
+                      .rng_stream = g.rng_stream});
+    seqs.push_back({p->prefill.data(), p->prefill_rows});
+  }
+  return admit_slots(slots, setups, seqs);
 }
 
 Status FrameBatch::prefill(const std::vector<const Prompt*>& prompts) {

@@ -38,14 +38,25 @@ class FrameBatch : public frame_core::gpu::FrameCore {
   // Returns when next_c0() is valid.
   Status prefill(const std::vector<const Prompt*>& prompts);
 
+  // A pool of `slots` free slots whose streams may use `positions` talker positions each (prompt
+  // and frames); streams join with admit() between frames (continuous batching).
+  static Result<std::unique_ptr<FrameBatch>> create_pool(std::shared_ptr<const DeviceModel> model, int slots,
+                                                         int64_t positions);
+  // Streams into free slots (each below active_slots()), with no frame in flight: their trailing
+  // text, settings and prompts, and codebook 0 of their frame 0 (FrameCore::admit_slots).
+  Status admit(std::span<const int> slots, std::span<const StreamSetup> streams);
+  int64_t positions() const { return cap_; }
+
  private:
   FrameBatch() = default;
   Status enqueue_depth(cudaStream_t s) override;
   Status backbone_inputs(cudaStream_t s) override;
 
   std::shared_ptr<const DeviceModel> m_;
-  int B() const { return S_; }  // one sequence per slot
+  frame_core::gpu::FrameRecipe recipe() const;
+  int B() const { return n_; }  // one sequence per slot; the active slots compute
   int64_t C_ = 0, CV_ = 0;
+  int64_t text_stride_ = 0;  // a pool's trailing rows per slot (0: packed, a fixed batch)
   cuda::DeviceBuffer xt_, xc_, logits_cp_, text_rows_, text_off_, text_count_, pad_;
 };
 

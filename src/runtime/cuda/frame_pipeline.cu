@@ -37,17 +37,18 @@ Status FramePipeline::launch_frame(cudaStream_t s, bool feed, const Enqueue& fir
     }));
     return ok_status();
   };
+  Graphs& g = graphs_[key_];
   if (!feed) {  // the first half alone
-    CHORUS_TRY(capture(first_, true, false));
-    return launch(s, feed, [&] { return first_.launch(s); });
+    CHORUS_TRY(capture(g.first, true, false));
+    return launch(s, feed, [&] { return g.first.launch(s); });
   }
   if (!split_halves_) {
-    CHORUS_TRY(capture(whole_, true, true));
-    return launch(s, feed, [&] { return whole_.launch(s); });
+    CHORUS_TRY(capture(g.whole, true, true));
+    return launch(s, feed, [&] { return g.whole.launch(s); });
   }
-  CHORUS_TRY(capture(first_, true, false));
-  CHORUS_TRY(capture(second_, false, true));
-  return launch(s, feed, [&] { return first_.launch(s); }, [&] { return second_.launch(s); });
+  CHORUS_TRY(capture(g.first, true, false));
+  CHORUS_TRY(capture(g.second, false, true));
+  return launch(s, feed, [&] { return g.first.launch(s); }, [&] { return g.second.launch(s); });
 }
 
 Status FramePipeline::run_frame(cudaStream_t s, bool feed, std::optional<bool> then, const Enqueue& first_half,

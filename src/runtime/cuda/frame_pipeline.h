@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 
 #include "runtime/cuda/cuda_handles.h"
@@ -43,6 +44,18 @@ class FramePipeline {
   Status run_frame(cudaStream_t s, bool feed, std::optional<bool> then, const Enqueue& first_half,
                    const Enqueue& second_half);
   void set_split_halves(bool split) { split_halves_ = split; }
+  // Frames whose enqueues differ (a batch that computes a different number of rows) keep their own
+  // graphs: `key` picks the set that later launches capture and replay.
+  void set_graph_key(int key) { key_ = key; }
+  // Whether a frame was launched ahead and not yet waited for (its report not yet read).
+  bool frame_ahead() const { return in_flight() > 0; }
+  // Waits for every frame in flight, whose reports nobody will read (their streams are gone).
+  Status settle() {
+    while (in_flight() > 0) {
+      CHORUS_TRY(wait());
+    }
+    return ok_status();
+  }
 
   const void* report() const { return slots_[shown_].host.data(); }
   // Device milliseconds of the last waited frame's halves; the second is 0 when the frame ran as one
@@ -65,7 +78,11 @@ class FramePipeline {
     bool feed = false, seamed = false;
   };
   Slot slots_[2];
-  GraphExec whole_, first_, second_;  // a frame; its halves (the first alone: the last frame)
+  struct Graphs {
+    GraphExec whole, first, second;  // a frame; its halves (the first alone: the last frame)
+  };
+  std::map<int, Graphs> graphs_;
+  int key_ = 0;
   bool split_halves_ = false;
   const void* report_ = nullptr;
   size_t bytes_ = 0;

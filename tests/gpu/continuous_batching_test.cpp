@@ -1,0 +1,187 @@
+// Continuous batching on the GPU: requests that join a running pool at random frames, leave at
+// random frames (end or cancel) and reuse freed slots give exactly the codes they give alone.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "engine/tts_model.h"
+#include "generation/golden_cases.h"
+#include "gpu_test_util.h"
+#include "support/test_support.h"
+
+namespace chorus::gpu_test {
+namespace {
+
+using Codes = std::vector<std::vector<int32_t>>;
+
+struct Outcome {
+  Codes codes;
+  engine::StopReason reason = engine::StopReason::kRunning;
+};
+
+std::unique_ptr<engine::TtsModel> load_gpu(const std::string& dir) {
+  engine::LoadOptions o;
+  o.device = engine::Device::cuda(0);
+  auto m = engine::load_tts_model(dir, o);
+  EXPECT_TRUE(m.ok()) << m.error().to_string();
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+// Requests that differ in every way a pool must keep apart: speaker, seed, RNG stream, sampler
+// (greedy or sampled, with and without a repetition penalty), length and minimum length.
+std::vector<engine::SynthesisRequest> requests(const engine::ModelInfo& info, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<engine::SynthesisRequest> rs;
+  for (int i = 0; i < n; ++i) {
+    engine::SynthesisRequest r;
+    r.text_ids = test::prompt_ids().text;
+    if (!info.speakers.empty()) r.speaker = info.speakers[rng() % info.speakers.size()];
+    r.language = "english";
+    if (info.variant == "voice_design") r.instruct_ids = test::prompt_ids().instruct;
+    r.max_frames = 4 + static_cast<int64_t>(rng() % 37);
+    r.min_frames = rng() % 2 ? r.max_frames : 0;
+    r.length_cap.frames_per_token = 0;
+    r.seed = 1000 + static_cast<uint64_t>(i);
+    r.rng_stream = static_cast<uint32_t>(rng() % 3);
+    if (i % 4 == 1) r.sampler.greedy = true;
+    if (i % 3 == 2) r.sampler.repetition_penalty = 1.3f;
+    rs.push_back(r);
+  }
+  return rs;
+}
+
+Outcome run_alone(const engine::TtsModel& m, const engine::SynthesisRequest& r) {
+  Outcome o;
+  auto s = m.create_stream(r);
+  EXPECT_TRUE(s.ok()) << s.error().to_string();
+  if (!s.ok()) return o;
+  engine::TtsStream* p = s->get();
+  std::vector<engine::StepResult> out(1);
+  while (!p->finished()) {
+    auto st = m.step({&p, 1}, out);
+    EXPECT_TRUE(st.ok()) << st.error().to_string();
+    if (!st.ok()) return o;
+    if (out[0].has_frame) o.codes.push_back(out[0].codes);
+  }
+  o.reason = p->stop_reason();
+  return o;
+}
+
+// Every request alone, each on a model of its own (a fresh pool: nothing left by another).
+std::vector<Outcome> solo_runs(const std::string& dir, const std::vector<engine::SynthesisRequest>& rs) {
+  std::vector<Outcome> solo;
+  for (const auto& r : rs) {
+    auto m = load_gpu(dir);
+    if (!m) return {};
+    solo.push_back(run_alone(*m, r));
+  }
+  return solo;
+}
+
+struct Schedule {
+  int max_running = 0;
+  int cancelled = 0;
+};
+
+// The requests arriving at random steps into one model's pools; some are cancelled at a random
+// frame. Returns each request's codes and stop reason.
+std::vector<Outcome> joined_runs(const engine::TtsModel& m, const std::vector<engine::SynthesisRequest>& rs,
+                                 uint32_t seed, Schedule* sched) {
+  std::mt19937 rng(seed);
+  std::vector<Outcome> got(rs.size());
+  std::vector<std::unique_ptr<engine::TtsStream>> streams(rs.size());
+  std::vector<int64_t> cancel_at(rs.size(), -1);
+  size_t next = 0;
+  std::vector<size_t> live;
+  while (next < rs.size() || !live.empty()) {
+    // Zero to three newcomers per step; sometimes a burst.
+    const size_t arrivals = rng() % 7 == 0 ? 6 : rng() % 4;
+    for (size_t a = 0; a < arrivals && next < rs.size(); ++a, ++next) {
+      auto s = m.create_stream(rs[next]);
+      EXPECT_TRUE(s.ok()) << s.error().to_string();
+      if (!s.ok()) return {};
+      streams[next] = std::move(s).value();
+      if (rng() % 5 == 0) cancel_at[next] = static_cast<int64_t>(rng() % 12);
+      live.push_back(next);
+    }
+    for (size_t i : live)
+      if (cancel_at[i] >= 0 && streams[i]->frames() >= cancel_at[i] && !streams[i]->finished()) {
+        // Half are cancelled, half simply dropped (a stream destroyed while it runs).
+        if (i % 2) streams[i]->cancel();
+        else streams[i].reset();
+        ++sched->cancelled;
+      }
+    std::erase_if(live, [&](size_t i) {
+      if (!streams[i]) {
+        got[i].reason = engine::StopReason::kCancelled;
+        return true;
+      }
+      if (!streams[i]->finished()) return false;
+      got[i].reason = streams[i]->stop_reason();
+      return true;
+    });
+    if (live.empty()) continue;
+    sched->max_running = std::max(sched->max_running, static_cast<int>(live.size()));
+    std::vector<engine::TtsStream*> ptrs;
+    for (size_t i : live) ptrs.push_back(streams[i].get());
+    std::vector<engine::StepResult> out(ptrs.size());
+    auto st = m.step(ptrs, out);
+    EXPECT_TRUE(st.ok()) << st.error().to_string();
+    if (!st.ok()) return {};
+    for (size_t k = 0; k < live.size(); ++k)
+      if (out[k].has_frame) got[live[k]].codes.push_back(out[k].codes);
+  }
+  return got;
+}
+
+void expect_joined_equal_solo(const std::string& model, int n, uint32_t seed) {
+  const std::string dir = test::reference_path("qwen3_tts/models/" + model);
+  auto m = load_gpu(dir);
+  ASSERT_TRUE(m);
+  ASSERT_TRUE(m->joins_running_batch());
+  const auto rs = requests(m->info(), n, seed);
+  const auto solo = solo_runs(dir, rs);
+  ASSERT_EQ(solo.size(), rs.size());
+  Schedule sched;
+  const auto got = joined_runs(*m, rs, seed * 7 + 1, &sched);
+  ASSERT_EQ(got.size(), rs.size());
+  size_t frames = 0, distinct = 0;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    frames += solo[i].codes.size();
+    distinct += i > 0 && solo[i].codes != solo[i - 1].codes;
+    if (got[i].reason == engine::StopReason::kCancelled) {
+      ASSERT_LE(got[i].codes.size(), solo[i].codes.size()) << "request " << i;
+      EXPECT_TRUE(std::equal(got[i].codes.begin(), got[i].codes.end(), solo[i].codes.begin())) << "request " << i;
+      continue;
+    }
+    EXPECT_EQ(got[i].reason, solo[i].reason) << "request " << i;
+    EXPECT_EQ(got[i].codes, solo[i].codes) << "request " << i << " (" << got[i].codes.size() << " vs "
+                                           << solo[i].codes.size() << " frames)";
+  }
+  // Not vacuous: real frames, requests that differ, more streams at once than a first pool holds
+  // (so a pool grew), fewer than the requests (so freed slots were reused), and some cancels.
+  EXPECT_GT(frames, rs.size() * 4);
+  EXPECT_GT(distinct, rs.size() / 2);
+  EXPECT_GT(sched.max_running, 8);
+  EXPECT_LT(sched.max_running, n);
+  EXPECT_GT(sched.cancelled, 0);
+  std::printf("[gpu pool] %s: %d requests, %zu frames, at most %d at once, %d cancelled\n", model.c_str(), n, frames,
+              sched.max_running, sched.cancelled);
+}
+
+TEST(GpuContinuousBatching, JoinsAndLeavesAtRandomFramesGiveTheSoloCodes) {
+  REQUIRE_GPU();
+  expect_joined_equal_solo("tiny_custom_voice", 40, 3);
+}
+
+TEST(GpuContinuousBatching, VoiceDesignModelToo) {
+  REQUIRE_GPU();
+  expect_joined_equal_solo("tiny_voice_design", 30, 11);
+}
+
+}  // namespace
+}  // namespace chorus::gpu_test
