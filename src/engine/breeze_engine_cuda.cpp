@@ -4,6 +4,9 @@
 #ifdef CHORUS_HAVE_CUDA
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "engine/breeze_engine.h"
 #include "engine/device_batch.h"
@@ -34,6 +37,7 @@ class CudaBreezeStream final : public DeviceStream<Frames> {
   std::vector<Tensor> rows;  // each branch's prefill rows (dropped after the prefill)
   bt::gpu::StreamSetup setup;
   int64_t text_tokens_ = 0, prompt_rows_ = 0;
+  int64_t prompt_rows_longest = 0;  // of the branches: with max_frames, the positions a slot needs
 };
 
 bt::gpu::Guide guide_of(const bt::GenerationParams& g) {
@@ -82,6 +86,7 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
     // Every branch's text segments go through the GPU text encoder in one pass.
     CHORUS_ASSIGN(s->rows, bt::gpu::prompt_rows_cuda(c, branch_layouts, parts.ref, *text_, m.audio_table, g.act));
     for (const Tensor& rows : s->rows) longest = std::max(longest, rows.dim(0));
+    s->prompt_rows_longest = longest;
     int64_t limit = g.max_frames > 0 ? g.max_frames : c.generation.max_new_tokens;
     limit = std::min(limit, std::max<int64_t>(0, c.generation.max_seq_len - longest + 1));
     if (limit < 1) return make_error(ErrorCode::kOutOfRange, "the prompt is longer than the backbone's context");
@@ -101,31 +106,71 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
     return std::unique_ptr<TtsStream>(std::move(s));
   }
 
+  // Any set of this engine's streams may be stepped together: streams of one guidance mode and
+  // activation precision share frame pools that they join between frames (continuous batching).
+  bool joins_running_batch() const override { return true; }
+
   Status step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const override {
     CHORUS_ASSIGN(const std::vector<CudaBreezeStream*> ss, own_streams<CudaBreezeStream>(streams, out, this));
-    const auto start = [&](const std::vector<size_t>& active) -> Result<std::unique_ptr<Frames>> {
-      std::vector<bt::gpu::StreamSetup> setups;
-      for (size_t i : active) setups.push_back(ss[i]->setup);
-      CHORUS_ASSIGN(auto frames, Frames::create(dev_, setups));
-      frames->set_split_frames(split_frames_);
-      CHORUS_TRY(frames->prefill(setups));
-      for (size_t i : active) {
-        ss[i]->setup.branches.clear();
-        std::vector<Tensor>().swap(ss[i]->rows);
-      }
-      return frames;
-    };
-    return step_timed<Frames>(ss, out, static_cast<int32_t>(dev_->config().backbone_eos()), dev_->codebooks(), start,
-                              [](const CudaBreezeStream& s) { return s.setup.max_frames; }, times);
+    const auto key = [](const CudaBreezeStream& s) { return std::make_pair(s.setup.guide.mode, static_cast<int>(s.setup.act)); };
+    std::map<std::pair<int32_t, int>, std::vector<size_t>> by_key;
+    for (size_t i = 0; i < ss.size(); ++i) by_key[key(*ss[i])].push_back(i);
+    std::lock_guard<std::mutex> lock(pools_mu_);
+    for (const auto& [k, idx] : by_key) {
+      std::vector<CudaBreezeStream*> sub;
+      for (size_t i : idx) sub.push_back(ss[i]);
+      std::vector<StepResult> sub_out(sub.size());
+      const int branches = k.first + 1;
+      const bt::Activations act = sub[0]->setup.act;
+      const auto need = [](const CudaBreezeStream& s) { return s.prompt_rows_longest + s.setup.max_frames; };
+      const auto create = [&](int slots, int64_t positions) -> Result<std::unique_ptr<Frames>> {
+        CHORUS_ASSIGN(slots, pool_slots_that_fit(slots, branches, positions));
+        CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, branches, act, positions));
+        frames->set_split_frames(split_frames_);
+        return frames;
+      };
+      const auto admit = [&](Frames& fb, const std::vector<int>& slots, const std::vector<size_t>& which) -> Status {
+        std::vector<bt::gpu::StreamSetup> setups;
+        for (size_t i : which) setups.push_back(sub[i]->setup);
+        CHORUS_TRY(fb.admit(slots, setups));
+        for (size_t i : which) {
+          sub[i]->setup.branches.clear();
+          std::vector<Tensor>().swap(sub[i]->rows);
+        }
+        return ok_status();
+      };
+      CHORUS_TRY(step_pooled_streams<Frames>(pools_[k], sub, sub_out, static_cast<int32_t>(dev_->config().backbone_eos()),
+                                             dev_->codebooks(), need, create, admit,
+                                             [](const CudaBreezeStream& s) { return s.setup.max_frames; }, times));
+      for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = std::move(sub_out[j]);
+    }
+    return ok_status();
   }
 
   const bt::gpu::DeviceModel& device_model() const { return *dev_; }
 
  private:
+  // At most `slots` slots of `branches` sequences of `positions` positions, as many as the free
+  // device memory holds (keeping a reserve for the codec and the other pools).
+  Result<int> pool_slots_that_fit(int slots, int branches, int64_t positions) const {
+    size_t free_bytes = 0, total = 0;
+    CHORUS_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
+    const nn::Qwen3Dims& d = dev_->backbone().dims();
+    const double per_slot = static_cast<double>(branches) * static_cast<double>(positions) * sizeof(float) * 2.0 *
+                            static_cast<double>(d.layers * d.kv_heads * d.head_dim);
+    const double room = static_cast<double>(free_bytes) - 0.1 * static_cast<double>(total);
+    const int fit = room > 0 ? static_cast<int>(room / per_slot) : 0;
+    if (fit < 1) return make_error(ErrorCode::kResourceExhausted, "no device memory left for another stream");
+    return std::min(slots, fit);
+  }
+
   std::shared_ptr<const bt::gpu::DeviceModel> dev_;
   std::unique_ptr<bt::gpu::TextEncoderCuda> text_;  // the prompts' text segments
   ThreadPool* pool_ = nullptr;
   bool split_frames_ = false;  // CudaLoadOptions::split_frames
+  // The frame pools per (guidance mode, activations): scheduling state, not part of the model.
+  mutable std::mutex pools_mu_;
+  mutable std::map<std::pair<int32_t, int>, DevicePools<Frames>> pools_;
 };
 
 }  // namespace

@@ -1,14 +1,15 @@
 // What the GPU engines of every family share (Qwen3-TTS, Breeze TTS 2): streams whose frames run in
-// one device frame batch, and the per-step bookkeeping around it. `Frames` is a family's FrameBatch,
+// device frame pools that they join and leave between frames (continuous batching), and the
+// per-step bookkeeping around them. `Frames` is a family's FrameBatch,
 // a recipe of the frame core (models/frame_core/frame_core_cuda.h).
 // Built only with CUDA.
 #pragma once
 
 #ifdef CHORUS_HAVE_CUDA
 
-#include <memory>
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -23,7 +24,7 @@ template <class Frames>
 struct DeviceBatch {
   std::unique_ptr<Frames> frames;
   int unfinished = 0;
-  // A pool (continuous batching): which slots hold an unfinished stream; empty for a fixed batch.
+  // Which slots hold an unfinished stream.
   std::vector<uint8_t> used;
 
   int free_slot() const {
@@ -98,66 +99,6 @@ Result<std::vector<S*>> own_streams(std::span<TtsStream* const> streams, std::sp
   return ss;
 }
 
-// One step of `ss` (this engine's streams). On their first step the unfinished streams form a new
-// batch: `start(active)` creates it and runs the prefill, after which a slot whose next codebook 0
-// is `eos` stops. Later steps must pass every unfinished stream of that one batch. Then one frame
-// for the batch, its codes into `out`, and the stop rules (frame limit `max_frames(s)`, EOS).
-// Returns the batch that ran (for its timings), or nullptr when no frame was due.
-template <class Frames, class S, class Start, class MaxFrames>
-Result<Frames*> step_device_streams(const std::vector<S*>& ss, std::span<StepResult> out, int32_t eos, int codebooks,
-                                    Start&& start, MaxFrames&& max_frames) {
-  std::vector<size_t> active;
-  for (size_t i = 0; i < ss.size(); ++i)
-    if (!ss[i]->finished()) active.push_back(i);
-  if (active.empty()) return static_cast<Frames*>(nullptr);
-
-  std::shared_ptr<DeviceBatch<Frames>> batch = ss[active[0]]->batch;
-  if (!batch) {
-    for (size_t i : active)
-      if (ss[i]->batch) return make_error(ErrorCode::kUnsupported, "cuda step: new streams mixed with a running batch");
-    batch = std::make_shared<DeviceBatch<Frames>>();
-    CHORUS_ASSIGN(batch->frames, start(active));
-    batch->unfinished = static_cast<int>(active.size());
-    for (size_t a = 0; a < active.size(); ++a) {
-      S& s = *ss[active[a]];
-      s.batch = batch;
-      s.slot = static_cast<int>(a);
-      CHORUS_TRY(sampler_status(batch->frames->error(s.slot)));
-      if (batch->frames->next_c0(s.slot) == eos) s.finish(StopReason::kEos);
-    }
-  } else {
-    for (size_t i : active)
-      if (ss[i]->batch != batch) return make_error(ErrorCode::kUnsupported, "cuda step: streams of different batches");
-    if (static_cast<int>(active.size()) != batch->unfinished)
-      return make_error(ErrorCode::kUnsupported, "cuda step: every unfinished stream of a batch must be stepped together");
-  }
-
-  // feed: some stream may want a frame after this one; feed_after: after that one too. The frame
-  // after this one is launched ahead of the wait when it may be due (cuda::FramePipeline).
-  bool any = false, feed = false, feed_after = false;
-  for (size_t i : active) {
-    if (ss[i]->finished()) continue;
-    any = true;
-    feed = feed || ss[i]->made + 1 < max_frames(*ss[i]);
-    feed_after = feed_after || ss[i]->made + 2 < max_frames(*ss[i]);
-  }
-  if (!any) return static_cast<Frames*>(nullptr);
-  Frames& fb = *batch->frames;
-  CHORUS_TRY(fb.run_frame(feed, feed ? std::optional<bool>(feed_after) : std::nullopt));
-  for (size_t i : active) {
-    S& s = *ss[i];
-    if (s.finished()) continue;
-    CHORUS_TRY(sampler_status(fb.error(s.slot)));
-    const int32_t* c = fb.frame_codes(s.slot);
-    out[i].has_frame = true;
-    out[i].codes.assign(c, c + codebooks);
-    s.made += 1;
-    if (s.made >= max_frames(s)) s.finish(StopReason::kMaxFrames);
-    else if (fb.next_c0(s.slot) == eos) s.finish(StopReason::kEos);
-  }
-  return &fb;
-}
-
 // Delivers one frame of `fb` to the streams `act` (indices into ss) and applies the stop rules.
 template <class Frames, class S, class MaxFrames>
 Status deliver_frame(Frames& fb, const std::vector<S*>& ss, const std::vector<size_t>& act, std::span<StepResult> out,
@@ -216,17 +157,20 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       continue;
     }
     const int64_t positions = need(s);
+    int pending = 0;  // newcomers of this step still without a slot, this one included
+    for (size_t j = i; j < ss.size(); ++j) pending += !ss[j]->batch && !ss[j]->finished();
+    // A running pool with a free slot; an idle one only when it holds all the newcomers (else they
+    // would be split over two pools, each stepped apart).
     std::shared_ptr<Batch> pool;
-    for (const auto& p : dp.pools)
-      if (p->frames->positions() >= positions && p->free_slot() >= 0) {
-        pool = p;
-        break;
-      }
+    for (const auto& p : dp.pools) {
+      if (p->frames->positions() < positions || p->free_slot() < 0) continue;
+      if (p->unfinished == 0 && p->frames->size() < pending) continue;
+      pool = p;
+      break;
+    }
     if (!pool) {
       // Room for every newcomer of this step at once, and growth by doubling.
-      int slots = dp.first_slots, pending = 0;
-      for (size_t j = i; j < ss.size(); ++j) pending += !ss[j]->batch && !ss[j]->finished();
-      slots = std::max(slots, pending);
+      int slots = std::max(dp.first_slots, pending);
       for (const auto& p : dp.pools) slots = std::max(slots, 2 * p->frames->size());
       slots = std::min(slots, dp.max_slots);
       const int64_t pos = (std::max(positions, dp.min_positions) + 255) / 256 * 256;
@@ -307,24 +251,6 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
   return ok_status();
 }
 
-// step_device_streams, with the batch's device times added to `times` (when given): the prefill's
-// when `start` made a batch, the halves' when a frame ran.
-template <class Frames, class S, class Start, class MaxFrames>
-Status step_timed(const std::vector<S*>& ss, std::span<StepResult> out, int32_t eos, int codebooks, Start&& start,
-                  MaxFrames&& max_frames, StageTimes* times) {
-  const auto timed_start = [&](const std::vector<size_t>& active) -> Result<std::unique_ptr<Frames>> {
-    CHORUS_ASSIGN(std::unique_ptr<Frames> frames, start(active));
-    if (times) times->prefill_s += frames->timing().prefill_ms * 1e-3;
-    return frames;
-  };
-  CHORUS_ASSIGN(Frames* ran, step_device_streams<Frames>(ss, out, eos, codebooks, timed_start, max_frames));
-  if (ran && times) {
-    times->depth_s += ran->timing().depth_ms * 1e-3;
-    times->backbone_s += ran->timing().backbone_ms * 1e-3;
-  }
-  return ok_status();
-}
-
 // The parts of a GPU engine that every family shares: its CPU engine (request handling, voices),
 // which outlives the device model (a base's members are destroyed after the derived class's).
 template <class CpuEngine>
@@ -332,7 +258,6 @@ class DeviceEngine : public TtsModel {
  public:
   const ModelInfo& info() const override { return info_; }
   const VoiceCloner* voice_cloner() const override { return cpu_->voice_cloner(); }
-  bool joins_running_batch() const override { return false; }
 
  protected:
   std::unique_ptr<CpuEngine> cpu_;

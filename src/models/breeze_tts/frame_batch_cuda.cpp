@@ -25,7 +25,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
   f.m_ = std::move(model);
   const DeviceModel& m = *f.m_;
   const size_t NB = streams[0].branches.size();
-  const int64_t S = static_cast<int64_t>(streams.size()), Q = S * static_cast<int64_t>(NB), H = m.hidden();
+  const int64_t H = m.hidden();
   f.D_ = m.depth_hidden();
   f.C_ = m.classes();
   f.V_ = m.vocab();
@@ -57,39 +57,95 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
     }
     slots.push_back(std::move(slot));
   }
-  frame_core::gpu::FrameRecipe r;
-  r.backbone = &m.backbone();
-  r.depth = &m.depth();
-  r.backbone_head = m.lm_head().matrix();
-  r.codebooks = m.codebooks();
-  r.depth_hidden = f.D_;
-  r.depth_vocab = f.V_;
-  r.allowed_below = m.config().codec_codebook_size;
-  r.eos = static_cast<int32_t>(m.config().backbone_eos());
-  r.depth_pos_first = 0;  // step k >= 2 writes position k
-  r.bf16 = f.bf16_;
-  CHORUS_TRY(f.init(r, slots, cap));
-
-  const size_t F = sizeof(float);
-  const int64_t G = f.G_, D = f.D_;
-  const auto n = [](int64_t v) { return static_cast<size_t>(v); };
-  CHORUS_TRY(f.alloc(f.guided_b_, n(S * f.C_) * F));
-  CHORUS_TRY(f.alloc(f.din_, n(2 * Q * H) * F));
-  CHORUS_TRY(f.alloc(f.dx_, n(2 * Q * D) * F));
-  CHORUS_TRY(f.alloc(f.dout_, n(2 * Q * D) * F));
-  CHORUS_TRY(f.alloc(f.logits_d_, n((G - 1) * Q * f.V_) * F));
-  CHORUS_TRY(f.alloc(f.guided_d_, n(S * f.V_) * F));
-  CHORUS_TRY(f.alloc(f.guides_, n(S) * sizeof(Guide)));
+  CHORUS_TRY(f.init(f.recipe(), slots, cap));
+  CHORUS_TRY(f.alloc_own());
   std::vector<Guide> guides;
   for (const StreamSetup& st : streams) guides.push_back(st.guide);
   CHORUS_TRY(upload(f.guides_, guides));
   return fb;
 }
 
+frame_core::gpu::FrameRecipe FrameBatch::recipe() const {
+  const DeviceModel& m = *m_;
+  frame_core::gpu::FrameRecipe r;
+  r.backbone = &m.backbone();
+  r.depth = &m.depth();
+  r.backbone_head = m.lm_head().matrix();
+  r.codebooks = m.codebooks();
+  r.depth_hidden = D_;
+  r.depth_vocab = V_;
+  r.allowed_below = m.config().codec_codebook_size;
+  r.eos = static_cast<int32_t>(m.config().backbone_eos());
+  r.depth_pos_first = 0;  // step k >= 2 writes position k
+  r.bf16 = bf16_;
+  return r;
+}
+
+Status FrameBatch::alloc_own() {
+  const size_t F = sizeof(float);
+  const int64_t S = S_, Q = Q_, G = G_, D = D_, H = H_;
+  const auto n = [](int64_t v) { return static_cast<size_t>(v); };
+  CHORUS_TRY(alloc(guided_b_, n(S * C_) * F));
+  CHORUS_TRY(alloc(din_, n(2 * Q * H) * F));
+  CHORUS_TRY(alloc(dx_, n(2 * Q * D) * F));
+  CHORUS_TRY(alloc(dout_, n(2 * Q * D) * F));
+  CHORUS_TRY(alloc(logits_d_, n((G - 1) * Q * V_) * F));
+  CHORUS_TRY(alloc(guided_d_, n(S * V_) * F));
+  return alloc(guides_, n(S) * sizeof(Guide));
+}
+
+Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<const DeviceModel> model, int slots,
+                                                            int branches, Activations act, int64_t positions) {
+  if (!model || slots < 1 || branches < 1 || branches > 3) return make_error(ErrorCode::kInternal, "breeze frame pool: no model or no slots");
+  if (positions < 2 || positions > std::numeric_limits<int32_t>::max() / 4)
+    return make_error(ErrorCode::kOutOfRange, "breeze frame pool: too many positions");
+  std::unique_ptr<FrameBatch> fb(new FrameBatch());
+  FrameBatch& f = *fb;
+  f.m_ = std::move(model);
+  f.D_ = f.m_->depth_hidden();
+  f.C_ = f.m_->classes();
+  f.V_ = f.m_->vocab();
+  f.bf16_ = act == Activations::kBF16;
+  f.pool_branches_ = branches;
+  CHORUS_TRY(f.init_pool(f.recipe(), slots, branches, positions));
+  CHORUS_TRY(f.alloc_own());
+  return fb;
+}
+
+Status FrameBatch::admit(std::span<const int> slots, std::span<const StreamSetup> streams) {
+  if (pool_branches_ == 0) return make_error(ErrorCode::kInternal, "breeze frame batch: not a pool");
+  if (slots.size() != streams.size()) return make_error(ErrorCode::kInternal, "breeze frame pool: one stream per slot");
+  std::vector<frame_core::gpu::SlotSetup> setups;
+  std::vector<frame_core::gpu::SeqRows> seqs;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const StreamSetup& st = streams[i];
+    if (static_cast<int>(st.branches.size()) != NB_ || st.guide.mode != expected_mode(st.branches.size()) ||
+        (st.act == Activations::kBF16) != bf16_)
+      return make_error(ErrorCode::kInternal, "breeze frame pool: a stream of another guidance or precision");
+    frame_core::gpu::SlotSetup slot{.prompt_rows = {},
+                                    .min_frames = std::clamp<int64_t>(st.min_frames, 0, 1 << 30),
+                                    .backbone = st.backbone,
+                                    .depth = st.depth,
+                                    .depth_penalty = false,
+                                    .seed = st.seed,
+                                    .rng_stream = st.rng_stream};
+    for (const Tensor* t : st.branches) {
+      if (!t || t->rank() != 2 || t->dim(1) != H_ || t->dim(0) < 1 || t->dtype() != DType::kF32 ||
+          t->dim(0) + st.max_frames > cap_)
+        return make_error(ErrorCode::kInternal, "breeze frame pool: prompt rows that do not fit the slot");
+      slot.prompt_rows.push_back(t->dim(0));
+      seqs.push_back({t->f32(), t->dim(0)});
+    }
+    setups.push_back(std::move(slot));
+    CHORUS_CUDA_TRY(cudaMemcpy(guides_.as<Guide>() + slots[i], &st.guide, sizeof(Guide), cudaMemcpyHostToDevice));
+  }
+  return admit_slots(slots, setups, seqs);
+}
+
 Result<float*> FrameBatch::combine_backbone(float* logits, cudaStream_t s) {
   // One branch per stream: guidance would only copy the logits, so the sampler reads them directly.
   if (NB_ == 1) return logits;
-  CHORUS_TRY(guide_logits(logits, C_, guides_.as<Guide>(), S_, NB_, C_, guided_b_.as<float>(), C_, s));
+  CHORUS_TRY(guide_logits(logits, C_, guides_.as<Guide>(), n_, NB_, C_, guided_b_.as<float>(), C_, s));
   return guided_b_.as<float>();
 }
 
@@ -123,11 +179,11 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
   const bool single = NB_ == 1;
   for (int k = 1; k < G_; ++k) {
     // Step k: rows [h, E_0(c0)] at positions 0, 1 (k = 1), else E_{k−1}(c_{k−1}) at position k.
-    const int64_t rows = k == 1 ? 2 * Q_ : Q_;
+    const int64_t rows = k == 1 ? 2 * this->rows() : this->rows();
     if (k == 1) {
-      CHORUS_TRY(depth_first_rows(z_.as<float>(), table, codes, G_, S_, NB_, din, s));
+      CHORUS_TRY(depth_first_rows(z_.as<float>(), table, codes, G_, n_, NB_, din, s));
     } else if (!single) {
-      CHORUS_TRY(depth_code_rows(table, codes, G_, k, S_, NB_, din, s));
+      CHORUS_TRY(depth_code_rows(table, codes, G_, k, n_, NB_, din, s));
     }
     if (k == 1 || !single) {
       cuda::LinearArgs p;
@@ -156,7 +212,7 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
       head.round_outputs = false;  // the logits in f32, as before
     }
     CHORUS_TRY(cuda::linear(head, &ws_, s));
-    if (!single) CHORUS_TRY(guide_logits(logits, V_, guides_.as<Guide>(), S_, NB_, V_, guided_d_.as<float>(), V_, s));
+    if (!single) CHORUS_TRY(guide_logits(logits, V_, guides_.as<Guide>(), n_, NB_, V_, guided_d_.as<float>(), V_, s));
     sa.logits = single ? logits : guided_d_.as<float>();
     sa.codebook = static_cast<uint32_t>(k);
     sa.out = codes + k;
@@ -168,11 +224,11 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
     CHORUS_TRY(cuda::sample(sa, s));
   }
   return advance_positions(frames_.as<int32_t>(), prompt_rows_.as<int32_t>(), static_cast<int32_t>(cap_),
-                           bb_pos_.as<int32_t>(), S_, NB_, codes, G_, frame_codes_dev(), s);
+                           bb_pos_.as<int32_t>(), n_, NB_, codes, G_, frame_codes_dev(), s);
 }
 
 Status FrameBatch::backbone_inputs(cudaStream_t s) {
-  return frame_rows(m_->table(), codes_dev(), G_, S_, NB_, bb_h_.as<float>(), s);
+  return frame_rows(m_->table(), codes_dev(), G_, n_, NB_, bb_h_.as<float>(), s);
 }
 
 FrameBatch::~FrameBatch() {

@@ -52,6 +52,16 @@ class FrameBatch : public frame_core::gpu::FrameCore {
   // Every branch's prompt through the backbone (in chunks of rows) and codebook 0 of frame 0.
   Status prefill(std::span<const StreamSetup> streams);
 
+  // A pool of `slots` free slots for streams of `branches` guidance branches and activations `act`,
+  // each branch with `positions` backbone positions (prompt and frames); streams join with admit()
+  // between frames (continuous batching).
+  static Result<std::unique_ptr<FrameBatch>> create_pool(std::shared_ptr<const DeviceModel> model, int slots,
+                                                         int branches, Activations act, int64_t positions);
+  // Streams into free slots (each below active_slots()), with no frame in flight
+  // (FrameCore::admit_slots); their branch counts and activations must be the pool's.
+  Status admit(std::span<const int> slots, std::span<const StreamSetup> streams);
+  int64_t positions() const { return cap_; }
+
   const DeviceModel& model() const { return *m_; }
   ~FrameBatch() override;
 
@@ -69,10 +79,13 @@ class FrameBatch : public frame_core::gpu::FrameCore {
   Status backbone_inputs(cudaStream_t s) override;
   Result<float*> combine_backbone(float* logits, cudaStream_t s) override;
   Result<std::vector<float>> download(const cuda::DeviceBuffer& b, int64_t floats) const;
+  frame_core::gpu::FrameRecipe recipe() const;
+  Status alloc_own();  // this recipe's buffers, for S_ slots of NB_ branches
 
   std::shared_ptr<const DeviceModel> m_;
   int64_t D_ = 0, C_ = 0, V_ = 0;
   bool bf16_ = false;  // the batch's activations (StreamSetup::act)
+  int pool_branches_ = 0;  // a pool's branches per slot (0: a fixed batch)
   cuda::DeviceBuffer guided_b_, din_, dx_, dout_, logits_d_, guided_d_, guides_;
 };
 
