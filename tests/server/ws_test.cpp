@@ -11,6 +11,7 @@
 #include <fstream>
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <thread>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -341,6 +342,34 @@ TEST_F(SpeechStream, AClientVanishingCancelsItsSynthesis) {
   EXPECT_EQ(active, 0);
   EXPECT_EQ(running, 0);
   EXPECT_GE(metric(http_request(port(), "GET", "/metrics").body, "chorus_streams_cancelled_total"), 1);
+}
+
+TEST_F(SpeechStream, ModelsListTheirModesAndThePlaygroundIsServedFromTheBinary) {
+  auto m = json::parse(http_request(port(), "GET", "/v1/models").body);
+  ASSERT_EQ(m["data"].size(), 2u);
+  const json& cv = m["data"][0];
+  const json& base = m["data"][1];
+  EXPECT_EQ(cv["task_types"], json::array({"CustomVoice"}));
+  EXPECT_NE(std::find(cv["voices"].begin(), cv["voices"].end(), "ryan"), cv["voices"].end());
+  EXPECT_EQ(cv["clones_voices"], false);
+  EXPECT_EQ(base["task_types"], json::array({"Base"}));
+  EXPECT_EQ(base["clones_voices"], true);
+  EXPECT_EQ(base["sample_rate"], 24000);
+  // The page and its files, byte for byte as in the source tree.
+  // tests/data → the source tree (taken apart lexically: tests/data need not exist).
+  const std::string src = std::filesystem::path(CHORUS_TEST_DATA_DIR).parent_path().parent_path().string() + "/src/server/playground/";
+  for (const auto& [target, file, type] : {std::tuple{"/", "index.html", "text/html; charset=utf-8"},
+                                           std::tuple{"/playground.js", "playground.js", "text/javascript; charset=utf-8"},
+                                           std::tuple{"/playground.css", "playground.css", "text/css; charset=utf-8"}}) {
+    auto r = http_request(port(), "GET", target);
+    EXPECT_EQ(r.status, 200) << target;
+    EXPECT_EQ(r.headers["content-type"], type) << target;
+    std::ifstream in(src + file, std::ios::binary);
+    const std::string want((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(want.empty()) << src + file;
+    EXPECT_TRUE(r.body == want) << target;
+  }
+  EXPECT_EQ(http_request(port(), "GET", "/playground.exe").status, 404);
 }
 
 TEST(SpeechStreamAuth, TheApiKeyIsCheckedAtTheUpgrade) {
