@@ -149,6 +149,9 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
     if (!params_) return send_error(bad_request("send session.config before input.text", {}, "session_not_configured"));
     if (text.find('\0') != std::string::npos) return send_error(bad_request("'text' contains a NUL character", "text"));
     if (text.empty()) return;
+    // The utterance stopped before its text was done (end of speech, the frame limit): the rest of
+    // its text is not spoken, and does not start another utterance.
+    if (current_ && current_->ended && !current_->cancelled && !current_->input_done) return;
     if (current_ && !current_->ended && current_->input_done)
       return send_error(ApiError{409, "the previous input is still being spoken; wait for session.done or send input.cancel",
                                  "invalid_request_error", {}, "utterance_in_progress"});
@@ -305,7 +308,8 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
       std::lock_guard<std::mutex> lock(mu_);
       if (!params_) return send_error(bad_request("send session.config before input.done", {}, "session_not_configured"));
       if (!current_ || current_->ended) {
-        // Nothing was said: nothing to speak.
+        // Nothing was said, or the utterance has already ended (its audio.done was sent).
+        if (current_) current_->input_done = true;
         send({{"type", "session.done"}});
         if (closing_) ws_->close();
         return;
@@ -381,6 +385,7 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
     end_locked(u, false);
     if (!st.ok()) return send_error(ApiError{500, st.error().message, "server_error", {}, {}});
     send({{"type", "audio.done"}, {"usage", usage(u)}});
+    if (!u.input_done) return;  // session.done answers input.done
     send({{"type", "session.done"}});
     if (closing_) ws_->close();
   }

@@ -40,8 +40,11 @@ using nlohmann::json;
 class WsClient {
  public:
   // The upgrade's HTTP status: 101 when it was accepted.
-  int connect(uint16_t port, const std::string& target = "/v1/audio/speech/stream", const std::string& auth = {}) {
+  int connect(uint16_t port, const std::string& target = "/v1/audio/speech/stream", const std::string& auth = {},
+              int receive_buffer = 0) {
     tcp::socket& s = ws_.next_layer();
+    s.open(tcp::v4());
+    if (receive_buffer > 0) s.set_option(net::socket_base::receive_buffer_size(receive_buffer));
     s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
     if (!auth.empty())
       ws_.set_option(websocket::stream_base::decorator([auth](websocket::request_type& r) { r.set(beast::http::field::authorization, auth); }));
@@ -270,6 +273,26 @@ TEST_F(SpeechStream, CancelStopsTheUtteranceAndTheSessionTakesNewText) {
   EXPECT_TRUE(rest.audio == http_pcm(body, "Now a new one."));
 }
 
+TEST_F(SpeechStream, AnUtteranceThatStopsEarlyIgnoresTheRestOfItsText) {
+  WsClient c;
+  ASSERT_EQ(c.connect(port()), 101);
+  json cfg = base_config(8);
+  cfg["type"] = "session.config";
+  cfg["max_new_tokens"] = 3;
+  c.send(cfg);
+  c.send({{"type", "input.text"}, {"text", "A sentence far longer than three frames of speech"}});
+  auto u = c.read_until("audio.done");  // the frame limit ends it before input.done
+  ASSERT_TRUE(u.ok);
+  EXPECT_EQ(u.events.front()["type"], "audio.start");
+  EXPECT_EQ(u.events.back()["usage"]["output_tokens"], 3);
+  EXPECT_EQ(u.audio.size(), 3u * 1920 * 2);
+  c.send({{"type", "input.text"}, {"text", " and the rest of it."}});
+  c.send({{"type", "input.done"}});
+  auto next = c.read();
+  ASSERT_TRUE(next && !next->binary);
+  EXPECT_EQ(next->j["type"], "session.done") << next->data;
+}
+
 TEST_F(SpeechStream, BadMessagesAreAnsweredWithErrorsAndTheSessionGoesOn) {
   WsClient c;
   ASSERT_EQ(c.connect(port()), 101);
@@ -370,6 +393,33 @@ TEST_F(SpeechStream, ModelsListTheirModesAndThePlaygroundIsServedFromTheBinary) 
     EXPECT_TRUE(r.body == want) << target;
   }
   EXPECT_EQ(http_request(port(), "GET", "/playground.exe").status, 404);
+}
+
+TEST(SpeechStreamSlowReader, AReaderTooFarBehindIsDisconnected) {
+  ServiceOptions o;
+  o.max_stream_backlog_bytes = 64 << 10;
+  auto s = start_server(o);
+  ASSERT_NE(s.http, nullptr);
+  WsClient c;
+  ASSERT_EQ(c.connect(s.port(), "/v1/audio/speech/stream", {}, 4096), 101);
+  std::string text;
+  for (int i = 0; i < 12; ++i) text += "A sentence that goes on for a long while without a pause. ";
+  c.send({{"type", "session.config"}, {"model", "tiny_cv"}, {"voice", "ryan"}, {"seed", 1}, {"max_new_tokens", 400},
+          {"response_format", "pcm"}, {"input", text}});
+  c.send({{"type", "input.done"}});
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // reading nothing meanwhile
+  bool slow = false, finished = false;
+  while (auto m = c.read()) {
+    if (m->binary) continue;
+    if (m->j["type"] == "error") slow = m->j["error"]["code"] == "slow_reader";
+    if (m->j["type"] == "session.done") {
+      finished = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(slow);
+  EXPECT_FALSE(finished);
+  EXPECT_EQ(metric(http_request(s.port(), "GET", "/metrics").body, "chorus_active_streams"), 0);
 }
 
 TEST(SpeechStreamAuth, TheApiKeyIsCheckedAtTheUpgrade) {
