@@ -294,6 +294,8 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
       u->frames += r->frames;
     }
     if (u->ended || u->cancelled) return;
+    // Cancelled from outside (the synthesizer shutting down): nothing more is sent.
+    if (r.ok() && r->stop == engine::StopReason::kCancelled) return end_locked(*u, true);
     if (!r.ok()) {
       send_error(ApiError{500, r.error().message, "server_error", {}, {}});
       return abort_locked(*u);
