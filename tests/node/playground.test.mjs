@@ -1,7 +1,8 @@
 // The playground page (GET /) in a real browser: Debian's Chromium, headless, driven by
 // puppeteer-core, against `chorus serve` on tiny models. Speak streams and plays audio (bytes
 // received, time to first audio shown, buffers played to their end), Stop cancels mid-stream, a WAV
-// uploaded on the page becomes a stored voice that then speaks, no console errors; screenshots at
+// uploaded on the page (and a recording from the fake microphone) becomes a stored voice that then
+// speaks, errors show in words, no console errors; screenshots at
 // desktop and phone width go to <build>/playground-screenshots.
 // Needs a built chorus (CHORUS_BIN, default ../../build/chorus) and chromium (CHROMIUM_BIN, default
 // /usr/bin/chromium); run with `node --test`.
@@ -57,7 +58,9 @@ before(async () => {
     executablePath: chromium,
     headless: true,
     // CI runs as root; audio must start without a gesture the test cannot make in the page's eyes.
-    args: ['--no-sandbox', '--autoplay-policy=no-user-gesture-required', '--mute-audio'],
+    // The fake capture device (a beep) stands in for a microphone, allowed without a prompt.
+    args: ['--no-sandbox', '--autoplay-policy=no-user-gesture-required', '--mute-audio',
+           '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream'],
   });
   page = await browser.newPage();
   page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
@@ -169,6 +172,22 @@ test('a WAV uploaded on the page becomes a voice that speaks', async () => {
   const c = await counters();
   assert.ok(c.bytes > 0, `audio in the new voice: ${JSON.stringify(c)}`);
   assert.deepEqual(c.errors, []);
+});
+
+test('a microphone recording becomes a voice', async () => {
+  await choose('#model', 'tiny_base');
+  await page.$eval('#nv-file', (f) => { f.value = ''; });
+  await setValue('#nv-name', 'Microphone voice');
+  await page.click('#nv-record');
+  await page.waitForFunction(() => document.querySelector('#nv-record').getAttribute('aria-pressed') === 'true', { timeout: 5000 });
+  await new Promise((r) => setTimeout(r, 1500));
+  await page.click('#nv-record');
+  await page.waitForFunction(() => /^Recorded /.test(document.querySelector('#nv-record-state').textContent), { timeout: 10000 });
+  await page.$eval('#nv-consent', (c) => { c.checked = true; });
+  await page.click('#nv-create');
+  await page.waitForFunction(() => /Microphone voice.*created/.test(document.querySelector('#status').textContent), { timeout: 20000 });
+  assert.match(await page.$eval('#voice', (v) => v.value), /^voice_/);
+  assert.deepEqual((await counters()).errors, []);
 });
 
 test('errors are shown in words', async () => {
