@@ -210,8 +210,8 @@ TEST_F(SpeechStream, FullTextLayoutIsSpokenSentenceBySentenceAsOneStream) {
   const auto sentences = split_sentences(text, 40);
   ASSERT_EQ(sentences, (std::vector<std::string>{"Hello there.", "How are you today?", "Fine"}));
   json cfg = {{"model", "tiny_cv"}, {"voice", "ryan"}, {"seed", 5}, {"max_new_tokens", 5}, {"response_format", "pcm"}};
-  // The HTTP path speaks each of these alone as its first segment (rng stream 0); the WebSocket
-  // speaks them as takes 0, 1, 2 of one seed: compare with the Synthesizer directly.
+  // Sentence i is take i of the seed (rng stream i), as the HTTP path seeds its segment i: compared
+  // with the Synthesizer's own run of each sentence.
   engine::Synthesizer synth(tiny_model("custom_voice"));
   std::string want;
   for (size_t i = 0; i < sentences.size(); ++i) {
