@@ -12,6 +12,7 @@ PKGS=(
   clang libclang-rt-14-dev
   python3-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
   libboost1.81-dev prometheus-cpp-dev libmp3lame-dev libopus-dev libopusenc-dev libsoundtouch-dev curl
+  chromium  # the playground's browser test (tests/node/playground.test.mjs, headless via puppeteer-core)
 )
 # Node (the OpenAI SDK tests) comes from Debian unless a newer nodejs (with its own npm) is there.
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs)

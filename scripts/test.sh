@@ -77,7 +77,9 @@ if [ -d build/python/chorus ] && [ -d python/tests ]; then
   rm -f "$pylog"
 fi
 
-echo "== OpenAI Node SDK against chorus serve (tests/node)"
+# tests/node: the OpenAI Node SDK against chorus serve, and the playground page in headless
+# Chromium (puppeteer-core; screenshots in build/playground-screenshots).
+echo "== OpenAI Node SDK and the playground in Chromium against chorus serve (tests/node)"
 if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   node_log=$(mktemp)
   set +e

@@ -142,6 +142,7 @@ Result<std::shared_ptr<Synthesis>> Synthesizer::submit_text(const SynthesisReque
   auto job = std::make_unique<Job>();
   job->submitted = Clock::now();
   job->on_chunk = std::move(on_chunk);
+  job->on_done = options.on_done;
   std::shared_ptr<TextFeed> feed;
   CHORUS_ASSIGN(job->stream, model_->generator().create_text_stream(request, &feed));
   std::weak_ptr<Waker> waker = waker_;

@@ -13,6 +13,9 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+
+#include "server/websocket_detail.h"
 
 namespace chorus::server {
 
@@ -110,6 +113,11 @@ class Session : public std::enable_shared_from_this<Session> {
   bool gone() const {
     std::lock_guard<std::mutex> lock(mu_);
     return gone_;
+  }
+  // On the strand (from the handler): the socket and what was read past the request move on.
+  std::shared_ptr<WebSocket> upgrade(Request&& req) {
+    closed_ = true;  // nothing here touches the socket any more
+    return detail::make_websocket(std::move(stream_), std::move(buffer_), std::move(req), server_.options, server_.connections);
   }
 
  private:
@@ -269,6 +277,9 @@ std::shared_ptr<StreamResponse> Responder::start_stream(Response head) {
   session_->start_stream(std::move(head));
   return std::make_shared<StreamResponse>(session_);
 }
+
+std::shared_ptr<WebSocket> Responder::upgrade(Request req) { return session_->upgrade(std::move(req)); }
+bool Responder::is_websocket_upgrade(const Request& req) { return boost::beast::websocket::is_upgrade(req); }
 
 void HttpServer::Impl::accept() {
   acceptor->async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {

@@ -37,6 +37,7 @@ struct HttpOptions {
 };
 
 class Session;
+class WebSocket;
 
 // A streamed response in progress. Thread-safe: every call is handed to the connection's strand.
 class StreamResponse {
@@ -62,6 +63,11 @@ class Responder {
   void respond(Response res);
   // Sends `head` (status and headers; the body is ignored) with chunked transfer encoding.
   std::shared_ptr<StreamResponse> start_stream(Response head);
+  // Takes the connection over as a WebSocket (websocket.h) for a request that asked for the
+  // upgrade (is_websocket_upgrade()); nothing else may answer it then. Call from the handler,
+  // before it returns (the connection is handed over on its I/O thread).
+  std::shared_ptr<WebSocket> upgrade(Request req);
+  static bool is_websocket_upgrade(const Request& req);
 
  private:
   std::shared_ptr<Session> session_;

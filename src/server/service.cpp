@@ -8,6 +8,8 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "server/playground.h"
+
 namespace chorus::server {
 
 namespace http = boost::beast::http;
@@ -18,6 +20,19 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   unsigned char d = a.size() == b.size() ? 0 : 1;
   for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
   return d == 0 && !b.empty();
+}
+
+// The value of `key` in a query string (no percent-decoding beyond what a key needs: none).
+std::string query_param(const std::string& query, const std::string& key) {
+  size_t i = 0;
+  while (i <= query.size()) {
+    size_t amp = query.find('&', i);
+    if (amp == std::string::npos) amp = query.size();
+    const std::string part = query.substr(i, amp - i);
+    if (part.rfind(key + "=", 0) == 0) return part.substr(key.size() + 1);
+    i = amp + 1;
+  }
+  return {};
 }
 
 }  // namespace
@@ -97,10 +112,20 @@ void Service::handle(Request&& req, Responder r) {
     return reply(r, "metrics", 200, metrics_.render(), "text/plain; version=0.0.4");
   }
 
+  // The playground page carries no data: it asks for the key itself when the server has one.
+  if (const PlaygroundAsset* a = find_playground_asset(path)) {
+    if (method != http::verb::get && method != http::verb::head)
+      return reply_error(r, "playground", ApiError{405, "use GET", "invalid_request_error", {}, "method_not_allowed"});
+    return reply(r, "playground", 200, std::string(a->body), a->content_type);
+  }
+
   if (!options_.api_key.empty()) {
-    const auto auth = req[http::field::authorization];
+    std::string auth(req[http::field::authorization]);
+    // Browsers cannot set headers on a WebSocket: the key may come as ?api_key= there.
+    if (auth.empty() && path == "/v1/audio/speech/stream" && q != std::string::npos)
+      if (std::string key = query_param(target.substr(q + 1), "api_key"); !key.empty()) auth = "Bearer " + key;
     const std::string want = "Bearer " + options_.api_key;
-    if (!constant_time_equal(std::string(auth), want))
+    if (!constant_time_equal(auth, want))
       return reply_error(r, "auth", ApiError{401, auth.empty() ? "missing API key (Authorization: Bearer ...)" : "invalid API key",
                                              "invalid_request_error", {}, "invalid_api_key"});
   }
@@ -109,10 +134,23 @@ void Service::handle(Request&& req, Responder r) {
   if (path == "/v1/models") {
     if (method != http::verb::get) return reply_error(r, "models", ApiError{405, "use GET", "invalid_request_error", {}, "method_not_allowed"});
     nlohmann::json data = nlohmann::json::array();
-    for (auto& m : models_)
+    for (auto& m : models_) {
+      const engine::ModelInfo& info = m->model->info();
+      // What a client needs to offer the right fields: the modes (task types), presets, languages.
+      nlohmann::json modes = nlohmann::json::array();
+      if (!info.speakers.empty()) modes.push_back("CustomVoice");
+      if (info.variant == "voice_design") modes.push_back("VoiceDesign");
+      if (m->model->clones_voices()) modes.push_back("Base");
       data.push_back({{"id", m->id}, {"object", "model"}, {"created", m->created}, {"owned_by", "chorus"},
-                      {"family", m->model->info().family}, {"variant", m->model->info().variant}});
+                      {"family", info.family}, {"variant", info.variant}, {"sample_rate", info.sample_rate},
+                      {"task_types", modes}, {"voices", info.speakers}, {"languages", info.languages},
+                      {"clones_voices", m->model->clones_voices()}});
+    }
     return reply(r, "models", 200, nlohmann::json{{"object", "list"}, {"data", data}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  if (path == "/v1/audio/speech/stream") {
+    if (method != http::verb::get) return reply_error(r, "speech_stream", ApiError{405, "use GET (a WebSocket upgrade)", "invalid_request_error", {}, "method_not_allowed"});
+    return handle_speech_stream(std::move(req), std::move(r));
   }
   if (path == "/v1/audio/speech") {
     if (method != http::verb::post) return reply_error(r, "speech", ApiError{405, "use POST", "invalid_request_error", {}, "method_not_allowed"});

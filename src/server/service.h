@@ -1,5 +1,7 @@
 // The speech API on top of the HTTP server: routing, authentication, draining, and the endpoints
 //   POST /v1/audio/speech            speech (speech_route.cpp)
+//   GET /v1/audio/speech/stream      speech for text still being written, WebSocket (speech_stream_route.cpp)
+//   GET /                            the playground page (playground.h)
 //   GET/POST /v1/audio/voices, GET/DELETE /v1/audio/voices/{id}   custom voices (voices_route.cpp)
 //   GET /v1/models, /health, /ready, /metrics
 // One Synthesizer per loaded model batches all of that model's requests.
@@ -9,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +63,12 @@ class Service {
   // Runs `f` on the service's worker thread (work that must leave the scheduler thread).
   void post_work(std::function<void()> f);
 
+  // The engine request for checked parameters: the model, sampler fields and the voice (a stored
+  // voice, reference audio or a preset); an error names the field to blame.
+  std::optional<ApiError> prepare_request(const SpeechParams& p, LoadedModel** model, engine::SynthesisRequest& q);
+  // The answer to a request the Synthesizer refused (a full queue is 429, a bad speaker 404, ...).
+  ApiError submit_error(const Error& e);
+
   // Responses with the JSON envelope (error.h) and counted in the metrics.
   void reply(Responder& r, const std::string& endpoint, int status, std::string body,
              const char* content_type = "application/json", const std::string& retry_after = {});
@@ -68,6 +77,7 @@ class Service {
  private:
   Service() = default;
   void handle_speech(Request&& req, Responder r);
+  void handle_speech_stream(Request&& req, Responder r);
   void handle_voices(Request&& req, Responder r, const std::string& id);
 
   ServiceOptions options_;

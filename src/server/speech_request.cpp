@@ -1,5 +1,6 @@
 #include "server/speech_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -188,13 +189,18 @@ SpeechParse parse_speech_body(std::string_view body, const SpeechLimits& limits)
     out.error = bad_request("the body is not valid JSON: " + parsed.error().message, {}, "invalid_json");
     return out;
   }
-  const Json& j = *parsed;
+  return parse_speech_object(*parsed, limits, true);
+}
+
+SpeechParse parse_speech_object(const Json& j, const SpeechLimits& limits, bool input_required,
+                                std::initializer_list<const char*> extra_fields) {
+  SpeechParse out;
   if (!j.is_object()) {
     out.error = bad_request("the body must be a JSON object", {}, "invalid_json");
     return out;
   }
   for (const auto& [k, v] : j.items())
-    if (!known_fields().count(k)) {
+    if (!known_fields().count(k) && std::find(extra_fields.begin(), extra_fields.end(), k) == extra_fields.end()) {
       out.error = bad_request("unrecognized request argument supplied: '" + k + "'", k, "unknown_parameter");
       return out;
     }
@@ -202,7 +208,7 @@ SpeechParse parse_speech_body(std::string_view body, const SpeechLimits& limits)
   SpeechParams p;
   Reader r{j, std::nullopt};
   r.string("model", p.model, 256, true, true);
-  r.string("input", p.input, limits.max_input_chars, true, true);
+  r.string("input", p.input, limits.max_input_chars, input_required, input_required);
   if (const Json* v = r.get("voice")) {
     if (v->is_object()) {
       for (const auto& [k, _] : v->items())

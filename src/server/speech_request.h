@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "audio/stream_encoder.h"
 #include "server/api_error.h"
@@ -47,6 +50,10 @@ struct SpeechParse {
   ApiError error;
 };
 SpeechParse parse_speech_body(std::string_view body, const SpeechLimits& limits = {});
+// The same checks on a parsed object whose keys are the body's fields plus `extra_fields` (a
+// WebSocket message's "type"), with `input` optional when not `input_required`.
+SpeechParse parse_speech_object(const nlohmann::json& j, const SpeechLimits& limits, bool input_required,
+                                std::initializer_list<const char*> extra_fields = {});
 
 // Strict base64 (RFC 4648 alphabet, '=' padding, no whitespace); nullopt when malformed.
 std::optional<std::string> decode_base64(std::string_view s);

@@ -175,20 +175,11 @@ struct SpeechJob : std::enable_shared_from_this<SpeechJob> {
 
 }  // namespace
 
-void Service::handle_speech(Request&& req, Responder r) {
-  if (!is_json(req[http::field::content_type]))
-    return reply_error(r, "speech", ApiError{415, "Content-Type must be application/json", "invalid_request_error", {}, "unsupported_media_type"});
-  SpeechParse parsed = parse_speech_body(req.body(), options_.limits);
-  if (!parsed.params) return reply_error(r, "speech", parsed.error);
-  SpeechParams& p = *parsed.params;
+std::optional<ApiError> Service::prepare_request(const SpeechParams& p, LoadedModel** model, engine::SynthesisRequest& q) {
   LoadedModel* lm = find_model(p.model);
-  if (!lm) return reply_error(r, "speech", not_found("the model '" + p.model + "' does not exist", "model", "model_not_found"));
+  if (!lm) return not_found("the model '" + p.model + "' does not exist", "model", "model_not_found");
+  *model = lm;
   const engine::Model& m = *lm->model;
-
-  auto job = std::make_shared<SpeechJob>();
-  job->svc = this;
-  job->model = lm;
-  engine::SynthesisRequest& q = job->base;
   q.language = p.language;
   q.instruct = p.instructions;
   q.xvector_only = p.x_vector_only;
@@ -212,24 +203,55 @@ void Service::handle_speech(Request&& req, Responder r) {
   }
   const bool looks_stored = p.voice_is_id || p.voice.rfind("voice_", 0) == 0;
   if (!stored && looks_stored)
-    return reply_error(r, "speech", not_found("no voice '" + p.voice + "'", "voice", "voice_not_found"));
+    return not_found("no voice '" + p.voice + "'", "voice", "voice_not_found");
   if (stored) {
-    if (!p.ref_audio.empty()) return reply_error(r, "speech", bad_request("give either a stored voice or ref_audio, not both", "ref_audio"));
+    if (!p.ref_audio.empty()) return bad_request("give either a stored voice or ref_audio, not both", "ref_audio");
     if (Status st = m.apply_voice(stored->voice, "voice '" + stored->id + "'", q); !st.ok())
-      return reply_error(r, "speech", api_error_from(st.error(), "voice"));
+      return api_error_from(st.error(), "voice");
   } else if (!p.ref_audio.empty()) {
     engine::ReferenceAudio ref;
     ref.bytes = p.ref_audio;
     ref.label = "ref_audio";
     auto v = m.create_voice(ref, p.ref_text, !p.x_vector_only);
-    if (!v.ok()) return reply_error(r, "speech", api_error_from(v.error(), "ref_audio"));
-    if (Status st = m.apply_voice(*v, "ref_audio", q); !st.ok()) return reply_error(r, "speech", api_error_from(st.error(), "ref_audio"));
+    if (!v.ok()) return api_error_from(v.error(), "ref_audio");
+    if (Status st = m.apply_voice(*v, "ref_audio", q); !st.ok()) return api_error_from(st.error(), "ref_audio");
     q.xvector_only = q.xvector_only || p.x_vector_only;
   } else if (!p.voice.empty()) {
     q.speaker = p.voice;
   } else if (p.task_type != "VoiceDesign" && p.instructions.empty()) {
-    return reply_error(r, "speech", bad_request("'voice' is required", "voice"));
+    return bad_request("'voice' is required", "voice");
   }
+
+  return std::nullopt;
+}
+
+ApiError Service::submit_error(const Error& err) {
+  if (err.code == ErrorCode::kResourceExhausted) {
+    metrics_.refusal("queue_full");
+    return ApiError{429, err.message, "rate_limit_error", {}, "queue_full"};
+  }
+  ApiError e = api_error_from(err);
+  if (err.message.find("speaker") != std::string::npos) {
+    e.param = "voice";
+    if (err.message.find("unknown speaker") != std::string::npos) e.status = 404, e.code = "voice_not_found";
+  } else if (err.message.find("language") != std::string::npos) {
+    e.param = "language";
+  }
+  return e;
+}
+
+void Service::handle_speech(Request&& req, Responder r) {
+  if (!is_json(req[http::field::content_type]))
+    return reply_error(r, "speech", ApiError{415, "Content-Type must be application/json", "invalid_request_error", {}, "unsupported_media_type"});
+  SpeechParse parsed = parse_speech_body(req.body(), options_.limits);
+  if (!parsed.params) return reply_error(r, "speech", parsed.error);
+  SpeechParams& p = *parsed.params;
+  LoadedModel* lm = nullptr;
+  auto job = std::make_shared<SpeechJob>();
+  job->svc = this;
+  if (auto e = prepare_request(p, &lm, job->base)) return reply_error(r, "speech", *e);
+  job->model = lm;
+  const engine::Model& m = *lm->model;
 
   job->params = p;
   job->segments = split_text(p.input, options_.max_segment_chars);
@@ -248,19 +270,8 @@ void Service::handle_speech(Request&& req, Responder r) {
 
   // Admission: a full queue answers 429 at once; a bad field names it.
   if (Status st = job->submit_current(); !st.ok()) {
-    if (st.error().code == ErrorCode::kResourceExhausted) {
-      metrics_.refusal("queue_full");
-      return reply_error(r, "speech", ApiError{429, st.error().message, "rate_limit_error", {}, "queue_full"}, "1");
-    }
-    std::string param;
-    ApiError e = api_error_from(st.error());
-    if (st.error().message.find("speaker") != std::string::npos) {
-      e.param = "voice";
-      if (st.error().message.find("unknown speaker") != std::string::npos) e.status = 404, e.code = "voice_not_found";
-    } else if (st.error().message.find("language") != std::string::npos) {
-      e.param = "language";
-    }
-    return reply_error(r, "speech", e);
+    const ApiError e = submit_error(st.error());
+    return reply_error(r, "speech", e, e.status == 429 ? "1" : "");
   }
   metrics_.stream_started();
   std::optional<std::pair<bool, std::string>> early_end;

@@ -38,6 +38,35 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, e - b);
 }
 
+// Where split_text() cuts `rest` (trimmed, non-empty): the byte offset after its first segment.
+size_t first_cut(std::string_view rest, size_t max_chars) {
+  // Walk up to max_chars characters, remembering the last cut of each strength.
+  size_t i = 0, chars = 0;
+  size_t best[4] = {0, 0, 0, 0};  // byte offset just after the boundary, per strength
+  while (i < rest.size() && chars < max_chars) {
+    const size_t len = char_len(rest, i);
+    const int s = boundary_strength(rest, i, len);
+    i += len;
+    ++chars;
+    if (s > 0) best[s] = i;
+  }
+  if (i < rest.size())
+    for (int s = 3; s >= 1; --s)
+      if (best[s] > 0) return best[s];
+  return i;  // all of it fits, or a hard cut at a character boundary
+}
+
+// The byte offset after the first sentence end of `s` that is known to be one: its mark is
+// followed by a space (or needs none); with `at_end` a mark that ends `s` counts too. 0: none.
+size_t sentence_end(std::string_view s, bool at_end) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = char_len(s, i);
+    if (boundary_strength(s, i, len) == 3 && (at_end || i + len < s.size() || len > 1 || s[i] == '\n')) return i + len;
+    i += len;
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::vector<std::string> split_text(std::string_view text, size_t max_chars) {
@@ -45,29 +74,48 @@ std::vector<std::string> split_text(std::string_view text, size_t max_chars) {
   std::vector<std::string> out;
   std::string_view rest = trim(text);
   while (!rest.empty()) {
-    // Walk up to max_chars characters, remembering the last cut of each strength.
-    size_t i = 0, chars = 0;
-    size_t best[4] = {0, 0, 0, 0};  // byte offset just after the boundary, per strength
-    while (i < rest.size() && chars < max_chars) {
-      const size_t len = char_len(rest, i);
-      const int s = boundary_strength(rest, i, len);
-      i += len;
-      ++chars;
-      if (s > 0) best[s] = i;
-    }
-    size_t cut = i;  // all of it fits, or a hard cut at a character boundary
-    if (i < rest.size()) {
-      for (int s = 3; s >= 1; --s)
-        if (best[s] > 0) {
-          cut = best[s];
-          break;
-        }
-    }
+    const size_t cut = first_cut(rest, max_chars);
     const std::string_view seg = trim(rest.substr(0, cut));
     if (!seg.empty()) out.emplace_back(seg);
     rest = trim(rest.substr(cut));
   }
   return out;
+}
+
+std::vector<std::string> take_segments(std::string& pending, size_t max_chars, bool done) {
+  if (max_chars < 1) max_chars = 1;
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b < pending.size() && is_space(pending, b)) ++b;
+  for (;;) {
+    const std::string_view rest = std::string_view(pending).substr(b);
+    if (rest.empty()) break;
+    if (const size_t end = sentence_end(rest, done); end > 0) {
+      for (auto& seg : split_text(rest.substr(0, end), max_chars)) out.push_back(std::move(seg));
+      b += end;
+    } else if (done) {
+      for (auto& seg : split_text(rest, max_chars)) out.push_back(std::move(seg));
+      b = pending.size();
+    } else {
+      // A long run without a sentence end: its first segment is settled once more than max_chars
+      // characters have arrived (the cut looks one character ahead).
+      size_t chars = 0;
+      for (size_t i = 0; i < rest.size() && chars <= max_chars; i += char_len(rest, i)) ++chars;
+      if (chars <= max_chars) break;
+      const size_t cut = first_cut(rest, max_chars);
+      const std::string_view seg = trim(rest.substr(0, cut));
+      if (!seg.empty()) out.emplace_back(seg);
+      b += cut;
+    }
+    while (b < pending.size() && is_space(pending, b)) ++b;
+  }
+  pending.erase(0, b);
+  return out;
+}
+
+std::vector<std::string> split_sentences(std::string_view text, size_t max_chars) {
+  std::string all(text);
+  return take_segments(all, max_chars, true);
 }
 
 }  // namespace chorus::server

@@ -308,6 +308,28 @@ TEST(TextInput, CancelWhileWaitingForText) {
   EXPECT_EQ(synth.load().running, 0);
 }
 
+// A server learns that a text request ended through on_done, as for submit().
+TEST(TextInput, OnDoneIsCalledWithTheResult) {
+  auto m = tiny(q3::Variant::kCustomVoice);
+  ASSERT_TRUE(m);
+  engine::Synthesizer synth(m);
+  std::atomic<int64_t> frames{0};
+  TextRun run;
+  std::promise<Result<engine::SynthesisStats>> got;
+  engine::SynthesisOptions o;
+  o.on_done = [&](const Result<engine::SynthesisStats>& r) { got.set_value(r); };
+  auto h = synth.submit_text(request(Mode::kCustomVoice, *m, 0, true), collect(run, &frames), o);
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE((*h)->append_text("Hello there.").ok());
+  ASSERT_TRUE((*h)->finish_text().ok());
+  auto f = got.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "on_done was not called";
+  auto r = f.get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_GT(r->frames, 0);
+  EXPECT_EQ(r->frames, frames.load());
+}
+
 // A writer that stops writing leaves its request waiting; its deadline still ends it (the
 // sleeping scheduler wakes for it).
 TEST(TextInput, DeadlineEndsARequestWaitingForText) {

@@ -4,7 +4,7 @@
 # passes only when that test fails on the patched tree (and passes on the unpatched one), so a test
 # that stopped being able to catch its bug shows up here. A patch that no longer applies fails loudly.
 #
-# Works on a copy of the tree (CMakeLists.txt, src, tests, tools, bench, include, examples, python) in a temporary folder, built
+# Works on a copy of the tree (CMakeLists.txt, src, tests, tools, bench, include, examples, python, cmake) in a temporary folder, built
 # without CUDA, only the test binaries the patches name: once, then incrementally per patch (with
 # ccache when installed; CCACHE_BASEDIR makes its entries independent of the folder's name).
 #   tests/planted/run.sh [NAME...]        default: every patch
@@ -57,7 +57,8 @@ echo "-- copying the tree to $tree and configuring it without CUDA"
 rm -rf "$tree" && mkdir -p "$tree"
 cp -r "$root/CMakeLists.txt" "$root/src" "$root/tests" "$root/tools" "$root/bench" "$tree/"
 # Whatever else the top-level CMakeLists.txt adds (the C API headers, its example, the Python package).
-for d in include examples python; do [ -d "$root/$d" ] && cp -r "$root/$d" "$tree/"; done
+for d in include examples python cmake; do [ -d "$root/$d" ] && cp -r "$root/$d" "$tree/"; done
+rm -rf "$tree/tests/node/node_modules"  # JS test tooling: nothing here builds or runs it
 launcher=()
 if command -v ccache > /dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)

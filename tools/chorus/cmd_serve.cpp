@@ -78,6 +78,7 @@ int run(const Options& o) {
   http.start();
   const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
   std::printf("chorus serve: listening on http://%s:%u\n", host.c_str(), static_cast<unsigned>(http.port()));
+  std::printf("chorus serve: playground at http://%s:%u/\n", host.c_str(), static_cast<unsigned>(http.port()));
   std::fflush(stdout);
   signals_ctx.run();
   if (!stop) return 0;
