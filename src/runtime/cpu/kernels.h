@@ -89,14 +89,23 @@ void conv_transpose1d(const float* x, int64_t Cin, int64_t T,
                       const float* bias, int64_t stride, int64_t groups, float* y,
                       ThreadPool* pool = nullptr);
 
-// Which implementation the matrix kernels (linear, attention, conv) use: "avx2+fma" or "portable".
-// The fastest one the CPU supports (AVX2 + FMA + F16C, detected at run time) is chosen at first
-// use, unless the environment variable CHORUS_CPU_ISA=portable forces the portable one.
+// Which implementation the matrix kernels (linear, attention, conv) use: "avx512", "avx2+fma" or
+// "portable". The fastest one the CPU supports is chosen at first use (AVX-512 F/BW/VL/DQ, else
+// AVX2 + FMA + F16C, detected at run time). The environment variable CHORUS_CPU_ISA=portable|avx2|
+// avx512 caps the choice (a cap above what the CPU has changes nothing).
+//
+// The AVX-512 kernels reproduce the AVX2 ones bit for bit on float weights (same per-element
+// reduction order, both fused); only the quantised kernels (quant.h) differ between them.
 const char* isa_name();
-enum class Isa { kPortable, kAvx2 };
+enum class Isa { kPortable, kAvx2, kAvx512 };
 Isa active_isa();
-// Switches implementation (tests and benchmarks compare both in one process). Returns false and
+// Switches implementation (tests and benchmarks compare them in one process). Returns false and
 // changes nothing when the CPU lacks the instructions. Not meant to race with running kernels.
 bool set_isa(Isa isa);
+// Optional instruction sets the quantised kernels can use on top of AVX-512 (run-time detected).
+struct CpuFeatures {
+  bool avx2 = false, avx512 = false, avx512_bf16 = false, avx512_vnni = false;
+};
+const CpuFeatures& cpu_features();
 
 }  // namespace chorus::cpu

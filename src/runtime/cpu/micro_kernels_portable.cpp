@@ -114,10 +114,59 @@ void axpy_panel(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, 
   }
 }
 
+// One row's group of dequantised weights (quant layout in micro_kernels.h).
+void dequant_group(WeightFormat f, const uint8_t* codes, float d, float m, float* w) {
+  if (f == WeightFormat::kInt8) {
+    for (int j = 0; j < kQuantGroup; ++j) w[j] = static_cast<float>(static_cast<int8_t>(codes[j])) * d;
+  } else {
+    // q·d is exact (4-bit × 11-bit significands), so this is the one rounding of q·d + m.
+    for (int j = 0; j < kQuantGroup / 2; ++j) {
+      w[j] = static_cast<float>(codes[j] & 15) * d + m;
+      w[j + kQuantGroup / 2] = static_cast<float>(codes[j] >> 4) * d + m;
+    }
+  }
+}
+
+template <int MR>
+void qdot_t(WeightFormat f, int64_t groups, const float* a, int64_t lda, const uint8_t* codes,
+            const uint16_t* scales, float* out) {
+  const int64_t code_bytes = quant_code_bytes(f), nscales = quant_scales(f);
+  float acc[MR][kQuantRows][16] = {};
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint16_t* s = scales + g * kQuantRows * nscales;
+    for (int r = 0; r < kQuantRows; ++r) {
+      float w[kQuantGroup];
+      const float m = f == WeightFormat::kInt4 ? f16_to_f32(s[kQuantRows + r]) : 0.0f;
+      dequant_group(f, codes + (g * kQuantRows + r) * code_bytes, f16_to_f32(s[r]), m, w);
+      for (int i = 0; i < MR; ++i) {
+        const float* x = a + i * lda + g * kQuantGroup;
+        for (int h = 0; h < kQuantGroup; h += 16)
+          for (int l = 0; l < 16; ++l) acc[i][r][l] += x[h + l] * w[h + l];
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int r = 0; r < kQuantRows; ++r) {
+      float u[8];
+      for (int l = 0; l < 8; ++l) u[l] = acc[i][r][l] + acc[i][r][l + 8];
+      out[i * kQuantRows + r] = lane_tree(u);
+    }
+}
+
 }  // namespace
 
+void portable_qdot_tile(WeightFormat f, int mr, int64_t groups, const float* a, int64_t lda,
+                        const uint8_t* codes, const uint16_t* scales, float* out) {
+  switch (mr) {
+    case 1: return qdot_t<1>(f, groups, a, lda, codes, scales, out);
+    case 2: return qdot_t<2>(f, groups, a, lda, codes, scales, out);
+    case 3: return qdot_t<3>(f, groups, a, lda, codes, scales, out);
+    default: return qdot_t<4>(f, groups, a, lda, codes, scales, out);
+  }
+}
+
 const MicroKernels& portable_kernels() {
-  static const MicroKernels k{"portable", dot_tile, axpy_panel};
+  static const MicroKernels k{"portable", dot_tile, axpy_panel, portable_qdot_tile};
   return k;
 }
 
