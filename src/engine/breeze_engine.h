@@ -17,7 +17,8 @@ namespace chorus::engine {
 
 class BreezeEngine final : public TtsModel {
  public:
-  static Result<std::unique_ptr<BreezeEngine>> load(const std::string& dir, ThreadPool* pool);
+  static Result<std::unique_ptr<BreezeEngine>> load(const std::string& dir, ThreadPool* pool,
+                                                    WeightFormat weights = WeightFormat::kBf16);
 
   const ModelInfo& info() const override { return info_; }
   Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& request) const override;

@@ -22,11 +22,11 @@ Result<std::unique_ptr<TtsModel>> load_tts_model(const std::string& spec, const 
   ThreadPool* pool = options.pool ? options.pool : &ThreadPool::global();
   switch (family) {
     case Family::kQwen3Tts: {
-      CHORUS_ASSIGN(auto e, Qwen3TtsEngine::load(dir, pool));
+      CHORUS_ASSIGN(auto e, Qwen3TtsEngine::load(dir, pool, options.weights));
       return std::unique_ptr<TtsModel>(std::move(e));
     }
     case Family::kBreezeTts: {
-      CHORUS_ASSIGN(auto e, BreezeEngine::load(dir, pool));
+      CHORUS_ASSIGN(auto e, BreezeEngine::load(dir, pool, options.weights));
       return std::unique_ptr<TtsModel>(std::move(e));
     }
   }

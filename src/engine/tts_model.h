@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/request.h"
+#include "runtime/cpu/weight_format.h"
 
 namespace chorus::engine {
 
@@ -66,8 +67,14 @@ class TtsModel {
                       StageTimes* times = nullptr) const = 0;
 };
 
+// How the CPU models keep the decoder layers of generation (talker / code predictor, backbone /
+// depth decoder): kBf16 as stored, the exact mode; kInt8 / kInt4 quantised at load (weight-only,
+// groups of 32 with f16 scales; runtime/cpu/quant.h, docs/quantization.md).
+using WeightFormat = cpu::WeightFormat;
+
 struct LoadOptions {
   ThreadPool* pool = nullptr;  // kernels' threads (nullptr: ThreadPool::global()); must outlive the model
+  WeightFormat weights = WeightFormat::kBf16;
 };
 
 // Detects the family of the checkpoint folder and loads it.

@@ -39,6 +39,7 @@ struct Options {
   int64_t cap_slack = engine::LengthCap{}.slack_frames;
   int threads = 0;
   std::string device = "cpu";
+  std::string weights = "bf16";
   bool verbose = false, quiet = false;
   cli::AudioOutputOptions audio_out;
 };
@@ -158,8 +159,10 @@ int run(const Options& o) {
   if (on_gpu && !engine::cuda_built())
     return cli::fail(make_error(ErrorCode::kUnsupported,
                                 "--device cuda: this build has no CUDA backend (configure with -DCHORUS_CUDA=ON)"));
+  const auto weights = cli::weight_format_option(o.weights, o.device);
+  if (!weights.ok()) return cli::fail(weights.error());
   const auto t_load = Clock::now();
-  auto model = on_gpu ? engine::load_cuda_tts_model(o.model, {0, pool}) : engine::load_tts_model(o.model, {pool});
+  auto model = on_gpu ? engine::load_cuda_tts_model(o.model, {0, pool}) : engine::load_tts_model(o.model, {pool, *weights});
   if (!model.ok()) return cli::fail(model.error());
   const engine::ModelInfo& info = (*model)->info();
 
@@ -332,6 +335,9 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("-o,--out", o->out, "Write audio (.wav, .flac, .raw, - for stdout)");
   sub.add_option("--decode", o->decode_mode, "full (exact) or official-chunked")->capture_default_str();
   sub.add_option("--device", o->device, "cpu, or cuda: generation and the codec on the GPU (CUDA builds)")
+      ->capture_default_str();
+  sub.add_option("--weights", o->weights,
+                 "CPU: bf16 (weights as stored, exact), int8 or int4 (decoder layers quantised at load; docs/quantization.md)")
       ->capture_default_str();
   sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   o->audio_out.add_to(sub);

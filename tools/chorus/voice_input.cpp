@@ -4,6 +4,7 @@
 #include "engine/qwen3_tts_engine.h"
 #include "io/json_util.h"
 #include "models/qwen3_tts/voice_encoder.h"
+#include "runtime/cpu/quant.h"
 
 namespace chorus::cli {
 
@@ -39,6 +40,14 @@ Result<engine::ActivationPrecision> activation_precision_from_name(const std::st
   if (name == "bf16") return engine::ActivationPrecision::kBF16;
   if (name == "f32") return engine::ActivationPrecision::kF32;
   return make_error(ErrorCode::kInvalidArgument, "--activations: expected bf16 or f32, not \"" + name.substr(0, 32) + "\"");
+}
+
+Result<engine::WeightFormat> weight_format_option(const std::string& name, const std::string& device) {
+  const auto f = cpu::weight_format_from_name(name);
+  if (!f) return make_error(ErrorCode::kInvalidArgument, "--weights: expected bf16, int8 or int4, not \"" + name.substr(0, 32) + "\"");
+  if (*f != engine::WeightFormat::kBf16 && device != "cpu")
+    return make_error(ErrorCode::kUnsupported, "--weights " + name + " runs on the CPU only (use --device cpu)");
+  return *f;
 }
 
 namespace {

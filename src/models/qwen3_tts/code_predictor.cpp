@@ -13,12 +13,13 @@ Result<Tensor> need(const Weights& w, const std::string& name, bool as_f32 = fal
 }
 }  // namespace
 
-Result<CodePredictor> CodePredictor::load(const Weights& root, const Config& c) {
+Result<CodePredictor> CodePredictor::load(const Weights& root, const Config& c, cpu::WeightFormat format,
+                                          ThreadPool* pool) {
   CodePredictor p;
   p.cfg_ = c.code_predictor;
   p.input_width_ = c.talker.dims.hidden;
   const Weights w = root.sub("talker.code_predictor.");
-  CHORUS_ASSIGN(p.stack_, nn::Qwen3Stack::load(w.sub("model."), c.code_predictor.dims));
+  CHORUS_ASSIGN(p.stack_, nn::Qwen3Stack::load(w.sub("model."), c.code_predictor.dims, true, format, pool));
   for (int64_t k = 0; k + 1 < p.cfg_.num_code_groups; ++k) {
     CHORUS_ASSIGN(Tensor e, need(w, "model.codec_embedding." + std::to_string(k) + ".weight"));
     CHORUS_ASSIGN(Tensor h, need(w, "lm_head." + std::to_string(k) + ".weight"));

@@ -15,11 +15,11 @@ Result<Tensor> need(const Weights& w, const std::string& name, bool as_f32 = fal
 }
 }  // namespace
 
-Result<Talker> Talker::load(const Weights& root, const Config& c) {
+Result<Talker> Talker::load(const Weights& root, const Config& c, cpu::WeightFormat format, ThreadPool* pool) {
   Talker t;
   t.cfg_ = c.talker;
   const Weights w = root.sub("talker.");
-  CHORUS_ASSIGN(t.stack_, nn::Qwen3Stack::load(w.sub("model."), c.talker.dims));
+  CHORUS_ASSIGN(t.stack_, nn::Qwen3Stack::load(w.sub("model."), c.talker.dims, true, format, pool));
   CHORUS_ASSIGN(t.codec_embedding_, need(w, "model.codec_embedding.weight"));
   CHORUS_ASSIGN(t.text_embedding_, need(w, "model.text_embedding.weight"));
   CHORUS_ASSIGN(t.codec_head_, need(w, "codec_head.weight"));

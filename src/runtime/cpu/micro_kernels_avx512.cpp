@@ -209,8 +209,10 @@ void axpy_panel(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, 
 }
 
 // Quantised tiles (layout in micro_kernels.h): each group of a row is dequantised into two
-// 16-lane vectors, exactly (see QuantMatrix::value), then multiplied into every x row.
-inline __m512 lane(__m128 v, int r) { return _mm512_permutexvar_ps(_mm512_set1_epi32(r), _mm512_castps128_ps512(v)); }
+// 16-lane vectors holding exactly QuantMatrix::value, then multiplied into every x row. int4 looks
+// its values up in a per-group table of the 16 possible ones (q·d + m for q = 0..15): one
+// vpermps per 16 weights, which takes the low 4 bits of each index lane, so the low nibbles need
+// no masking. Scales are widened once per group and broadcast from memory (a load, not a shuffle).
 
 // ((u0 + u4) + (u2 + u6)) + ((u1 + u5) + (u3 + u7)) of u_l = v_l + v_(l+8).
 inline float tree16(__m512 v) {
@@ -227,16 +229,14 @@ void qdot_t(int64_t groups, const float* a, int64_t lda, const uint8_t* codes, c
   for (int m = 0; m < MR; ++m)
 #pragma GCC unroll 4
     for (int r = 0; r < kQuantRows; ++r) acc[m][r] = _mm512_setzero_ps();
-  const __m512i low4 = _mm512_set1_epi32(15);
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  alignas(32) float sf[8];
   for (int64_t g = 0; g < groups; ++g) {
     const uint16_t* s = scales + g * kScales;
-    __m128 d4, m4 = _mm_setzero_ps();
     if (kInt4) {
-      const __m256 dm = _mm256_cvtph_ps(load128(s));
-      d4 = _mm256_castps256_ps128(dm);
-      m4 = _mm256_extractf128_ps(dm, 1);
+      _mm256_store_ps(sf, _mm256_cvtph_ps(load128(s)));
     } else {
-      d4 = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+      _mm_store_ps(sf, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s))));
     }
     __m512 x0[MR], x1[MR];
 #pragma GCC unroll 4
@@ -247,13 +247,13 @@ void qdot_t(int64_t groups, const float* a, int64_t lda, const uint8_t* codes, c
     const uint8_t* cg = codes + g * kQuantRows * kCodeBytes;
 #pragma GCC unroll 4
     for (int r = 0; r < kQuantRows; ++r) {
-      const __m512 d = lane(d4, r);
+      const __m512 d = _mm512_set1_ps(sf[r]);
       __m512 w0, w1;
       if (kInt4) {
+        const __m512 table = _mm512_fmadd_ps(iota, d, _mm512_set1_ps(sf[kQuantRows + r]));
         const __m512i b = _mm512_cvtepu8_epi32(load128(cg + r * kCodeBytes));
-        const __m512 m = lane(m4, r);
-        w0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(b, low4)), d, m);
-        w1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4)), d, m);
+        w0 = _mm512_permutexvar_ps(b, table);
+        w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), table);
       } else {
         w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(cg + r * kCodeBytes))), d);
         w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(cg + r * kCodeBytes + 16))), d);

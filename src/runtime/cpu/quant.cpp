@@ -97,25 +97,25 @@ void plant_quant_fault(QuantFault f) { g_fault.store(f); }
 Result<QuantMatrix> QuantMatrix::quantize(const MatrixRef& w, WeightFormat format, ThreadPool* pool) {
   if (format == WeightFormat::kBf16)
     return make_error(ErrorCode::kInvalidArgument, "quantize: bf16 is the as-stored format, not a quantised one");
-  if (!detail::is_weight_dtype(w.dtype) || w.rows <= 0 || w.cols <= 0 || w.cols % kGroup != 0)
-    return make_error(ErrorCode::kInvalidArgument,
-                      "quantize: needs a float matrix whose width is a multiple of " + std::to_string(kGroup) + " (got " +
-                          std::to_string(w.rows) + " x " + std::to_string(w.cols) + ")");
+  if (!detail::is_weight_dtype(w.dtype) || w.rows <= 0 || w.cols <= 0)
+    return make_error(ErrorCode::kInvalidArgument, "quantize: needs a non-empty float matrix (got " +
+                                                       std::to_string(w.rows) + " x " + std::to_string(w.cols) + ")");
   QuantMatrix q;
   q.format_ = format;
   q.rows_ = w.rows;
   q.cols_ = w.cols;
-  const int64_t tiles = (w.rows + kQuantRows - 1) / kQuantRows, groups = w.cols / kGroup;
+  const int64_t tiles = (w.rows + kQuantRows - 1) / kQuantRows, groups = (w.cols + kGroup - 1) / kGroup;
   const int64_t code_bytes = detail::quant_code_bytes(format), nscales = detail::quant_scales(format);
-  q.codes_ = AlignedBuffer(static_cast<size_t>(tiles * groups * kQuantRows * code_bytes));
-  q.scales_ = AlignedBuffer(static_cast<size_t>(tiles * groups * kQuantRows * nscales) * sizeof(uint16_t));
-  uint8_t* codes = static_cast<uint8_t*>(q.codes_.data());
-  uint16_t* scales = q.mutable_scales();
+  q.codes_ = std::make_shared<AlignedBuffer>(static_cast<size_t>(tiles * groups * kQuantRows * code_bytes));
+  q.scales_ =
+      std::make_shared<AlignedBuffer>(static_cast<size_t>(tiles * groups * kQuantRows * nscales) * sizeof(uint16_t));
+  uint8_t* codes = static_cast<uint8_t*>(q.codes_->data());
+  uint16_t* scales = static_cast<uint16_t*>(q.scales_->data());
   const int64_t es = static_cast<int64_t>(dtype_size(w.dtype));
   const auto* base = static_cast<const uint8_t*>(w.data);
   std::atomic<bool> bad{false};
   detail::run_parallel(pool, tiles, 16, [&](int64_t t0, int64_t t1) {
-    std::vector<float> row(static_cast<size_t>(w.cols));
+    std::vector<float> row(static_cast<size_t>(groups * kGroup), 0.0f);  // a partial last group: zeros
     for (int64_t t = t0; t < t1; ++t)
       for (int r = 0; r < kQuantRows; ++r) {
         const int64_t n = t * kQuantRows + r;
@@ -140,7 +140,7 @@ Result<QuantMatrix> QuantMatrix::quantize(const MatrixRef& w, WeightFormat forma
 }
 
 float QuantMatrix::value(int64_t r, int64_t c) const {
-  const int64_t groups = cols_ / kGroup, t = r / kQuantRows, i = r % kQuantRows, g = c / kGroup, j = c % kGroup;
+  const int64_t groups = (cols_ + kGroup - 1) / kGroup, t = r / kQuantRows, i = r % kQuantRows, g = c / kGroup, j = c % kGroup;
   const int64_t tg = t * groups + g;
   const int64_t code_bytes = detail::quant_code_bytes(format_), nscales = detail::quant_scales(format_);
   const uint8_t* cg = codes() + (tg * kQuantRows + i) * code_bytes;
@@ -149,44 +149,6 @@ float QuantMatrix::value(int64_t r, int64_t c) const {
   if (format_ == WeightFormat::kInt8) return static_cast<float>(static_cast<int8_t>(cg[j])) * d;
   const int q = j < kGroup / 2 ? (cg[j] & 15) : (cg[j - kGroup / 2] >> 4);
   return std::fma(static_cast<float>(q), d, f16_to_f32(s[kQuantRows + i]));
-}
-
-namespace {
-constexpr int64_t kXRowTile = detail::kTileMax;  // x rows per tile call when M > 1
-// For M > 1 the weights are walked in blocks of about this many bytes that stay in L2 while
-// every x row passes over them.
-constexpr int64_t kWeightBlockBytes = 256 * 1024;
-}  // namespace
-
-void linear(const float* x, int64_t M, const QuantMatrix& w, const float* bias, float* y, ThreadPool* pool) {
-  const int64_t N = w.rows(), K = w.cols();
-  if (M <= 0 || N <= 0 || K <= 0) return;
-  const auto& mk = detail::active_kernels();
-  const WeightFormat f = w.format();
-  const int64_t groups = K / kQuantGroup;
-  const int64_t tile_codes = groups * kQuantRows * detail::quant_code_bytes(f);
-  const int64_t tile_scales = groups * kQuantRows * detail::quant_scales(f);
-  const int64_t tiles = (N + kQuantRows - 1) / kQuantRows;
-  const int64_t x_tile = M == 1 ? 1 : kXRowTile;
-  const int64_t tiles_per_block = std::max<int64_t>(1, kWeightBlockBytes / tile_codes);
-  const int64_t grain = std::max<int64_t>(1, detail::kMinParallelWork / (M * K * kQuantRows));
-
-  detail::run_parallel(pool, tiles, grain, [&](int64_t t0, int64_t t1) {
-    float out[detail::kTileMax * kQuantRows];
-    for (int64_t tb = t0; tb < t1; tb += tiles_per_block) {
-      const int64_t tb_end = std::min(t1, tb + tiles_per_block);
-      for (int64_t m = 0; m < M; m += x_tile) {
-        const int mr = static_cast<int>(std::min(x_tile, M - m));
-        for (int64_t t = tb; t < tb_end; ++t) {
-          mk.qdot_tile(f, mr, groups, x + m * K, K, w.codes() + t * tile_codes, w.scales() + t * tile_scales, out);
-          const int64_t n0 = t * kQuantRows, nr = std::min<int64_t>(kQuantRows, N - n0);
-          for (int i = 0; i < mr; ++i)
-            for (int64_t j = 0; j < nr; ++j)
-              y[(m + i) * N + n0 + j] = bias ? out[i * kQuantRows + j] + bias[n0 + j] : out[i * kQuantRows + j];
-        }
-      }
-    }
-  });
 }
 
 }  // namespace chorus::cpu

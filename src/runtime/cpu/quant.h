@@ -13,7 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "core/error.h"
@@ -30,35 +32,69 @@ std::optional<WeightFormat> weight_format_from_name(std::string_view name);
 
 class QuantMatrix {
  public:
-  static constexpr int64_t kGroup = 32;  // columns per scale
+  static constexpr int64_t kGroup = 32;  // columns per scale (a partial last group is zero-padded)
 
-  // kInvalidArgument for a float-as-stored format, a matrix whose column count is not a multiple
-  // of kGroup or whose dtype is not a float type, and weights that are not finite or whose scale
-  // does not fit f16.
+  // kInvalidArgument for a float-as-stored format, an empty or non-float matrix, and weights that
+  // are not finite or whose scale does not fit f16.
   static Result<QuantMatrix> quantize(const MatrixRef& w, WeightFormat format, ThreadPool* pool = nullptr);
 
   WeightFormat format() const { return format_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
+  int64_t groups() const { return (cols_ + kGroup - 1) / kGroup; }
   bool empty() const { return rows_ == 0; }
-  size_t bytes() const { return codes_.size() + scales_.size(); }  // memory held
+  size_t bytes() const { return codes_ ? codes_->size() + scales_->size() : 0; }  // memory held
   // The dequantised element (r, c): exactly the value the kernels multiply by.
   float value(int64_t r, int64_t c) const;
 
-  const uint8_t* codes() const { return static_cast<const uint8_t*>(codes_.data()); }
-  const uint16_t* scales() const { return static_cast<const uint16_t*>(scales_.data()); }
-  uint16_t* mutable_scales() { return static_cast<uint16_t*>(scales_.data()); }
+  const uint8_t* codes() const { return static_cast<const uint8_t*>(codes_->data()); }
+  const uint16_t* scales() const { return static_cast<const uint16_t*>(scales_->data()); }
 
  private:
   WeightFormat format_ = WeightFormat::kBf16;
   int64_t rows_ = 0, cols_ = 0;
-  AlignedBuffer codes_, scales_;
+  // Immutable after quantize(); copies share them, as Tensor copies share their memory.
+  std::shared_ptr<AlignedBuffer> codes_, scales_;
 };
 
 // y[M, N] = x[M, K] · wᵀ (+ bias[N]); the same contract as the float linear (kernels.h): each
 // element's reduction order is fixed, so a row's result is the same for any M and thread count.
 void linear(const float* x, int64_t M, const QuantMatrix& w, const float* bias, float* y,
             ThreadPool* pool = nullptr);
+
+// A linear layer's weight [out, in] as a model keeps it: the checkpoint tensor as stored (f32,
+// bf16 or f16), or quantised at load.
+class LinearWeight {
+ public:
+  LinearWeight() = default;
+  // kBf16 keeps `t` (rank 2) as it is; int8 / int4 quantise it and drop it.
+  static Result<LinearWeight> load(Tensor t, WeightFormat format, ThreadPool* pool = nullptr);
+
+  bool empty() const { return rows_ == 0; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  WeightFormat format() const { return quant_.empty() ? WeightFormat::kBf16 : quant_.format(); }
+  size_t bytes() const { return quant_.empty() ? tensor_.nbytes() : quant_.bytes(); }
+  const Tensor& tensor() const { return tensor_; }     // as stored; empty when quantised
+  const QuantMatrix& quant() const { return quant_; }  // empty when as stored
+
+ private:
+  int64_t rows_ = 0, cols_ = 0;
+  Tensor tensor_;
+  QuantMatrix quant_;
+};
+
+void linear(const float* x, int64_t M, const LinearWeight& w, const float* bias, float* y,
+            ThreadPool* pool = nullptr);
+
+// Several products of the same x[M, K] in one parallel pass, y_i = x · w_iᵀ, each output exactly
+// as linear() computes it. One hand-off to the threads instead of one per product: a decode step
+// makes hundreds of small products (q, k and v of a layer share x, as do gate and up).
+struct LinearOutput {
+  const LinearWeight* w;
+  float* y;
+};
+void linear_fused(const float* x, int64_t M, std::span<const LinearOutput> outs, ThreadPool* pool = nullptr);
 
 // Test-only: deliberate quantiser mistakes, so tests can prove their quality bounds catch them.
 // While set (process-wide), quantize() applies the mistake to every matrix it makes.
