@@ -95,7 +95,7 @@ KvCache Qwen3Stack::make_cache() const {
 }
 
 Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, float* out, ThreadPool* pool,
-                           Rounding rounding) const {
+                           Rounding rounding, const LayerTap* tap) const {
   const Qwen3Dims& d = dims_;
   int64_t R = 0;
   for (const SequenceRows& s : seqs) {
@@ -179,9 +179,11 @@ Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, f
     else cpu::silu_mul(act.gate.data(), act.up.data(), act.gate.data(), R * d.intermediate);
     lin(act.gate.data(), L.down_proj, act.a.data(), H);
     residual(act.a.data());
+    if (tap) (*tap)(li, h, R);
   }
   for (const SequenceRows& s : seqs) s.cache->set_length(s.pos0 + s.rows);
   norm(h, final_norm_, out, R, H);
+  if (tap) (*tap)(d.layers, out, R);
   return ok_status();
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,6 +46,11 @@ struct SequenceRows {
 
 enum class Rounding { kNone, kBF16 };
 
+// Observes the residual stream of a forward call: tap(l, h, rows) after decoder layer l (h
+// [rows, hidden], all sequences' rows), and tap(layers, out, rows) after the final norm. For
+// quality measurements (docs/quantization.md); nullptr costs nothing.
+using LayerTap = std::function<void(int64_t layer, const float* h, int64_t rows)>;
+
 class Qwen3Stack {
  public:
   // `w` is prefixed to the stack ("talker.model."): layers.<i>.… and norm.weight, as declared by
@@ -66,7 +72,7 @@ class Qwen3Stack {
   // x: [Σ rows, hidden], the sequences' new rows in order; out: [Σ rows, hidden] after the final
   // norm (out may equal x). Fails (before computing anything) on an inconsistent cache or position.
   Status forward(std::span<const SequenceRows> seqs, const float* x, float* out, ThreadPool* pool,
-                 Rounding rounding = Rounding::kNone) const;
+                 Rounding rounding = Rounding::kNone, const LayerTap* tap = nullptr) const;
 
  private:
   Qwen3Dims dims_;

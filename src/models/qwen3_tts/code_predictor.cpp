@@ -47,7 +47,7 @@ Status CodePredictor::add_code_embedding(int64_t codebook, int32_t code, float* 
 }
 
 Status CodePredictor::forward(std::span<const nn::SequenceRows> seqs, const float* x, std::span<const int64_t> heads,
-                              float* logits, ThreadPool* pool) const {
+                              float* logits, ThreadPool* pool, const nn::LayerTap* tap) const {
   if (heads.size() != seqs.size()) return make_error(ErrorCode::kInternal, "code predictor: one head per sequence");
   for (int64_t k : heads)
     if (k < 0 || k >= static_cast<int64_t>(heads_.size()))
@@ -61,7 +61,7 @@ Status CodePredictor::forward(std::span<const nn::SequenceRows> seqs, const floa
   } else {
     std::copy(x, x + R * C, h.data());
   }
-  CHORUS_TRY(stack_.forward(seqs, h.data(), h.data(), pool));
+  CHORUS_TRY(stack_.forward(seqs, h.data(), h.data(), pool, nn::Rounding::kNone, tap));
   // Gather each sequence's last row, then one matrix product per run of sequences sharing a head
   // (in a batched walk they all do), so a head's weights are read once per step.
   const size_t S = seqs.size();

@@ -53,7 +53,7 @@ class CodePredictor {
   // x [Σ rows, input_width] → projection → stack → final norm → lm_head[heads[s]] on each sequence's
   // last row → logits[s·vocab …]. heads[s] = k predicts codebook k + 1.
   Status forward(std::span<const nn::SequenceRows> seqs, const float* x, std::span<const int64_t> heads,
-                 float* logits, ThreadPool* pool) const;
+                 float* logits, ThreadPool* pool, const nn::LayerTap* tap = nullptr) const;
 
  private:
   CodePredictorConfig cfg_;

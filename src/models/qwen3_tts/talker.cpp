@@ -62,12 +62,12 @@ void Talker::add_codec_row(int32_t id, float* out) const {
 }
 
 Status Talker::forward(std::span<const nn::SequenceRows> seqs, const float* x, float* last_hidden, float* logits,
-                       ThreadPool* pool) const {
+                       ThreadPool* pool, const nn::LayerTap* tap) const {
   const int64_t H = hidden();
   int64_t R = 0;
   for (const auto& s : seqs) R += s.rows;
   std::vector<float> h(static_cast<size_t>(R * H));
-  CHORUS_TRY(stack_.forward(seqs, x, h.data(), pool));
+  CHORUS_TRY(stack_.forward(seqs, x, h.data(), pool, nn::Rounding::kNone, tap));
   const int64_t S = static_cast<int64_t>(seqs.size());
   for (int64_t s = 0, end = 0; s < S; ++s) {
     end += seqs[s].rows;

@@ -40,7 +40,7 @@ class Talker {
   // hidden state of its last row → last_hidden[s·hidden …] and the codec-head logits of that row →
   // logits[s·vocab …].
   Status forward(std::span<const nn::SequenceRows> seqs, const float* x, float* last_hidden, float* logits,
-                 ThreadPool* pool) const;
+                 ThreadPool* pool, const nn::LayerTap* tap = nullptr) const;
 
  private:
   TalkerConfig cfg_;
