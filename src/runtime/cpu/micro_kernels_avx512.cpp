@@ -15,6 +15,8 @@
     defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
+#include <type_traits>
+
 namespace chorus::cpu::detail {
 namespace {
 
@@ -148,11 +150,11 @@ void dot_tile(int mr, int nr, int64_t K, const float* a, int64_t lda, DType bt, 
 }
 
 // MR rows × (16·NV) columns of an axpy panel, accumulators in registers (loads inside the FMAs, as
-// in the AVX2 version, so GCC keeps the accumulators in registers). `mask` limits a single-vector
-// block (NV = 1) to its first columns.
+// in the AVX2 version, so GCC keeps the accumulators in registers). `last` masks the block's last
+// vector (a panel whose width is not a multiple of 16).
 template <int MR, int NV>
 void axpy_block(int64_t R, const float* a, int64_t a_sm, int64_t a_sr, const float* const* brows,
-                int64_t off, const float* init, float* c, int64_t ldc, __mmask16 mask = 0xffff) {
+                int64_t off, const float* init, float* c, int64_t ldc, __mmask16 last = 0xffff) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
@@ -163,37 +165,49 @@ void axpy_block(int64_t R, const float* a, int64_t a_sm, int64_t a_sr, const flo
   for (int64_t r = 0; r < R; ++r) {
     const float* br = brows[r] + off;
     const float* ar = a + r * a_sr;
-    if (NV == 1 && mask != 0xffff) {
-      const __m512 bv = _mm512_maskz_loadu_ps(mask, br);
-#pragma GCC unroll 8
-      for (int m = 0; m < MR; ++m) acc[m][0] = _mm512_fmadd_ps(_mm512_set1_ps(ar[m * a_sm]), bv, acc[m][0]);
-      continue;
-    }
+    const __m512 tail = _mm512_maskz_loadu_ps(last, br + 16 * (NV - 1));
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       const __m512 av = _mm512_set1_ps(ar[m * a_sm]);
 #pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j)
+      for (int j = 0; j + 1 < NV; ++j)
         acc[m][j] = _mm512_fmadd_ps(av, _mm512_loadu_ps(br + 16 * j), acc[m][j]);
+      acc[m][NV - 1] = _mm512_fmadd_ps(av, tail, acc[m][NV - 1]);
     }
   }
 #pragma GCC unroll 8
-  for (int m = 0; m < MR; ++m)
+  for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) _mm512_mask_storeu_ps(c + m * ldc + 16 * j, mask, acc[m][j]);
+    for (int j = 0; j + 1 < NV; ++j) _mm512_storeu_ps(c + m * ldc + 16 * j, acc[m][j]);
+    _mm512_mask_storeu_ps(c + m * ldc + 16 * (NV - 1), last, acc[m][NV - 1]);
+  }
 }
 
+// Full blocks of NV vectors, then one block of the remaining vectors (the last one masked), so
+// narrow remainders still keep several independent accumulator chains in flight.
 template <int MR, int NV>
 void axpy_t(int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
             const float* const* brows, int64_t col0, const float* init, float* c, int64_t ldc) {
   int64_t n = 0;
   for (; n + 16 * NV <= ncols; n += 16 * NV)
     axpy_block<MR, NV>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc);
-  for (; n + 16 <= ncols; n += 16)
-    axpy_block<MR, 1>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc);
-  if (n < ncols) {
-    const auto mask = static_cast<__mmask16>((1u << (ncols - n)) - 1);
-    axpy_block<MR, 1>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc, mask);
+  const int64_t rem = ncols - n;
+  if (rem == 0) return;
+  const int nv = static_cast<int>((rem + 15) / 16);
+  const auto last = static_cast<__mmask16>(rem % 16 ? (1u << (rem % 16)) - 1 : 0xffffu);
+  const auto run = [&](auto k) {
+    constexpr int kV = decltype(k)::value;
+    if constexpr (kV <= NV) axpy_block<MR, kV>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc, last);
+  };
+  switch (nv) {
+    case 1: return run(std::integral_constant<int, 1>{});
+    case 2: return run(std::integral_constant<int, 2>{});
+    case 3: return run(std::integral_constant<int, 3>{});
+    case 4: return run(std::integral_constant<int, 4>{});
+    case 5: return run(std::integral_constant<int, 5>{});
+    case 6: return run(std::integral_constant<int, 6>{});
+    case 7: return run(std::integral_constant<int, 7>{});
+    default: return run(std::integral_constant<int, 8>{});
   }
 }
 
@@ -202,9 +216,9 @@ void axpy_panel(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, 
                 int64_t ldc) {
   switch (mr) {
     case 1: return axpy_t<1, 8>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
-    case 2: return axpy_t<2, 6>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
-    case 3: return axpy_t<3, 6>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
-    default: return axpy_t<4, 5>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+    case 2: return axpy_t<2, 8>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+    case 3: return axpy_t<3, 4>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+    default: return axpy_t<4, 4>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
   }
 }
 
