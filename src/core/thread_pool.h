@@ -6,7 +6,8 @@
 // waking a sleeping thread through the kernel costs about as much. So after a job a worker
 // watches for the next one for a short while (kSpinMicros) before it sleeps, and the caller
 // watches for the workers to finish the same way. An idle pool sleeps: nothing spins longer than
-// kSpinMicros after the last job.
+// the spin time after the last job (kSpinMicros; the environment variable CHORUS_THREAD_SPIN_US
+// overrides it, 0 = always sleep at once, for comparisons).
 #pragma once
 
 #include <atomic>
@@ -38,7 +39,10 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  template <class Done>
+  bool spin_until(const Done& done) const;
 
+  int spin_us_ = kSpinMicros;
   std::vector<std::thread> workers_;
   // The job: written by the caller before it bumps generation_ (release), read by the workers
   // after they see the new generation (acquire).

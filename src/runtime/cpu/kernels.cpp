@@ -52,17 +52,19 @@ const detail::MicroKernels* usable(Isa isa) {
     case Isa::kPortable: return &detail::portable_kernels();
     case Isa::kAvx2: return f.avx2 ? detail::avx2_kernels() : nullptr;
     case Isa::kAvx512: return f.avx512 ? detail::avx512_kernels() : nullptr;
+    case Isa::kAvx512Vnni: return f.avx512_vnni ? detail::avx512_vnni_kernels() : nullptr;
   }
   return nullptr;
 }
 
 const detail::MicroKernels* detect() {
-  Isa cap = Isa::kAvx512;
+  Isa cap = Isa::kAvx512Vnni;
   if (const char* env = std::getenv("CHORUS_CPU_ISA")) {
     if (std::strcmp(env, "portable") == 0) cap = Isa::kPortable;
     else if (std::strcmp(env, "avx2") == 0) cap = Isa::kAvx2;
+    else if (std::strcmp(env, "avx512") == 0) cap = Isa::kAvx512;
   }
-  for (Isa isa : {Isa::kAvx512, Isa::kAvx2})
+  for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx512, Isa::kAvx2})
     if (static_cast<int>(isa) <= static_cast<int>(cap))
       if (const auto* k = usable(isa)) return k;
   return &detail::portable_kernels();
@@ -91,6 +93,7 @@ const MicroKernels& active_kernels() {
 
 Isa active_isa() {
   const detail::MicroKernels* k = &detail::active_kernels();
+  if (k == detail::avx512_vnni_kernels()) return Isa::kAvx512Vnni;
   if (k == detail::avx512_kernels()) return Isa::kAvx512;
   if (k == detail::avx2_kernels()) return Isa::kAvx2;
   return Isa::kPortable;

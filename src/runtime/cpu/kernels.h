@@ -89,15 +89,17 @@ void conv_transpose1d(const float* x, int64_t Cin, int64_t T,
                       const float* bias, int64_t stride, int64_t groups, float* y,
                       ThreadPool* pool = nullptr);
 
-// Which implementation the matrix kernels (linear, attention, conv) use: "avx512", "avx2+fma" or
-// "portable". The fastest one the CPU supports is chosen at first use (AVX-512 F/BW/VL/DQ, else
-// AVX2 + FMA + F16C, detected at run time). The environment variable CHORUS_CPU_ISA=portable|avx2|
-// avx512 caps the choice (a cap above what the CPU has changes nothing).
+// Which implementation the matrix kernels (linear, attention, conv) use: "avx512+vnni", "avx512",
+// "avx2+fma" or "portable". The fastest one the CPU supports is chosen at first use (AVX-512
+// F/BW/VL/DQ with VNNI, without, else AVX2 + FMA + F16C, detected at run time). The environment
+// variable CHORUS_CPU_ISA=portable|avx2|avx512|avx512vnni caps the choice (a cap above what the CPU
+// has changes nothing).
 //
 // The AVX-512 kernels reproduce the AVX2 ones bit for bit on float weights (same per-element
-// reduction order, both fused); only the quantised kernels (quant.h) differ between them.
+// reduction order, both fused); only the quantised kernels (quant.h) differ between them. VNNI
+// changes only int4 weights: their products take x quantised to int8 per group of 32.
 const char* isa_name();
-enum class Isa { kPortable, kAvx2, kAvx512 };
+enum class Isa { kPortable, kAvx2, kAvx512, kAvx512Vnni };
 Isa active_isa();
 // Switches implementation (tests and benchmarks compare them in one process). Returns false and
 // changes nothing when the CPU lacks the instructions. Not meant to race with running kernels.

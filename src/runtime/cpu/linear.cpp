@@ -2,6 +2,7 @@
 // gather. Work is split over tiles of 4 output rows (kRowTile = kQuantRows), so float and
 // quantised matrices share one driver for fused groups.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "runtime/cpu/kernels.h"
@@ -49,10 +50,47 @@ void dense_tiles(const detail::MicroKernels& mk, const float* x, int64_t M, cons
   }
 }
 
+// x rows quantised to int8 per group (detail::QuantizedRows), for the integer int4 tiles.
+struct RowsQ8 {
+  std::vector<int8_t> q;
+  std::vector<float> scale, sum;
+  detail::QuantizedRows view;
+};
+
+// x [M, K] (rows lda apart, zero beyond K up to groups·kGroup) → int8 per group: q = round(x / s)
+// with s = max|x| / 127 of the group (0 for an all-zero group), sum = Σ x in ascending order.
+void quantize_rows(const float* x, int64_t lda, int64_t M, int64_t groups, RowsQ8& r) {
+  const int64_t G = detail::kQuantGroup, width = groups * G;
+  r.q.assign(static_cast<size_t>(M * width), 0);
+  r.scale.assign(static_cast<size_t>(M * groups), 0.0f);
+  r.sum.assign(r.scale.size(), 0.0f);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* xg = x + m * lda + g * G;
+      float amax = 0.0f, sum = 0.0f;
+      for (int64_t j = 0; j < G; ++j) {
+        amax = std::max(amax, std::fabs(xg[j]));
+        sum += xg[j];
+      }
+      const float s = amax / 127.0f;
+      int8_t* q = r.q.data() + m * width + g * G;
+      if (s > 0.0f)
+        for (int64_t j = 0; j < G; ++j) q[j] = static_cast<int8_t>(std::clamp(std::nearbyint(xg[j] / s), -127.0f, 127.0f));
+      r.scale[static_cast<size_t>(m * groups + g)] = s;
+      r.sum[static_cast<size_t>(m * groups + g)] = sum;
+    }
+  r.view = {r.q.data(), r.scale.data(), r.sum.data(), width, groups};
+}
+
+// Whether w's products take x quantised to int8 (the active kernels' int4 integer tile).
+bool uses_q8(const detail::MicroKernels& mk, const QuantMatrix& w) {
+  return w.format() == WeightFormat::kInt4 && mk.qdot_tile_int4_q8 != nullptr;
+}
+
 // Tiles [t0, t1) of y = x·wᵀ (+ bias) for a quantised matrix; x rows are lda apart and hold
-// w.groups()·kGroup values (zero beyond K).
-void quant_tiles(const detail::MicroKernels& mk, const float* x, int64_t lda, int64_t M, const QuantMatrix& w,
-                 const float* bias, float* y, int64_t t0, int64_t t1) {
+// w.groups()·kGroup values (zero beyond K). xq: the same rows quantised, when uses_q8.
+void quant_tiles(const detail::MicroKernels& mk, const float* x, int64_t lda, const detail::QuantizedRows* xq,
+                 int64_t M, const QuantMatrix& w, const float* bias, float* y, int64_t t0, int64_t t1) {
   const int64_t N = w.rows();
   const WeightFormat f = w.format();
   const int64_t groups = w.groups();
@@ -66,7 +104,15 @@ void quant_tiles(const detail::MicroKernels& mk, const float* x, int64_t lda, in
     for (int64_t m = 0; m < M; m += x_tile) {
       const int mr = static_cast<int>(std::min(x_tile, M - m));
       for (int64_t t = tb; t < tb_end; ++t) {
-        mk.qdot_tile(f, mr, groups, x + m * lda, lda, w.codes() + t * tile_codes, w.scales() + t * tile_scales, out);
+        if (xq) {
+          detail::QuantizedRows rows = *xq;
+          rows.q += m * rows.ldq;
+          rows.scale += m * rows.lds;
+          rows.sum += m * rows.lds;
+          mk.qdot_tile_int4_q8(mr, groups, rows, w.codes() + t * tile_codes, w.scales() + t * tile_scales, out);
+        } else {
+          mk.qdot_tile(f, mr, groups, x + m * lda, lda, w.codes() + t * tile_codes, w.scales() + t * tile_scales, out);
+        }
         const int64_t n0 = t * kRowTile, nr = std::min<int64_t>(kRowTile, N - n0);
         for (int i = 0; i < mr; ++i)
           for (int64_t j = 0; j < nr; ++j)
@@ -110,8 +156,11 @@ void linear(const float* x, int64_t M, const QuantMatrix& w, const float* bias, 
   const int64_t lda = w.groups() * QuantMatrix::kGroup;
   std::vector<float> buf;
   const float* xp = padded_x(x, M, K, lda, buf);
+  RowsQ8 xq;
+  if (uses_q8(mk, w)) quantize_rows(xp, lda, M, w.groups(), xq);
+  const detail::QuantizedRows* xqp = uses_q8(mk, w) ? &xq.view : nullptr;
   detail::run_parallel(pool, tiles_of(N), grain_for(M, K),
-                       [&](int64_t t0, int64_t t1) { quant_tiles(mk, xp, lda, M, w, bias, y, t0, t1); });
+                       [&](int64_t t0, int64_t t1) { quant_tiles(mk, xp, lda, xqp, M, w, bias, y, t0, t1); });
 }
 
 void linear(const float* x, int64_t M, const LinearWeight& w, const float* bias, float* y, ThreadPool* pool) {
@@ -124,15 +173,21 @@ void linear_fused(const float* x, int64_t M, std::span<const LinearOutput> outs,
   const int64_t K = outs[0].w->cols();
   std::vector<int64_t> first(outs.size() + 1, 0);  // first tile of each output in the joint range
   int64_t padded = K;
+  const auto& mk = detail::active_kernels();
+  bool q8 = false;
   for (size_t i = 0; i < outs.size(); ++i) {
     const LinearWeight& w = *outs[i].w;
     if (w.cols() != K || w.empty() || K <= 0) return;  // not one x: a caller bug, as in linear()
-    if (!w.quant().empty()) padded = w.quant().groups() * QuantMatrix::kGroup;
+    if (!w.quant().empty()) {
+      padded = w.quant().groups() * QuantMatrix::kGroup;
+      q8 = q8 || uses_q8(mk, w.quant());
+    }
     first[i + 1] = first[i] + tiles_of(w.rows());
   }
-  const auto& mk = detail::active_kernels();
   std::vector<float> buf;
   const float* xp = padded_x(x, M, K, padded, buf);
+  RowsQ8 xq;
+  if (q8) quantize_rows(xp, padded, M, padded / QuantMatrix::kGroup, xq);
   detail::run_parallel(pool, first.back(), grain_for(M, K), [&](int64_t t0, int64_t t1) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const int64_t b = std::max(t0, first[i]), e = std::min(t1, first[i + 1]);
@@ -141,7 +196,8 @@ void linear_fused(const float* x, int64_t M, std::span<const LinearOutput> outs,
       if (w.quant().empty())
         dense_tiles(mk, x, M, MatrixRef::of(w.tensor()), nullptr, outs[i].y, b - first[i], e - first[i]);
       else
-        quant_tiles(mk, xp, padded, M, w.quant(), nullptr, outs[i].y, b - first[i], e - first[i]);
+        quant_tiles(mk, xp, padded, uses_q8(mk, w.quant()) ? &xq.view : nullptr, M, w.quant(), nullptr, outs[i].y,
+                    b - first[i], e - first[i]);
     }
   });
 }

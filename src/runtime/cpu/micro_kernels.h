@@ -42,6 +42,21 @@ struct MicroKernels {
   // codes and scales point at the tile's first group.
   void (*qdot_tile)(WeightFormat format, int mr, int64_t groups, const float* a, int64_t lda,
                     const uint8_t* codes, const uint16_t* scales, float* out);
+  // Optional (nullptr: not provided): the same tile for int4 weights with the x rows quantised to
+  // int8 per group (QuantizedRows), integer dot products per group, then scaled in f32:
+  //   out[m·4 + r] = Σ_g d_(r,g)·s_(m,g)·Σ_j q_(r,g,j)·xq_(m,g,j)  +  Σ_g m_(r,g)·sum_(m,g).
+  void (*qdot_tile_int4_q8)(int mr, int64_t groups, const struct QuantizedRows& a, const uint8_t* codes,
+                            const uint16_t* scales, float* out);
+};
+
+// x rows quantised per group of kQuantGroup for the integer kernels: q[m·ldq + k] = round(x / s)
+// in [−127, 127], s = max|x| / 127 of the group (scale[m·lds + g]), and sum[m·lds + g] = Σ x of
+// the group in f32 (ascending k), which the int4 offsets multiply.
+struct QuantizedRows {
+  const int8_t* q = nullptr;
+  const float* scale = nullptr;
+  const float* sum = nullptr;
+  int64_t ldq = 0, lds = 0;
 };
 
 // The quantised tile layout, shared by the quantiser and the kernels. A tile holds kQuantRows
@@ -63,6 +78,8 @@ const MicroKernels& portable_kernels();
 // nullptr when the build has no AVX2 / AVX-512 version (non-x86 targets).
 const MicroKernels* avx2_kernels();
 const MicroKernels* avx512_kernels();
+// AVX-512 plus VNNI (vpdpbusd) for the int4 tile; nullptr when the build has none.
+const MicroKernels* avx512_vnni_kernels();
 // The portable quantised tile, which the AVX2 table also uses.
 void portable_qdot_tile(WeightFormat format, int mr, int64_t groups, const float* a, int64_t lda,
                         const uint8_t* codes, const uint16_t* scales, float* out);

@@ -303,7 +303,7 @@ void qdot_tile(WeightFormat f, int mr, int64_t groups, const float* a, int64_t l
 }  // namespace
 
 const MicroKernels* avx512_kernels() {
-  static const MicroKernels k{"avx512", dot_tile, axpy_panel, qdot_tile};
+  static const MicroKernels k{"avx512", dot_tile, axpy_panel, qdot_tile, nullptr};
   return &k;
 }
 

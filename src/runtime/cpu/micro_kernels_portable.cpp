@@ -166,7 +166,7 @@ void portable_qdot_tile(WeightFormat f, int mr, int64_t groups, const float* a, 
 }
 
 const MicroKernels& portable_kernels() {
-  static const MicroKernels k{"portable", dot_tile, axpy_panel, portable_qdot_tile};
+  static const MicroKernels k{"portable", dot_tile, axpy_panel, portable_qdot_tile, nullptr};
   return k;
 }
 
