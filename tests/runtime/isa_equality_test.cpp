@@ -114,5 +114,27 @@ TEST_F(Avx512VsAvx2, ConvolutionsAreBitwiseEqualIncludingNarrowPanels) {
   }
 }
 
+// snake_beta promises the same values on every ISA: the AVX-512 version repeats the portable
+// operations without fusing them.
+TEST_F(Avx512VsAvx2, SnakeIsBitwiseEqualToThePortableVersion) {
+  std::mt19937 rng(14);
+  auto x = random_vec(rng, 1000, -40.0f, 40.0f);
+  x[5] = 1e5f;  // beyond the polynomial's range: the library sin, on every ISA
+  x[6] = -0.0f;
+  for (int64_t n : {int64_t{1000}, int64_t{37}, int64_t{16}, int64_t{5}}) {
+    const auto run = [&] {
+      std::vector<float> y(static_cast<size_t>(n), NAN);
+      snake_beta(x.data(), n, 1.7f, 0.6f, y.data());
+      return y;
+    };
+    ASSERT_TRUE(set_isa(Isa::kPortable));
+    const auto a = run();
+    ASSERT_TRUE(set_isa(Isa::kAvx512));
+    const auto b = run();
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "n=" << n;
+    EXPECT_FALSE(std::isnan(b[0]));
+  }
+}
+
 }  // namespace
 }  // namespace chorus::cpu::test

@@ -74,6 +74,12 @@ void elu(float* x, int64_t n, float alpha = 1.0f);
 void relu(float* x, int64_t n);
 void tanh_inplace(float* x, int64_t n);
 void sigmoid(float* x, int64_t n);
+// SnakeBeta on one channel: y = x + inv_beta · sin²(alpha · x), y may alias x. sin² is a
+// polynomial after reducing the argument by π (about 2 ulp) where |alpha·x| <= 8000, std::sin
+// beyond. Vectorised per ISA with the same operations in the same order (no fused multiply-adds),
+// so every ISA gives the same values.
+void snake_beta(const float* x, int64_t n, float alpha, float inv_beta, float* y);
+
 // Softmax of each row of length n, in place (max-subtracted). A row whose entries are all −inf
 // becomes all zeros (no probability mass) instead of NaN.
 void softmax(float* x, int64_t rows, int64_t n);

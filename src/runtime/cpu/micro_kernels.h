@@ -47,7 +47,12 @@ struct MicroKernels {
   //   out[m·4 + r] = Σ_g d_(r,g)·s_(m,g)·Σ_j q_(r,g,j)·xq_(m,g,j)  +  Σ_g m_(r,g)·sum_(m,g).
   void (*qdot_tile_int4_q8)(int mr, int64_t groups, const struct QuantizedRows& a, const uint8_t* codes,
                             const uint16_t* scales, float* out);
+  // y[i] = x[i] + ib · sin²(a · x[i]) for |a·x[i]| <= kSnakeMaxArg (snake_beta in kernels.h handles
+  // the rest); every ISA computes the portable version's operations in its order.
+  void (*snake_row)(const float* x, int64_t n, float a, float ib, float* y);
 };
+
+inline constexpr float kSnakeMaxArg = 8000.0f;
 
 // x rows quantised per group of kQuantGroup for the integer kernels: q[m·ldq + k] = round(x / s)
 // in [−127, 127], s = max|x| / 127 of the group (scale[m·lds + g]), and sum[m·lds + g] = Σ x of
@@ -80,6 +85,8 @@ const MicroKernels* avx2_kernels();
 const MicroKernels* avx512_kernels();
 // AVX-512 plus VNNI (vpdpbusd) for the int4 tile; nullptr when the build has none.
 const MicroKernels* avx512_vnni_kernels();
+// The portable snake row, which the AVX2 table also uses.
+void portable_snake_row(const float* x, int64_t n, float a, float ib, float* y);
 // The portable quantised tile, which the AVX2 table also uses.
 void portable_qdot_tile(WeightFormat format, int mr, int64_t groups, const float* a, int64_t lda,
                         const uint8_t* codes, const uint16_t* scales, float* out);

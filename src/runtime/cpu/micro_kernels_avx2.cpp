@@ -194,7 +194,7 @@ void axpy_panel(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, 
 }  // namespace
 
 const MicroKernels* avx2_kernels() {
-  static const MicroKernels k{"avx2+fma", dot_tile, axpy_panel, portable_qdot_tile, nullptr};
+  static const MicroKernels k{"avx2+fma", dot_tile, axpy_panel, portable_qdot_tile, nullptr, portable_snake_row};
   return &k;
 }
 

@@ -300,10 +300,39 @@ void qdot_tile(WeightFormat f, int mr, int64_t groups, const float* a, int64_t l
   return qdot_rows<false>(mr, groups, a, lda, codes, scales, out);
 }
 
+// The portable snake row's operations in its order, 16 lanes at a time, with separate multiplies
+// and adds (this file is compiled with -ffp-contract=off), so the values are the portable ones.
+inline __m512 snake16(__m512 x, __m512 a, __m512 ib) {
+  const auto c = [](float v) { return _mm512_set1_ps(v); };
+  const __m512 v = _mm512_mul_ps(x, a);
+  const __m512 k = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(v, c(0.318309873f)), c(12582912.0f)), c(12582912.0f));
+  __m512 r = _mm512_sub_ps(v, _mm512_mul_ps(k, c(3.140625f)));
+  r = _mm512_sub_ps(r, _mm512_mul_ps(k, c(9.67502593994140625e-4f)));
+  r = _mm512_sub_ps(r, _mm512_mul_ps(k, c(1.509958025e-7f)));
+  const __m512 u = _mm512_mul_ps(r, r);
+  __m512 p = c(-2.39174156e-8f);
+  p = _mm512_add_ps(_mm512_mul_ps(p, u), c(2.75271282e-6f));
+  p = _mm512_sub_ps(_mm512_mul_ps(p, u), c(1.98409049e-4f));
+  p = _mm512_add_ps(_mm512_mul_ps(p, u), c(8.33333097e-3f));
+  p = _mm512_sub_ps(_mm512_mul_ps(p, u), c(1.66666672e-1f));
+  const __m512 s = _mm512_add_ps(r, _mm512_mul_ps(_mm512_mul_ps(r, u), p));
+  return _mm512_add_ps(x, _mm512_mul_ps(ib, _mm512_mul_ps(s, s)));
+}
+
+void snake_row(const float* x, int64_t n, float a, float ib, float* y) {
+  const __m512 av = _mm512_set1_ps(a), bv = _mm512_set1_ps(ib);
+  int64_t t = 0;
+  for (; t + 16 <= n; t += 16) _mm512_storeu_ps(y + t, snake16(_mm512_loadu_ps(x + t), av, bv));
+  if (t < n) {
+    const auto mask = static_cast<__mmask16>((1u << (n - t)) - 1);
+    _mm512_mask_storeu_ps(y + t, mask, snake16(_mm512_maskz_loadu_ps(mask, x + t), av, bv));
+  }
+}
+
 }  // namespace
 
 const MicroKernels* avx512_kernels() {
-  static const MicroKernels k{"avx512", dot_tile, axpy_panel, qdot_tile, nullptr};
+  static const MicroKernels k{"avx512", dot_tile, axpy_panel, qdot_tile, nullptr, snake_row};
   return &k;
 }
 

@@ -74,11 +74,12 @@ void qdot_int4(int mr, int64_t groups, const QuantizedRows& a, const uint8_t* co
 const MicroKernels* avx512_vnni_kernels() {
   static const MicroKernels k = [] {
     const MicroKernels* base = avx512_kernels();
-    MicroKernels t{"avx512+vnni", nullptr, nullptr, nullptr, qdot_int4};
+    MicroKernels t{"avx512+vnni", nullptr, nullptr, nullptr, qdot_int4, nullptr};
     if (base) {
       t.dot_tile = base->dot_tile;
       t.axpy_panel = base->axpy_panel;
       t.qdot_tile = base->qdot_tile;
+      t.snake_row = base->snake_row;
     }
     return t;
   }();

@@ -6,8 +6,28 @@
 #include <limits>
 
 #include "runtime/cpu/kernels.h"
+#include "runtime/cpu/micro_kernels.h"
 
 namespace chorus::cpu {
+
+void snake_beta(const float* x, int64_t n, float alpha, float inv_beta, float* y) {
+  const auto& mk = detail::active_kernels();
+  constexpr int64_t kBlock = 256;
+  float in[kBlock];
+  for (int64_t t0 = 0; t0 < n; t0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - t0);
+    std::copy(x + t0, x + t0 + m, in);  // y may alias x
+    float* out = y + t0;
+    mk.snake_row(in, m, alpha, inv_beta, out);
+    for (int64_t t = 0; t < m; ++t) {
+      const float v = in[t] * alpha;
+      if (!(std::fabs(v) <= detail::kSnakeMaxArg)) {  // rare: huge or non-finite argument
+        const float s = std::sin(v);
+        out[t] = in[t] + inv_beta * (s * s);
+      }
+    }
+  }
+}
 
 void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) {
   if (dim <= 0) return;
