@@ -8,7 +8,6 @@ namespace chorus::nn {
 
 namespace {
 
-
 Result<Tensor> need(const Weights& w, const std::string& name, bool as_f32) {
   if (!w.has(name)) return make_error(ErrorCode::kNotFound, "missing tensor " + name);
   return as_f32 ? w.f32(name) : w.raw(name);

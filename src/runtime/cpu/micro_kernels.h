@@ -9,8 +9,8 @@
 //               ascending order. AVX2 uses fused multiply-adds, portable separate ones.
 //   axpy_panel: init, then one multiply-add per r in ascending order.
 //   qdot_tile:  16 lane sums over k = 16j + l (j ascending); u_l = l_l + l_(l+8), then
-//               ((u0 + u4) + (u2 + u6)) + ((u1 + u5) + (u3 + u7)). The AVX-512 version fuses its
-//               multiply-adds, the others do not.
+//               ((u0 + u4) + (u2 + u6)) + ((u1 + u5) + (u3 + u7)). AVX2 and AVX-512 fuse their
+//               multiply-adds, portable does not.
 #pragma once
 
 #include <cstdint>
@@ -87,7 +87,7 @@ const MicroKernels* avx512_kernels();
 const MicroKernels* avx512_vnni_kernels();
 // The portable snake row, which the AVX2 table also uses.
 void portable_snake_row(const float* x, int64_t n, float a, float ib, float* y);
-// The portable quantised tile, which the AVX2 table also uses.
+// The portable quantised tile.
 void portable_qdot_tile(WeightFormat format, int mr, int64_t groups, const float* a, int64_t lda,
                         const uint8_t* codes, const uint16_t* scales, float* out);
 // The table selected by set_isa / run-time detection.
