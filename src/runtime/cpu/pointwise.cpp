@@ -16,12 +16,17 @@ void snake_beta(const float* x, int64_t n, float alpha, float inv_beta, float* y
   float in[kBlock];
   for (int64_t t0 = 0; t0 < n; t0 += kBlock) {
     const int64_t m = std::min(kBlock, n - t0);
-    std::copy(x + t0, x + t0 + m, in);  // y may alias x
+    // Arguments beyond the polynomial's range (or not finite) are rare: look for one first, in a
+    // loop that vectorises, and keep a copy of x only then (y may alias x).
+    int large = 0;
+    for (int64_t t = 0; t < m; ++t) large |= !(std::fabs(x[t0 + t] * alpha) <= detail::kSnakeMaxArg);
+    if (large) std::copy(x + t0, x + t0 + m, in);
     float* out = y + t0;
-    mk.snake_row(in, m, alpha, inv_beta, out);
+    mk.snake_row(x + t0, m, alpha, inv_beta, out);
+    if (!large) continue;
     for (int64_t t = 0; t < m; ++t) {
       const float v = in[t] * alpha;
-      if (!(std::fabs(v) <= detail::kSnakeMaxArg)) {  // rare: huge or non-finite argument
+      if (!(std::fabs(v) <= detail::kSnakeMaxArg)) {
         const float s = std::sin(v);
         out[t] = in[t] + inv_beta * (s * s);
       }

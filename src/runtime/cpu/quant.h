@@ -6,10 +6,11 @@
 //         m = min w, d = (max w − min w) / 15 (5 bits per weight).
 //
 // Codes are computed against the f16-rounded scales, so the stored scales are the ones the rounding
-// was chosen for. Activations stay f32: the kernels dequantise in registers and accumulate in f32,
-// so the only error against the bf16 model is the weights' rounding (measured in
-// docs/quantization.md). Rows are stored in tiles of 4, each tile's groups contiguous, so a
-// matrix-vector product reads one sequential stream.
+// was chosen for. The kernels dequantise in registers and accumulate in f32 on f32 activations, so
+// the only error against the bf16 model is the weights' rounding — except int4 on AVX-512 VNNI,
+// whose integer products take the activations rounded to int8 per group of 32 (the weights' error
+// dominates; both measured in docs/quantization.md). Rows are stored in tiles of 4, each tile's
+// groups contiguous, so a matrix-vector product reads one sequential stream.
 #pragma once
 
 #include <cstdint>
