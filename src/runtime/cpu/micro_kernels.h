@@ -1,12 +1,14 @@
 // Internal: the small block computations that linear, attention and conv are built from. Each ISA
-// (portable C++, AVX2+FMA+F16C, AVX-512) provides one table; the drivers in linear.cpp, attention.cpp and
-// conv.cpp do blocking and threading and call through the active table.
+// (portable C++, AVX2+FMA+F16C, AVX-512, AVX-512 VNNI) provides one table; the drivers in
+// linear.cpp, attention.cpp and conv.cpp do blocking and threading and call through the active
+// table.
 //
-// Both blocks fix the reduction order of every output element independently of the block shape, so
-// a result never depends on how the drivers tile the work (M, N, thread split):
+// Every block fixes the reduction order of each output element independently of the block shape,
+// so a result never depends on how the drivers tile the work (M, N, thread split):
 //   dot_tile:   8 lane sums over k = 8j + l (j ascending), combined as
 //               ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the k >= 8·⌊K/8⌋ tail in
-//               ascending order. AVX2 uses fused multiply-adds, portable separate ones.
+//               ascending order. AVX2 and AVX-512 use fused multiply-adds (the same values),
+//               portable separate ones.
 //   axpy_panel: init, then one multiply-add per r in ascending order.
 //   qdot_tile:  16 lane sums over k = 16j + l (j ascending); u_l = l_l + l_(l+8), then
 //               ((u0 + u4) + (u2 + u6)) + ((u1 + u5) + (u3 + u7)). AVX2 and AVX-512 fuse their
