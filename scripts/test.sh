@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole chorus test suite: installs missing Debian packages, builds (CUDA sources too when
-# nvcc is present), runs every unit/golden test, then the parser tests under AddressSanitizer +
-# UndefinedBehaviorSanitizer, then each libFuzzer target for a bounded time.
+# nvcc is present), runs every unit/golden test (not the GPU suite, label `gpu`: it needs a GPU,
+# scripts/device/gpu_tests.sh), the planted-bug checks (tests/planted/run.sh), then the parser tests
+# under AddressSanitizer + UndefinedBehaviorSanitizer, then each libFuzzer target for a bounded time.
 #   CHORUS_FUZZ_SECONDS=N   seconds per fuzz target (default 60; 0 skips fuzzing)
 #   CHORUS_FUZZ_SEED=N      libFuzzer seed (default 1, so a CI finding replays; 0 = random, for
 #                           longer exploratory runs)
@@ -33,10 +34,63 @@ run_ctest() {  # run_ctest BUILD_DIR [ctest args...]: adds the counts to the tot
 }
 
 echo "== build (release)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# ccache when installed: reruns rebuild only what changed, and the planted-bug checks' CPU-only copy
+# of the tree (tests/planted/run.sh) reuses the objects both builds compile alike.
+launcher=()
+if command -v ccache > /dev/null; then
+  export CCACHE_BASEDIR=$PWD
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 ninja -C build
 echo "== tests (release)"
-run_ctest build
+run_ctest build -LE gpu  # the GPU suite runs on a GPU machine: scripts/device/gpu_tests.sh
+
+echo "== planted-bug checks (tests/planted: each named test must fail with its bug planted)"
+planted_log=$(mktemp)
+set +e
+tests/planted/run.sh 2>&1 | tee "$planted_log"
+set -e
+if line=$(grep -E '^planted: [0-9]+ passed, [0-9]+ failed$' "$planted_log" | tail -1); then
+  passed=$((passed + $(sed -E 's/^planted: ([0-9]+) passed.*/\1/' <<<"$line")))
+  failed=$((failed + $(sed -E 's/.* ([0-9]+) failed$/\1/' <<<"$line")))
+else
+  failed=$((failed + 1))  # the script stopped before its totals
+fi
+rm -f "$planted_log"
+
+# The Python package (python/tests), against the extension staged in build/python; Debian's
+# pytest, numpy and pybind11 belong to /usr/bin/python3 (a pyenv python3 may come first on PATH).
+if [ -d build/python/chorus ] && [ -d python/tests ]; then
+  echo "== Python package tests"
+  pylog=$(mktemp)
+  set +e
+  CHORUS_BUILD_DIR="$(pwd)/build" /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests 2>&1 | tee "$pylog"
+  pyrc=${PIPESTATUS[0]}
+  set -e
+  np=$(grep -oE '[0-9]+ passed' "$pylog" | tail -1 | grep -oE '[0-9]+' || true)
+  nf=$( (grep -oE '[0-9]+ (failed|errors?)' "$pylog" || true) | awk '{s += $1} END {print s + 0}')
+  passed=$((passed + ${np:-0})); failed=$((failed + ${nf:-0}))
+  # Exit 5: no tests collected (counts as a failure: the suite is expected to exist); other
+  # non-zero exits without a failure count (a crash, a collection error) count as one failure.
+  if [ "$pyrc" = 5 ] || { [ "$pyrc" != 0 ] && [ "${nf:-0}" = 0 ]; }; then failed=$((failed + 1)); fi
+  rm -f "$pylog"
+fi
+
+echo "== OpenAI Node SDK against chorus serve (tests/node)"
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  node_log=$(mktemp)
+  set +e
+  ( cd tests/node && { npm ci --no-audit --no-fund >/dev/null 2>&1 || npm install --no-audit --no-fund >/dev/null; } &&
+    CHORUS_BIN="$(pwd)/../../build/chorus" node --test --test-reporter=tap ) 2>&1 | tee "$node_log"
+  set -e
+  np=$(grep -E '^# pass [0-9]+' "$node_log" | tail -1 | awk '{print $3}')
+  nf=$(grep -E '^# fail [0-9]+' "$node_log" | tail -1 | awk '{print $3}')
+  if [ -z "$np" ]; then failed=$((failed + 1)); else passed=$((passed + np)); failed=$((failed + ${nf:-0})); fi
+  rm -f "$node_log"
+else
+  echo "node/npm missing: counted as one failure"; failed=$((failed + 1))
+fi
 
 if [ "${CHORUS_SKIP_ASAN:-0}" != 1 ]; then
   echo "== tests under ASan+UBSan (parsers, loaders, tokenizer, audio input)"

@@ -6,15 +6,13 @@
 # start there, else builds with build.sh; then runs the GPU test suite and `chorus bench --device
 # cuda` on real-size random checkpoints, plus comparison runs and an Nsight Compute per-kernel
 # profile. Logs go to $OUT (at most a few files: the device tool returns 8).
-#   STEPS="tests branchtests say bench06 variants06 ncu06 bench17 breeze breeze_variants breeze_env timeline ncubreeze ncusource" (default: tests bench06 variants06 bench17)
-#   persistent06: 0.6B single stream with and without the persistent decode kernel, alternating
-#   trace06: 0.6B with the persistent kernel's per-phase timing (CHORUS_STACK_TRACE=1)
-#   stackvariants06 / stackvariants17 / stackvariantsbreeze: the per-kernel path and the persistent
-#     kernel, this build and each packed chorus_<name>, on the 0.6B / 1.7B / Breeze checkpoints
+#   STEPS="tests branchtests say bench06 ncu06 bench17 breeze breeze_variants timeline ncubreeze ncusource" (default: tests bench06 bench17)
+#   split06: 0.6B single stream with each frame as two graphs (talker and code predictor timed apart)
+#   trace06: 0.6B with the persistent kernel's per-phase timing (bench --stack-trace)
+#   stackvariants06 / stackvariants17 / stackvariantsbreeze: this build and each packed chorus_<name>
+#     side by side on the 0.6B / 1.7B / Breeze checkpoints
 #   ncubreeze: Nsight Compute time per kernel of Breeze's decode (2 frames after prefill), summed
 #     per kernel by scripts/device/ncu_summary.py
-#   breeze_env: run-time switches side by side on Breeze (BREEZE_ENVS ';'-separated settings, "-"
-#     for none; BREEZE_ROUNDS, BREEZE_FRAMES)
 #   timeline: each launch's share of Breeze's decode critical path, from a CUPTI kernel trace
 #     (scripts/device/kernel_trace.cpp, scripts/device/timeline.py; TIMELINE_FRAMES,
 #     TIMELINE_SKIP kernels skipped first)
@@ -30,7 +28,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
 mkdir -p "$out"
-steps=${STEPS:-tests bench06 variants06 bench17}
+steps=${STEPS:-tests bench06 bench17}
 has() { [[ " $steps " == *" $1 "* ]]; }
 for p in .devcarry/pack/*.tar.xz; do [ -f "$p" ] && tar xJf "$p" -C .devcarry; done
 export CHORUS_SHARED_DIR=$PWD/.devcarry/shared
@@ -104,42 +102,36 @@ bench() {  # bench <model dir> <log> <args...>
   shift 2
   timeout 150 "$bin/chorus" bench --device cuda --model "$m" "$@" 2>&1 | tee -a "$log"
 }
-if has persistent06; then
-  # The persistent decoder-stack kernel against the per-kernel path, side by side in one run.
+if has split06; then
+  # Each frame as two graphs: the talker's and the code predictor's device times apart.
   make_model 0.6b /tmp/q06
-  for v in 0 1 0 1; do
-    echo "== 0.6b, CHORUS_PERSISTENT=$v" | tee -a "$out/bench_06.txt"
-    CHORUS_PERSISTENT=$v bench /tmp/q06 "$out/bench_06.txt" --frames 250
-  done
+  echo "== 0.6b, --split-frames" | tee -a "$out/bench_06.txt"
+  bench /tmp/q06 "$out/bench_06.txt" --frames 250 --split-frames
   rm -rf /tmp/q06
 fi
 if has trace06; then
   # Where the persistent kernel's phases spend their time (grid barrier, staging, matrix work).
   make_model 0.6b /tmp/q06
-  echo "== 0.6b, CHORUS_PERSISTENT=1 CHORUS_STACK_TRACE=1" | tee -a "$out/bench_06.txt"
-  CHORUS_PERSISTENT=1 CHORUS_STACK_TRACE=1 bench /tmp/q06 "$out/bench_06.txt" --frames 100
+  echo "== 0.6b, --stack-trace" | tee -a "$out/bench_06.txt"
+  bench /tmp/q06 "$out/bench_06.txt" --frames 100 --stack-trace
   rm -rf /tmp/q06
 fi
-# stack_variants <name> <model dir>: the per-kernel path and the persistent kernel, of this build and
-# of every other build packed beside it (chorus_<name>, e.g. chorus_base), side by side: two rounds.
+# stack_variants <name> <model dir>: this build and every other build packed beside it
+# (chorus_<name>, e.g. chorus_base), side by side: two rounds.
 #   SV_ROUNDS (default 2); SV_BUILDS_<name> (e.g. SV_BUILDS_breeze="chorus_base chorus"): the builds
-#   for that model (default all); SV_PERSIST_<name> (default "0 1"); SV_TRACE=0 leaves the persistent
-#   kernel's per-phase timing off (default: on with it); SV_FRAMES frames per run (default 100; the
-#   targets are stated at 250).
+#   for that model (default all); SV_TRACE=1 adds the persistent kernel's per-phase timing;
+#   SV_FRAMES frames per run (default 100; the targets are stated at 250).
 stack_variants() {
-  local name=$1 m=$2 builds b pick persist
+  local name=$1 m=$2 builds b pick trace=()
   builds="$(cd "$bin" && ls chorus_* 2>/dev/null | tr '\n' ' ')chorus"
   pick=SV_BUILDS_${name//./}
   builds=${!pick:-$builds}
-  pick=SV_PERSIST_${name//./}
-  persist=${!pick:-0 1}
+  [ "${SV_TRACE:-0}" = 1 ] && trace=(--stack-trace)
   for round in $(seq "${SV_ROUNDS:-2}"); do
     for b in $builds; do
-      for p in $persist; do
-        echo "== $name round $round, $b, CHORUS_PERSISTENT=$p" | tee -a "$out/stack_variants.txt"
-        CHORUS_PERSISTENT=$p CHORUS_STACK_TRACE=${SV_TRACE:-$p} timeout 150 "$bin/$b" bench --device cuda --model "$m" \
-          --frames "${SV_FRAMES:-100}" 2>&1 | tee -a "$out/stack_variants.txt" | grep -E "^single stream|^decode_stack|^  [a-z]"
-      done
+      echo "== $name round $round, $b" | tee -a "$out/stack_variants.txt"
+      timeout 150 "$bin/$b" bench --device cuda --model "$m" --frames "${SV_FRAMES:-100}" "${trace[@]}" 2>&1 \
+        | tee -a "$out/stack_variants.txt" | grep -E "^single stream|^decode_stack|^  [a-z]"
     done
   done
 }
@@ -158,17 +150,11 @@ if has stackvariantsbreeze; then
   stack_variants breeze /tmp/breeze
   rm -rf /tmp/breeze
 fi
-if has bench06 || has variants06 || has ncu06; then
+if has bench06 || has ncu06; then
   make_model 0.6b /tmp/q06
   if has bench06; then
     echo "== bench 0.6b" | tee -a "$out/bench_06.txt"
     bench /tmp/q06 "$out/bench_06.txt" --frames 250 --batches 1,16,64,256 --batch-frames 40
-  fi
-  if has variants06; then
-    echo "== 0.6b, PDL off (CHORUS_CUDA_PDL=0)" | tee -a "$out/bench_06.txt"
-    CHORUS_CUDA_PDL=0 bench /tmp/q06 "$out/bench_06.txt" --frames 250
-    echo "== 0.6b, single rows through the general matrix-vector kernel (CHORUS_GEMV1=0)" | tee -a "$out/bench_06.txt"
-    CHORUS_GEMV1=0 bench /tmp/q06 "$out/bench_06.txt" --frames 250
   fi
   if has ncu06 && (( SECONDS < ${DEADLINE_S:-400} )); then
     ncu_bench /tmp/q06 ncu_06.csv 1300 150
@@ -191,30 +177,9 @@ if has breeze; then
   echo "== bench breeze, CFG 3" | tee -a "$out/bench_breeze.txt"
   bench /tmp/breeze "$out/bench_breeze.txt" --frames 250 --cfg-scale 3
   if has breeze_variants; then
-    echo "== breeze, 2..8 rows through cuBLAS (CHORUS_GEMV_MAX_ROWS=1)" | tee -a "$out/bench_breeze.txt"
-    CHORUS_GEMV_MAX_ROWS=1 bench /tmp/breeze "$out/bench_breeze.txt" --frames 60 --batches 1,4,8 --batch-frames 30
     echo "== breeze, f32 activations" | tee -a "$out/bench_breeze.txt"
     bench /tmp/breeze "$out/bench_breeze.txt" --frames 100 --activations f32
-    echo "== breeze, single rows through the general matrix-vector kernel (CHORUS_GEMV1=0)" | tee -a "$out/bench_breeze.txt"
-    CHORUS_GEMV1=0 bench /tmp/breeze "$out/bench_breeze.txt" --frames 100
   fi
-  rm -rf /tmp/breeze
-fi
-if has breeze_env; then
-  # Run-time switches side by side on one build (no rebuild): Breeze single stream, each setting of
-  # BREEZE_ENVS (';'-separated, each a space-separated list of VAR=value, "-" for none) in turn,
-  # BREEZE_ROUNDS times, BREEZE_FRAMES frames (e.g. BREEZE_ENVS="-;CHORUS_L2_PREFETCH=0").
-  make_breeze
-  IFS=';' read -r -a settings <<< "${BREEZE_ENVS:--}"
-  for ((round = 1; round <= ${BREEZE_ROUNDS:-2}; ++round)); do
-    for setting in "${settings[@]}"; do
-      vars=()
-      [ "$setting" != "-" ] && read -r -a vars <<< "$setting"
-      echo "== breeze, ${setting}" | tee -a "$out/bench_breeze_env.txt"
-      env "${vars[@]}" "$bin/chorus" bench --device cuda --model /tmp/breeze --frames "${BREEZE_FRAMES:-150}" 2>&1 \
-        | grep "single stream" | tee -a "$out/bench_breeze_env.txt"
-    done
-  done
   rm -rf /tmp/breeze
 fi
 if has ncubreeze; then
@@ -247,12 +212,12 @@ if has timeline; then
   rm -rf /tmp/breeze
 fi
 if has ncusource; then
-  # Where a latency-bound launch's warps spend their time (session 14: the small-cache attention
-  # was instruction-bound). Single-stream Breeze, bf16 activations as the bench runs it.
+  # Where a latency-bound launch's warps spend their time (e.g. whether it is instruction-bound).
+  # Single-stream Breeze, bf16 activations as the bench runs it.
   ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   make_breeze
   i=0
-  # Mangled names: the demangled ones did not match (session 16; the bool arguments print as
+  # Mangled names: the demangled ones do not match reliably (the bool arguments print as
   # true/false there, and regexes over spaces and angle brackets are fragile). ILi1ELi0ELi1ELb1ELb0ELb1E
   # is gemv1_kernel<1, 0, 1, true, false, true>: the depth decoder's normed q/k/v in bf16.
   IFS=';' read -r -a kernels <<< "${NCU_KERNELS:-gemv1_kernelILi1ELi0ELi1ELb1ELb0ELb1E;attention_small_kernel;fused_mlp_bulk_kernel}"

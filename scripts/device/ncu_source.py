@@ -7,9 +7,8 @@
 
 Prints the instructions executed (in warp instructions, and per warp when --warps is given), the
 opcode mix weighted by executions, the stall reasons summed over the kernel, and the instructions
-holding at least --top of the stall samples. Session 14 found the small-cache decode attention
-this way: ~1,320 instructions per warp, most of them integer address arithmetic
-(docs/PERFORMANCE.md "Session 14").
+holding at least --top of the stall samples (e.g. the general decode attention over 16 positions:
+~1,320 instructions per warp, most of them integer address arithmetic).
 """
 import argparse
 import collections

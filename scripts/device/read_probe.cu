@@ -1,10 +1,9 @@
 // Times plain reads of a depth layer's MLP bytes (50.3 MB), of one matrix (16.8 MB) and of a layer's
 // attention weights (3.1 MB) by several strategies, each from 16 distinct buffers (so nothing stays
 // in L2) in one CUDA graph with programmatic dependent launch, and the cost of one launch boundary in
-// a chain of dependent launches. Run on the GPU machine; it needs no part of chorus. Session 14's
-// numbers (docs/PERFORMANCE.md "Session 14", call 2): bulk copies through a shared-memory ring read
-// 50 MB at 4.06 TB/s against 3.03 TB/s for 128-thread blocks of register loads, and a boundary costs
-// 0.61-0.64 us.
+// a chain of dependent launches. Run on the GPU machine; it needs no part of chorus. On the H200:
+// bulk copies through a shared-memory ring read 50 MB at 4.06 TB/s against 3.03 TB/s for 128-thread
+// blocks of register loads, and a boundary costs 0.61-0.64 us.
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 scripts/device/read_probe.cu -o .devcarry/probe/read_probe
 //   then run .devcarry/probe/read_probe there (carry .devcarry/probe).

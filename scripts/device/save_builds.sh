@@ -3,7 +3,7 @@
 # only the files that differ are rebuilt) and saves each as build-cuda/chorus_<name>, for the
 # side-by-side stackvariants steps of gpu_session.sh (pack.sh packs them). Then rebuilds the current
 # checkout, so build-cuda/chorus is this revision again.
-#   scripts/device/save_builds.sh base=main pieces=wip/stack-pieces~1
+#   scripts/device/save_builds.sh base=main mine=HEAD
 # SAVE_TESTS=1 also saves each revision's GPU suite as build-cuda/tests/test_gpu_at_<name> (pack.sh
 # packs it; the `branchtests` step of gpu_session.sh runs every one).
 set -euo pipefail

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/sampler_overrides.h"
 #include "models/breeze_tts/checkpoint.h"
 #include "models/breeze_tts/tokenizer.h"
 #include "models/breeze_tts/voice.h"
@@ -20,8 +21,9 @@ class BreezeStream final : public TtsStream {
  public:
   BreezeStream(const bt::BreezeModel* owner, bt::BreezeGeneration g, int64_t text_tokens)
       : owner_(owner), g_(std::move(g)), text_tokens_(text_tokens) {}
-  bool finished() const override { return g_.finished(); }
+  bool finished() const override { return cancelled_ || g_.finished(); }
   StopReason stop_reason() const override {
+    if (cancelled_ && !g_.finished()) return StopReason::kCancelled;
     if (!g_.finished()) return StopReason::kRunning;
     return g_.ended_by_eos() ? StopReason::kEos : StopReason::kMaxFrames;
   }
@@ -30,6 +32,7 @@ class BreezeStream final : public TtsStream {
   int64_t text_tokens() const override { return text_tokens_; }
   int64_t prompt_rows() const override { return g_.prompt_rows(); }
   size_t state_bytes() const override { return g_.state_bytes(); }
+  void cancel() override { cancelled_ = true; }
   const bt::BreezeModel* owner() const { return owner_; }
   bt::BreezeGeneration& gen() { return g_; }
 
@@ -37,15 +40,8 @@ class BreezeStream final : public TtsStream {
   const bt::BreezeModel* owner_;
   bt::BreezeGeneration g_;
   int64_t text_tokens_;
+  bool cancelled_ = false;
 };
-
-void apply(const SamplerOverrides& o, sampling::SamplerParams& p) {
-  if (o.greedy) p.greedy = *o.greedy;
-  if (o.temperature) p.temperature = *o.temperature;
-  if (o.top_k) p.top_k = *o.top_k;
-  if (o.top_p) p.top_p = *o.top_p;
-  if (o.repetition_penalty) p.repetition_penalty = *o.repetition_penalty;
-}
 
 }  // namespace
 
@@ -71,12 +67,19 @@ Result<std::unique_ptr<BreezeEngine>> BreezeEngine::load(const std::string& dir,
   return e;
 }
 
-Result<qwen3_tts::Voice> BreezeEngine::encode_voice(const std::string& audio_path, const audio::AudioLimits& limits) const {
+Result<voice::Voice> BreezeEngine::encode_voice(const std::string& audio_path, const audio::AudioLimits& limits) const {
   CHORUS_ASSIGN(const bt::VoiceEncoder enc, bt::VoiceEncoder::from_files(*files_, pool_ ? pool_ : &ThreadPool::global()));
   return enc.encode_file(audio_path, limits);
 }
 
-Status BreezeEngine::apply_voice(const qwen3_tts::Voice& v, const std::string& label, SynthesisRequest& r) const {
+int64_t BreezeEngine::voice_sample_rate() const { return files_->config.codec.input_sample_rate; }
+
+Result<voice::Voice> BreezeEngine::encode_voice(const float* samples, int64_t n, bool) const {
+  CHORUS_ASSIGN(const bt::VoiceEncoder enc, bt::VoiceEncoder::from_files(*files_, pool_ ? pool_ : &ThreadPool::global()));
+  return enc.encode(samples, n);
+}
+
+Status BreezeEngine::apply_voice(const voice::Voice& v, const std::string& label, SynthesisRequest& r) const {
   CHORUS_TRY(bt::check_voice_for_model(v, files_->config, label));
   if (!r.ref_codes.empty()) return bad(label + ": the voice gives the reference codes already: drop the request's own");
   if (v.has_ref_text()) {
@@ -145,8 +148,8 @@ Result<bt::GenerationParams> BreezeEngine::params(const SynthesisRequest& r, con
     g.ref_scale = r.dual_cfg->first;
     g.ins_scale = r.dual_cfg->second;
   }
-  apply(r.sampler, g.backbone);
-  apply(r.depth_sampler, g.depth);
+  apply_overrides(r.sampler, g.backbone);
+  apply_overrides(r.depth_sampler, g.depth);
   g.depth.repetition_penalty = 1.0f;  // upstream's depth sampler has none
   if (r.max_frames < 0) return bad("max frames must be >= 0 (0: the checkpoint's limit)");
   if (!(r.length_cap.frames_per_token >= 0) || r.length_cap.slack_frames < 0)

@@ -8,28 +8,35 @@
 #include <string>
 
 #include "audio/reader.h"
-#include "engine/tts_model.h"
+#include "engine/family_engine.h"
 #include "models/breeze_tts/generation.h"
-#include "models/qwen3_tts/voice_file.h"
+#include "models/voice/voice_file.h"
 #include "text/sentencepiece_tokenizer.h"
 
 namespace chorus::engine {
 
-class BreezeEngine final : public TtsModel {
+class BreezeEngine final : public FamilyEngine {
  public:
   static Result<std::unique_ptr<BreezeEngine>> load(const std::string& dir, ThreadPool* pool,
                                                     WeightFormat weights = WeightFormat::kBf16);
 
-  const ModelInfo& info() const override { return info_; }
+  const VoiceCloner* voice_cloner() const override { return this; }
+  int64_t voice_sample_rate() const override;
+  // Breeze clones from reference codes and their transcript: the codes are always made.
+  Result<voice::Voice> encode_voice(const float* samples, int64_t n, bool with_codes) const override;
+  Status apply_voice(const voice::Voice& v, const std::string& label, SynthesisRequest& r,
+                     std::string* note) const override {
+    return apply_voice(v, label, r);
+  }
   Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& request) const override;
   Status step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const override;
 
   // Voice cloning from audio: reference audio → a breeze-tts Voice (codes, no transcript) through
   // the checkpoint's codec encoder (breeze_tts/voice.h).
-  Result<qwen3_tts::Voice> encode_voice(const std::string& audio_path, const audio::AudioLimits& limits) const;
+  Result<voice::Voice> encode_voice(const std::string& audio_path, const audio::AudioLimits& limits) const;
   // Fills the request's reference codes, and its transcript when the voice holds one (giving one in
   // the request too is an error), after checking the voice suits this model.
-  Status apply_voice(const qwen3_tts::Voice& v, const std::string& label, SynthesisRequest& r) const;
+  Status apply_voice(const voice::Voice& v, const std::string& label, SynthesisRequest& r) const;
 
   const breeze_tts::ModelFiles& files() const { return *files_; }
 
@@ -46,7 +53,6 @@ class BreezeEngine final : public TtsModel {
   std::unique_ptr<breeze_tts::BreezeModel> model_;
   std::optional<text::SentencePieceTokenizer> tokenizer_;
   ThreadPool* pool_ = nullptr;
-  ModelInfo info_;
 };
 
 }  // namespace chorus::engine

@@ -45,7 +45,7 @@ bt::gpu::Guide guide_of(const bt::GenerationParams& g) {
   return {};
 }
 
-class CudaBreezeEngine final : public TtsModel {
+class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
  public:
   static Result<std::unique_ptr<CudaBreezeEngine>> load(const std::string& dir, const CudaLoadOptions& o) {
     CHORUS_CUDA_TRY(cudaSetDevice(o.device));
@@ -58,10 +58,9 @@ class CudaBreezeEngine final : public TtsModel {
       CHORUS_ASSIGN(e->text_, bt::gpu::TextEncoderCuda::upload(files.config, files.main));
     }
     e->info_ = e->cpu_->info();
+    e->split_frames_ = o.split_frames;
     return e;
   }
-
-  const ModelInfo& info() const override { return info_; }
 
   Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& r) const override {
     // The CPU engine's request handling; the layouts and limits as BreezeGeneration::start.
@@ -108,32 +107,25 @@ class CudaBreezeEngine final : public TtsModel {
       std::vector<bt::gpu::StreamSetup> setups;
       for (size_t i : active) setups.push_back(ss[i]->setup);
       CHORUS_ASSIGN(auto frames, Frames::create(dev_, setups));
+      frames->set_split_frames(split_frames_);
       CHORUS_TRY(frames->prefill(setups));
       for (size_t i : active) {
         ss[i]->setup.branches.clear();
         std::vector<Tensor>().swap(ss[i]->rows);
       }
-      if (times) times->prefill_s += frames->timing().prefill_ms * 1e-3;
       return frames;
     };
-    CHORUS_ASSIGN(Frames* ran, step_device_streams<Frames>(
-                                   ss, out, static_cast<int32_t>(dev_->config().backbone_eos()),
-                                   dev_->codebooks(), start, [](const CudaBreezeStream& s) { return s.setup.max_frames; }));
-    if (ran && times) {
-      times->depth_s += ran->timing().depth_ms * 1e-3;
-      times->backbone_s += ran->timing().backbone_ms * 1e-3;
-    }
-    return ok_status();
+    return step_timed<Frames>(ss, out, static_cast<int32_t>(dev_->config().backbone_eos()), dev_->codebooks(), start,
+                              [](const CudaBreezeStream& s) { return s.setup.max_frames; }, times);
   }
 
   const bt::gpu::DeviceModel& device_model() const { return *dev_; }
 
  private:
-  std::unique_ptr<BreezeEngine> cpu_;
   std::shared_ptr<const bt::gpu::DeviceModel> dev_;
   std::unique_ptr<bt::gpu::TextEncoderCuda> text_;  // the prompts' text segments
   ThreadPool* pool_ = nullptr;
-  ModelInfo info_;
+  bool split_frames_ = false;  // CudaLoadOptions::split_frames
 };
 
 }  // namespace
@@ -150,10 +142,6 @@ Result<std::unique_ptr<TtsModel>> load_cuda_breeze_model(const std::string& dir,
 namespace chorus::engine {
 
 Result<std::unique_ptr<TtsModel>> load_cuda_breeze_model(const std::string&, const CudaLoadOptions&) {
-  return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
-}
-
-Result<std::string> cuda_bench_breeze(const BreezeBenchOptions&) {
   return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
 }
 

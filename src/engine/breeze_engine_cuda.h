@@ -5,7 +5,6 @@
 // share the guidance mode (the number of branches). Without CUDA these return kUnsupported.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -16,18 +15,5 @@
 namespace chorus::engine {
 
 Result<std::unique_ptr<TtsModel>> load_cuda_breeze_model(const std::string& dir, const CudaLoadOptions& options);
-
-// `chorus bench --device cuda --model BREEZE_DIR [--cfg-scale S]` (bench_breeze_cuda.cpp): random
-// text ids; without CFG the plain layout (one branch), with CFG a design prompt (a random
-// instruction; cond + uncond branches). EOS is suppressed so every stream makes `frames` frames.
-struct BreezeBenchOptions {
-  CudaBenchOptions base;
-  float cfg_scale = 1.0f;
-  int64_t text_tokens = 30;
-  int64_t instruct_tokens = 16;
-  bool greedy = false;
-  ActivationPrecision activations = ActivationPrecision::kModelDefault;  // the model default: bf16
-};
-Result<std::string> cuda_bench_breeze(const BreezeBenchOptions& o);
 
 }  // namespace chorus::engine

@@ -1,7 +1,6 @@
 // What the GPU engines of every family share (Qwen3-TTS, Breeze TTS 2): streams whose frames run in
-// one device frame batch, and the per-step bookkeeping around it. `Frames` is a family's FrameBatch:
-//   int size(); size_t device_bytes(); Status run_frame(bool feed, std::optional<bool> then);
-//   const int32_t* frame_codes(int slot); int32_t next_c0(int slot); int32_t error(int slot);
+// one device frame batch, and the per-step bookkeeping around it. `Frames` is a family's FrameBatch,
+// a recipe of the frame core (models/frame_core/frame_core_cuda.h).
 // Built only with CUDA.
 #pragma once
 
@@ -14,7 +13,6 @@
 
 #include "core/error.h"
 #include "engine/tts_model.h"
-#include "runtime/cuda/frame_pipeline.h"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::engine {
@@ -32,6 +30,7 @@ class DeviceStream : public TtsStream {
   bool finished() const override { return reason != StopReason::kRunning; }
   StopReason stop_reason() const override { return reason; }
   int64_t frames() const override { return made; }
+  void cancel() override { finish(StopReason::kCancelled); }
 
   void finish(StopReason r) {
     if (reason != StopReason::kRunning) return;
@@ -109,7 +108,7 @@ Result<Frames*> step_device_streams(const std::vector<S*>& ss, std::span<StepRes
   }
 
   // feed: some stream may want a frame after this one; feed_after: after that one too. The frame
-  // after this one is launched ahead (cuda::frames_ahead()) when it may be due.
+  // after this one is launched ahead of the wait when it may be due (cuda::FramePipeline).
   bool any = false, feed = false, feed_after = false;
   for (size_t i : active) {
     if (ss[i]->finished()) continue;
@@ -119,7 +118,7 @@ Result<Frames*> step_device_streams(const std::vector<S*>& ss, std::span<StepRes
   }
   if (!any) return static_cast<Frames*>(nullptr);
   Frames& fb = *batch->frames;
-  CHORUS_TRY(fb.run_frame(feed, feed && cuda::frames_ahead() ? std::optional<bool>(feed_after) : std::nullopt));
+  CHORUS_TRY(fb.run_frame(feed, feed ? std::optional<bool>(feed_after) : std::nullopt));
   for (size_t i : active) {
     S& s = *ss[i];
     if (s.finished()) continue;
@@ -133,6 +132,38 @@ Result<Frames*> step_device_streams(const std::vector<S*>& ss, std::span<StepRes
   }
   return &fb;
 }
+
+// step_device_streams, with the batch's device times added to `times` (when given): the prefill's
+// when `start` made a batch, the halves' when a frame ran.
+template <class Frames, class S, class Start, class MaxFrames>
+Status step_timed(const std::vector<S*>& ss, std::span<StepResult> out, int32_t eos, int codebooks, Start&& start,
+                  MaxFrames&& max_frames, StageTimes* times) {
+  const auto timed_start = [&](const std::vector<size_t>& active) -> Result<std::unique_ptr<Frames>> {
+    CHORUS_ASSIGN(std::unique_ptr<Frames> frames, start(active));
+    if (times) times->prefill_s += frames->timing().prefill_ms * 1e-3;
+    return frames;
+  };
+  CHORUS_ASSIGN(Frames* ran, step_device_streams<Frames>(ss, out, eos, codebooks, timed_start, max_frames));
+  if (ran && times) {
+    times->depth_s += ran->timing().depth_ms * 1e-3;
+    times->backbone_s += ran->timing().backbone_ms * 1e-3;
+  }
+  return ok_status();
+}
+
+// The parts of a GPU engine that every family shares: its CPU engine (request handling, voices),
+// which outlives the device model (a base's members are destroyed after the derived class's).
+template <class CpuEngine>
+class DeviceEngine : public TtsModel {
+ public:
+  const ModelInfo& info() const override { return info_; }
+  const VoiceCloner* voice_cloner() const override { return cpu_->voice_cloner(); }
+  bool joins_running_batch() const override { return false; }
+
+ protected:
+  std::unique_ptr<CpuEngine> cpu_;
+  ModelInfo info_;
+};
 
 }  // namespace chorus::engine
 

@@ -4,6 +4,10 @@
 #include <filesystem>
 #include <limits>
 
+#include "engine/qwen3_text_stream.h"
+#include "engine/sampler_overrides.h"
+#include "models/qwen3_tts/voice_check.h"
+
 namespace chorus::engine {
 
 namespace {
@@ -12,11 +16,18 @@ namespace q3 = qwen3_tts;
 
 Error bad(const std::string& msg) { return make_error(ErrorCode::kInvalidArgument, msg); }
 
+bool has_tokenizer_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path d(dir);
+  return fs::exists(d / "tokenizer.json") || (fs::exists(d / "vocab.json") && fs::exists(d / "merges.txt"));
+}
+
 class Qwen3Stream final : public TtsStream {
  public:
   Qwen3Stream(std::unique_ptr<q3::Stream> s, int64_t text_tokens) : s_(std::move(s)), text_tokens_(text_tokens) {}
-  bool finished() const override { return s_->finished(); }
+  bool finished() const override { return cancelled_ || s_->finished(); }
   StopReason stop_reason() const override {
+    if (cancelled_ && !s_->finished()) return StopReason::kCancelled;
     switch (s_->finish_reason()) {
       case q3::FinishReason::kEos: return StopReason::kEos;
       case q3::FinishReason::kMaxFrames: return StopReason::kMaxFrames;
@@ -28,26 +39,15 @@ class Qwen3Stream final : public TtsStream {
   int64_t text_tokens() const override { return text_tokens_; }
   int64_t prompt_rows() const override { return s_->prompt_rows(); }
   size_t state_bytes() const override { return s_->state_bytes(); }
+  void cancel() override { cancelled_ = true; }
   q3::Stream* impl() { return s_.get(); }
 
  private:
   std::unique_ptr<q3::Stream> s_;
+  bool cancelled_ = false;
   int64_t text_tokens_;
 };
 
-void apply(const SamplerOverrides& o, sampling::SamplerParams& p) {
-  if (o.greedy) p.greedy = *o.greedy;
-  if (o.temperature) p.temperature = *o.temperature;
-  if (o.top_k) p.top_k = *o.top_k;
-  if (o.top_p) p.top_p = *o.top_p;
-  if (o.repetition_penalty) p.repetition_penalty = *o.repetition_penalty;
-}
-
-bool has_tokenizer_files(const std::string& dir) {
-  namespace fs = std::filesystem;
-  const fs::path d(dir);
-  return fs::exists(d / "tokenizer.json") || (fs::exists(d / "vocab.json") && fs::exists(d / "merges.txt"));
-}
 
 }  // namespace
 
@@ -74,6 +74,8 @@ Result<std::unique_ptr<Qwen3TtsEngine>> Qwen3TtsEngine::load(const std::string& 
   e->info_.variant = q3::variant_name(c.variant);
   e->info_.codebooks = e->model_->groups();
   e->info_.sample_rate = c.codec.sample_rate;
+  for (const auto& [name, id] : c.talker.speaker_ids) e->info_.speakers.push_back(name);
+  for (const auto& [name, id] : c.talker.language_ids) e->info_.languages.push_back(name);
   e->info_.frame_rate = c.codec.samples_per_frame > 0
                             ? static_cast<double>(c.codec.sample_rate) / static_cast<double>(c.codec.samples_per_frame)
                             : 12.5;
@@ -132,8 +134,8 @@ q3::GenerationSettings Qwen3TtsEngine::settings(const SynthesisRequest& r) const
   g.code_predictor.temperature = static_cast<float>(d.sub_temperature);
   g.code_predictor.top_k = static_cast<int32_t>(std::clamp<int64_t>(d.sub_top_k, 0, std::numeric_limits<int32_t>::max()));
   g.code_predictor.top_p = static_cast<float>(d.sub_top_p);
-  apply(r.sampler, g.talker);
-  apply(r.depth_sampler, g.code_predictor);
+  apply_overrides(r.sampler, g.talker);
+  apply_overrides(r.depth_sampler, g.code_predictor);
   g.code_predictor.repetition_penalty = 1.0f;  // the official code predictor has none
   // max_new_tokens counts codebook-0 samples; the official loop's last one never gets a frame.
   g.max_frames = r.max_frames > 0 ? r.max_frames : std::max<int64_t>(1, d.max_new_tokens - 1);
@@ -161,22 +163,68 @@ Result<std::unique_ptr<TtsStream>> Qwen3TtsEngine::create_stream(const Synthesis
   return std::unique_ptr<TtsStream>(new Qwen3Stream(std::move(s), text_tokens));
 }
 
+Result<std::unique_ptr<TtsStream>> Qwen3TtsEngine::create_text_stream(const SynthesisRequest& r,
+                                                                      std::shared_ptr<TextFeed>* feed) const {
+  static constexpr char kPrefix[] = "<|im_start|>assistant\n", kSuffix[] = "<|im_end|>\n<|im_start|>assistant\n";
+  if (!feed) return make_error(ErrorCode::kInternal, "create_text_stream: no feed to fill");
+  if (!r.text.empty() || !r.text_ids.empty()) return bad("a request whose text arrives in pieces has no text of its own");
+  if (r.max_frames < 0) return bad("max frames must be >= 0 (0: the checkpoint's limit)");
+  if (r.cfg_scale || r.dual_cfg)
+    return make_error(ErrorCode::kUnsupported, "classifier-free guidance is a Breeze TTS 2 feature");
+  if (!(r.length_cap.frames_per_token >= 0) || r.length_cap.slack_frames < 0)
+    return bad("the length cap needs frames per token >= 0 and slack >= 0");
+  if (!tokenizer_) return make_error(ErrorCode::kUnsupported, "cannot tokenize text in pieces: " + tokenizer_error_);
+  const bool streaming = r.layout == TextLayout::kStreaming ||
+                         (r.layout == TextLayout::kModelDefault && model_->config().variant == q3::Variant::kBase);
+  if (!streaming)
+    return make_error(ErrorCode::kUnsupported, "text in pieces needs the streaming text layout (this model's default "
+                                               "is the full-text layout: ask for the streaming layout)");
+  SynthesisRequest with_ids = r;
+  with_ids.text_ids = {0};  // a stand-in: the text comes through the feed
+  CHORUS_ASSIGN(q3::PromptInputs in, prompt_inputs(with_ids));
+  const std::vector<int32_t> suffix = tokenizer_->encode(kSuffix);
+  // Checks everything but the text now (speaker, language, voice), on a one-token stand-in.
+  std::vector<int32_t> trial = tokenizer_->encode(std::string(kPrefix) + "a" + kSuffix);
+  std::swap(in.text_ids, trial);
+  if (auto trial_prompt = q3::build_prompt(*model_, in); !trial_prompt.ok()) return std::move(trial_prompt).error();
+  in.text_ids.clear();
+  auto f = std::make_shared<TextFeed>(*tokenizer_, kPrefix, kSuffix);
+  auto stream = std::make_unique<Qwen3TextStream>(model_, std::move(in), settings(r), r.length_cap, suffix, f);
+  *feed = std::move(f);
+  return std::unique_ptr<TtsStream>(std::move(stream));
+}
+
 Status Qwen3TtsEngine::step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const {
   if (out.size() != streams.size()) return make_error(ErrorCode::kInternal, "step: one result per stream");
+  // Cancelled streams are left out, so they never make another frame.
   std::vector<q3::Stream*> impl;
+  std::vector<size_t> index;
   impl.reserve(streams.size());
-  for (TtsStream* s : streams) {
-    auto* q = dynamic_cast<Qwen3Stream*>(s);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    out[i].has_frame = false;
+    out[i].codes.clear();
+    if (auto* t = dynamic_cast<Qwen3TextStream*>(streams[i])) {
+      q3::Stream* s = t->steppable();  // nullptr while it waits for text
+      if (s && &s->model() != model_.get()) return make_error(ErrorCode::kInvalidArgument, "step: a stream of another model");
+      if (s) {
+        impl.push_back(s);
+        index.push_back(i);
+      }
+      continue;
+    }
+    auto* q = dynamic_cast<Qwen3Stream*>(streams[i]);
     if (!q || &q->impl()->model() != model_.get())
       return make_error(ErrorCode::kInvalidArgument, "step: a stream of another model");
+    if (q->finished()) continue;
     impl.push_back(q->impl());
+    index.push_back(i);
   }
-  std::vector<q3::FrameOutput> frames(streams.size());
+  std::vector<q3::FrameOutput> frames(impl.size());
   q3::StepTimes t;
   CHORUS_TRY(q3::step_streams(impl, frames, times ? &t : nullptr));
-  for (size_t i = 0; i < streams.size(); ++i) {
-    out[i].has_frame = frames[i].has_frame;
-    out[i].codes = std::move(frames[i].codes);
+  for (size_t k = 0; k < impl.size(); ++k) {
+    out[index[k]].has_frame = frames[k].has_frame;
+    out[index[k]].codes = std::move(frames[k].codes);
   }
   if (times) {
     times->prefill_s += t.talker_prefill_s;
@@ -184,6 +232,57 @@ Status Qwen3TtsEngine::step(std::span<TtsStream* const> streams, std::span<StepR
     times->depth_s += t.code_predictor_s;
     times->sampling_s += t.talker_sampling_s;
   }
+  return ok_status();
+}
+
+const VoiceCloner* Qwen3TtsEngine::voice_cloner() const {
+  return model_->config().variant == q3::Variant::kBase ? this : nullptr;
+}
+
+Result<const q3::VoiceEncoder*> Qwen3TtsEngine::voice_encoder() const {
+  std::lock_guard<std::mutex> lock(voice_mu_);
+  if (!voice_encoder_) {
+    CHORUS_ASSIGN(q3::VoiceEncoder enc, q3::VoiceEncoder::from_files(model_->files(), model_->pool()));
+    voice_encoder_ = std::make_unique<q3::VoiceEncoder>(std::move(enc));
+  }
+  return voice_encoder_.get();
+}
+
+int64_t Qwen3TtsEngine::voice_sample_rate() const {
+  auto enc = voice_encoder();
+  return enc.ok() ? (*enc)->sample_rate() : model_->config().codec.sample_rate;
+}
+
+Result<voice::Voice> Qwen3TtsEngine::encode_voice(const float* samples, int64_t n, bool with_codes) const {
+  CHORUS_ASSIGN(const q3::VoiceEncoder* enc, voice_encoder());
+  return enc->encode(samples, n, with_codes);
+}
+
+Status Qwen3TtsEngine::apply_voice(const voice::Voice& voice, const std::string& label, SynthesisRequest& r,
+                                   std::string* note) const {
+  if (!voice_cloner())
+    return make_error(ErrorCode::kUnsupported, "voice cloning needs a Qwen3-TTS Base or Breeze TTS 2 checkpoint");
+  if (!r.speaker_embedding.empty() || !r.ref_codes.empty())
+    return bad(label + ": the voice gives the speaker embedding and reference codes: drop the request's own");
+  CHORUS_TRY(q3::check_voice_for_model(voice, model_->config(), label));
+  const bool request_text = !r.ref_text.empty() || !r.ref_text_ids.empty();
+  if (voice.has_ref_text()) {
+    if (request_text) return bad(label + " holds its reference text already: drop the request's reference text");
+    r.ref_text = voice.ref_text;
+    r.ref_text_ids = voice.ref_text_ids;
+  }
+  r.speaker_embedding = voice.x_vector;
+  const bool has_text = !r.ref_text.empty() || !r.ref_text_ids.empty();
+  if (!r.xvector_only && (!has_text || !voice.has_codes())) {
+    r.xvector_only = true;
+    if (note)
+      *note = label + (has_text ? " has no reference codes" : ": no reference text") +
+              ", so the voice is cloned from its x-vector alone (a reference text enables in-context cloning)";
+  }
+  if (!r.xvector_only)
+    for (int64_t t = 0; t < voice.frames; ++t)
+      r.ref_codes.emplace_back(voice.ref_codes.begin() + t * voice.codebooks,
+                               voice.ref_codes.begin() + (t + 1) * voice.codebooks);
   return ok_status();
 }
 

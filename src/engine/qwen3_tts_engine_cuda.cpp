@@ -6,10 +6,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "engine/breeze_engine_cuda.h"
 #include "engine/device_batch.h"
 #include "engine/qwen3_tts_engine.h"
-#include "models/family.h"
 #include "models/qwen3_tts/frame_batch_cuda.h"
 #include "runtime/cuda/cuda_handles.h"
 
@@ -17,9 +15,8 @@ namespace chorus::engine {
 
 namespace {
 
+using Frames = qwen3_tts::gpu::FrameBatch;
 namespace q3 = qwen3_tts;
-
-using Frames = q3::gpu::FrameBatch;
 
 class CudaStream final : public DeviceStream<Frames> {
  public:
@@ -35,21 +32,19 @@ class CudaStream final : public DeviceStream<Frames> {
   int64_t text_tokens_ = 0;
 };
 
-class CudaQwen3Engine final : public TtsModel {
+class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
  public:
   static Result<std::unique_ptr<CudaQwen3Engine>> load(const std::string& dir, const CudaLoadOptions& o) {
     CHORUS_CUDA_TRY(cudaSetDevice(o.device));
     std::unique_ptr<CudaQwen3Engine> e(new CudaQwen3Engine());
     ThreadPool* pool = o.pool ? o.pool : &ThreadPool::global();
     CHORUS_ASSIGN(e->cpu_, Qwen3TtsEngine::load(dir, pool));
-    // The CPU engine outlives the device model (members are destroyed in reverse order).
     e->model_ = std::shared_ptr<const q3::Model>(std::shared_ptr<const q3::Model>(), &e->cpu_->model());
     CHORUS_ASSIGN(e->dev_, q3::gpu::upload_model(e->model_));
     e->info_ = e->cpu_->info();
+    e->split_frames_ = o.split_frames;
     return e;
   }
-
-  const ModelInfo& info() const override { return info_; }
 
   Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& r) const override {
     // Same request handling as the CPU engine; q3::Stream::create validates the settings.
@@ -82,37 +77,28 @@ class CudaQwen3Engine final : public TtsModel {
         prompts.push_back(&ss[i]->prompt);
       }
       CHORUS_ASSIGN(auto frames, Frames::create(dev_, setups));
+      frames->set_split_frames(split_frames_);
       CHORUS_TRY(frames->prefill(prompts));
       for (size_t i : active) std::vector<float>().swap(ss[i]->prompt.prefill);
-      if (times) times->prefill_s += frames->timing().prefill_ms * 1e-3;
       return frames;
     };
-    CHORUS_ASSIGN(Frames* ran, step_device_streams<Frames>(
-                                   ss, out, static_cast<int32_t>(model_->config().talker.codec_eos_id), dev_->groups(),
-                                   start, [](const CudaStream& s) { return s.settings.max_frames; }));
-    if (ran && times) {
-      times->depth_s += ran->timing().code_predictor_ms * 1e-3;
-      times->backbone_s += ran->timing().talker_ms * 1e-3;
-    }
-    return ok_status();
+    return step_timed<Frames>(ss, out, static_cast<int32_t>(model_->config().talker.codec_eos_id), dev_->groups(), start,
+                              [](const CudaStream& s) { return s.settings.max_frames; }, times);
   }
 
  private:
-  std::unique_ptr<Qwen3TtsEngine> cpu_;
   std::shared_ptr<const q3::Model> model_;
   std::shared_ptr<const q3::gpu::DeviceModel> dev_;
-  ModelInfo info_;
+  bool split_frames_ = false;  // CudaLoadOptions::split_frames
 };
 
 }  // namespace
 
 bool cuda_built() { return true; }
 
-Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string& dir, const CudaLoadOptions& options) {
-  CHORUS_ASSIGN(const Family family, detect_family(dir));
-  if (family == Family::kBreezeTts) return load_cuda_breeze_model(dir, options);
-  CHORUS_ASSIGN(auto e, CudaQwen3Engine::load(dir, options));
-  return std::unique_ptr<TtsModel>(std::move(e));
+Result<std::unique_ptr<TtsModel>> load_cuda_qwen3_model(const std::string& dir, const CudaLoadOptions& options) {
+  CHORUS_ASSIGN(std::unique_ptr<TtsModel> e, CudaQwen3Engine::load(dir, options));
+  return e;
 }
 
 }  // namespace chorus::engine
@@ -123,14 +109,21 @@ namespace chorus::engine {
 
 bool cuda_built() { return false; }
 
-Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string&, const CudaLoadOptions&) {
-  return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
-}
-
-Result<std::string> cuda_bench(const CudaBenchOptions&, const std::function<SynthesisRequest(uint64_t, int64_t)>&) {
-  return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA");
+Result<std::unique_ptr<TtsModel>> load_cuda_qwen3_model(const std::string&, const CudaLoadOptions&) {
+  return make_error(ErrorCode::kUnsupported, "this chorus was built without CUDA (configure with -DCHORUS_CUDA=ON)");
 }
 
 }  // namespace chorus::engine
 
 #endif
+
+namespace chorus::engine {
+
+Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string& dir, const CudaLoadOptions& options) {
+  LoadOptions o;
+  o.device = Device::cuda(options.device);
+  o.pool = options.pool;
+  return load_tts_model(dir, o);
+}
+
+}  // namespace chorus::engine

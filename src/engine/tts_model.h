@@ -16,13 +16,14 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/device.h"
 #include "engine/request.h"
 #include "runtime/cpu/weight_format.h"
 
 namespace chorus::engine {
 
-enum class StopReason { kRunning, kEos, kMaxFrames };
-const char* stop_reason_name(StopReason r);  // "running", "eos", "max-frames"
+enum class StopReason { kRunning, kEos, kMaxFrames, kCancelled };
+const char* stop_reason_name(StopReason r);  // "running", "eos", "max-frames", "cancelled"
 
 class TtsStream {
  public:
@@ -34,6 +35,14 @@ class TtsStream {
   virtual int64_t text_tokens() const = 0;   // of the target text
   virtual int64_t prompt_rows() const = 0;   // prefill length
   virtual size_t state_bytes() const = 0;    // caches and buffers held
+  // Stops the stream before its next frame (finished() turns true, stop_reason() kCancelled); a
+  // finished stream stays as it is. Not thread-safe: call it between steps.
+  virtual void cancel() = 0;
+  // Takes in any input that has arrived (text written while the request runs) and says whether
+  // the stream can make its next frame now; false: it waits for input, leave it out of the step
+  // (a stream passed to step() while waiting makes no frame). Finished streams are ready. Not
+  // thread-safe: call it between steps.
+  virtual Result<bool> ready() { return true; }
 };
 
 struct StepResult {
@@ -53,14 +62,30 @@ struct ModelInfo {
   int64_t codebooks = 0;
   double frame_rate = 0;     // frames per second of audio
   int64_t sample_rate = 0;
+  std::vector<std::string> speakers;   // preset speaker names (CustomVoice), sorted
+  std::vector<std::string> languages;  // accepted language names besides "auto", sorted
 };
+
+class VoiceCloner;
+class TextFeed;
 
 class TtsModel {
  public:
   virtual ~TtsModel() = default;
   virtual const ModelInfo& info() const = 0;
+  // Whether a stream may join a batch whose streams have already made frames (true: any set of
+  // this model's streams may be stepped together; false: the streams of a first step form a batch
+  // that is stepped together until it ends, and newcomers form another).
+  virtual bool joins_running_batch() const { return true; }
+  // Voice cloning from audio, for checkpoints that can (nullptr otherwise).
+  virtual const VoiceCloner* voice_cloner() const { return nullptr; }
   // Checks the request against the model (errors name the bad field); prefill happens on the first step.
   virtual Result<std::unique_ptr<TtsStream>> create_stream(const SynthesisRequest& request) const = 0;
+  // A stream whose text arrives while it runs (the request has no text): *feed receives the text
+  // (engine/text_feed.h). The codes equal those of the request with the whole text, however the
+  // text is cut and timed. kUnsupported where the model cannot speak text before it is complete.
+  virtual Result<std::unique_ptr<TtsStream>> create_text_stream(const SynthesisRequest& request,
+                                                                std::shared_ptr<TextFeed>* feed) const;
   // Advances every unfinished stream by one frame; out[i] receives stream i's frame if it made one.
   // Streams must come from this model. On failure, drop the streams of this batch.
   virtual Status step(std::span<TtsStream* const> streams, std::span<StepResult> out,
@@ -73,11 +98,19 @@ class TtsModel {
 using WeightFormat = cpu::WeightFormat;
 
 struct LoadOptions {
-  ThreadPool* pool = nullptr;  // kernels' threads (nullptr: ThreadPool::global()); must outlive the model
+  Device device;               // where generation (and the codec) run
+  ThreadPool* pool = nullptr;  // CPU threads (nullptr: ThreadPool::global()); must outlive the model
+  // The CPU decoder layers' weights; the CUDA loaders take only kBf16 (kUnsupported otherwise).
   WeightFormat weights = WeightFormat::kBf16;
+  bool codec = true;           // engine::load: also load the codec (audio out); off for codes only
+  // engine::load: a Hugging Face id missing from the local cache is downloaded into it (io/hf_hub.h;
+  // HF_HUB_OFFLINE still forbids it). Off by default: loading never touches the network unasked.
+  bool download = false;
+  bool download_progress = false;  // a progress line per file on stderr
 };
 
-// Detects the family of the checkpoint folder and loads it.
-Result<std::unique_ptr<TtsModel>> load_tts_model(const std::string& dir, const LoadOptions& options = {});
+// Detects the family of the checkpoint folder (a folder, or a Hugging Face id in the local cache)
+// and loads its generator on options.device through the family registry (registry.h).
+Result<std::unique_ptr<TtsModel>> load_tts_model(const std::string& spec, const LoadOptions& options = {});
 
 }  // namespace chorus::engine

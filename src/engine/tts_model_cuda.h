@@ -8,11 +8,8 @@
 // (finished ones may be left out); mixing batches or adding streams later is kUnsupported.
 #pragma once
 
-#include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "core/error.h"
 #include "engine/request.h"
@@ -25,22 +22,14 @@ bool cuda_built();
 struct CudaLoadOptions {
   int device = 0;
   ThreadPool* pool = nullptr;  // CPU threads for prompt building (nullptr: ThreadPool::global())
+  // Each frame as two graphs (the depth walk, then the backbone step) instead of one, so StageTimes
+  // gives their device times apart (`chorus bench --split-frames`); a little slower.
+  bool split_frames = false;
 };
 
-// A Qwen3-TTS checkpoint with generation on the GPU.
+// A checkpoint of any family with generation on the GPU (load_tts_model with a CUDA device).
 Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string& dir, const CudaLoadOptions& options = {});
-
-// `chorus bench --device cuda`: single-stream per-frame costs (talker / code predictor on the GPU,
-// codec on the CPU), time to first frame and to first audio, peak GPU memory, then the step time
-// and aggregate real-time streams for each batch size. `request(seed, frames)` makes the requests.
-struct CudaBenchOptions {
-  std::string model;
-  int64_t frames = 250;
-  int64_t warmup = 5;
-  std::vector<int64_t> batches = {1};
-  int64_t batch_frames = 100;  // frames per stream in the batch runs
-};
-Result<std::string> cuda_bench(const CudaBenchOptions& o,
-                               const std::function<SynthesisRequest(uint64_t seed, int64_t frames)>& request);
+// A Qwen3-TTS checkpoint folder with generation on the GPU (the registry's CUDA loader).
+Result<std::unique_ptr<TtsModel>> load_cuda_qwen3_model(const std::string& dir, const CudaLoadOptions& options);
 
 }  // namespace chorus::engine

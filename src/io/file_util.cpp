@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -112,6 +113,11 @@ Status write_file(const std::string& path, std::string_view bytes) {
   if (!out) return make_error(ErrorCode::kIo, path + ": cannot write");
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return out ? ok_status() : make_error(ErrorCode::kIo, path + ": write failed");
+}
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
 }
 
 }  // namespace chorus::io

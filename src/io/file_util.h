@@ -42,4 +42,7 @@ Result<std::string> read_file_capped(const std::string& path, uint64_t max_bytes
 // Writes `bytes` to `path` (created or truncated).
 Status write_file(const std::string& path, std::string_view bytes);
 
+// The environment variable `name`, or "" when unset.
+std::string env_or_empty(const char* name);
+
 }  // namespace chorus::io

@@ -12,11 +12,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
-
 // One path component of a repository id or revision: no separators, no "." or "..".
 bool safe_component(std::string_view s, bool allow_slash_free_extras) {
   if (s.empty() || s == "." || s == ".." || s.size() > 200) return false;
@@ -28,11 +23,9 @@ bool safe_component(std::string_view s, bool allow_slash_free_extras) {
   return true;
 }
 
-struct RepoId {
-  std::string owner, name, revision;
-};
+}  // namespace
 
-bool parse_repo_id(const std::string& spec, RepoId* id) {
+bool parse_hub_repo_id(const std::string& spec, HubRepoId* id) {
   std::string_view s = spec;
   const size_t at = s.find('@');
   id->revision = "main";
@@ -48,31 +41,28 @@ bool parse_repo_id(const std::string& spec, RepoId* id) {
   return safe_component(id->owner, false) && safe_component(id->name, false);
 }
 
-bool is_commit_hash(std::string_view s) {
+bool is_commit_hash(const std::string& s) {
   if (s.size() != 40) return false;
   for (char c : s)
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   return true;
 }
 
-}  // namespace
-
 std::string hf_hub_cache_dir() {
-  if (std::string v = env("HF_HUB_CACHE"); !v.empty()) return v;
-  if (std::string v = env("HF_HOME"); !v.empty()) return (fs::path(v) / "hub").string();
-  if (std::string v = env("XDG_CACHE_HOME"); !v.empty()) return (fs::path(v) / "huggingface" / "hub").string();
-  return (fs::path(env("HOME")) / ".cache" / "huggingface" / "hub").string();
+  if (std::string v = env_or_empty("HF_HUB_CACHE"); !v.empty()) return v;
+  if (std::string v = env_or_empty("HF_HOME"); !v.empty()) return (fs::path(v) / "hub").string();
+  if (std::string v = env_or_empty("XDG_CACHE_HOME"); !v.empty()) return (fs::path(v) / "huggingface" / "hub").string();
+  return (fs::path(env_or_empty("HOME")) / ".cache" / "huggingface" / "hub").string();
 }
 
 Result<std::string> resolve_model_dir(const std::string& spec) {
   std::error_code ec;
   if (fs::is_directory(spec, ec)) return spec;
-  RepoId id;
-  if (!parse_repo_id(spec, &id)) return make_error(ErrorCode::kNotFound, spec + ": not a directory");
+  HubRepoId id;
+  if (!parse_hub_repo_id(spec, &id)) return make_error(ErrorCode::kNotFound, spec + ": not a directory");
   const std::string cache = hf_hub_cache_dir();
-  const fs::path repo = fs::path(cache) / ("models--" + id.owner + "--" + id.name);
-  const std::string hint = " (chorus does not download; fetch it first, e.g. `hf download " + id.owner + "/" +
-                           id.name + "`, or pass the folder)";
+  const fs::path repo = fs::path(cache) / id.cache_folder();
+  const std::string hint = " (download it with `chorus pull " + spec + "`, or pass the folder)";
   if (!fs::is_directory(repo, ec))
     return make_error(ErrorCode::kNotFound, spec + ": neither a directory nor in the Hugging Face cache at " +
                                                 repo.string() + hint);

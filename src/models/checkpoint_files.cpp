@@ -2,7 +2,10 @@
 
 #include <filesystem>
 
+#include "core/thread_pool.h"
+#include "io/json_util.h"
 #include "models/codec/weights.h"
+#include "models/random_weights.h"
 
 namespace chorus {
 
@@ -20,6 +23,22 @@ Result<CheckedCheckpoints> open_checked_checkpoints(const std::string& dir, cons
   CHORUS_TRY(codec_table.check(c.codec, c.codec.label(), &c.unexpected_codec));
   c.codec_params = static_cast<int64_t>(c.codec.total_params());
   return c;
+}
+
+Status write_random_checkpoint(const std::string& dir_str, const RandomCheckpoint& r, uint64_t seed) {
+  const std::filesystem::path dir(dir_str);
+  std::error_code ec;
+  std::filesystem::create_directories(dir / r.codec_subdir, ec);
+  if (ec) return make_error(ErrorCode::kIo, dir_str + ": cannot create: " + ec.message());
+  CHORUS_TRY(io::write_json_file((dir / "config.json").string(), r.config));
+  CHORUS_TRY(io::write_json_file((dir / "generation_config.json").string(), r.generation));
+  if (r.write_tokenizer) CHORUS_TRY(r.write_tokenizer(dir.string()));
+  ThreadPool& pool = ThreadPool::global();
+  {
+    auto tensors = random_weights(r.table, seed, DType::kBF16, &pool);
+    CHORUS_TRY(io::write_safetensors((dir / "model.safetensors").string(), tensors, {{"format", "pt"}}));
+  }
+  return codec::write_random_codec((dir / r.codec_subdir).string(), r.codec, seed);
 }
 
 }  // namespace chorus

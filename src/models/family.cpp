@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "io/model_dir.h"
-#include "models/config_reader.h"
+#include "io/config_reader.h"
 
 namespace chorus {
 

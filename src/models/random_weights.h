@@ -8,7 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "models/config_reader.h"
+#include "io/config_reader.h"
 #include "nn/qwen3_block.h"
 
 namespace chorus::nn {

@@ -23,7 +23,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 #include "nn/kv_cache.h"
 #include "nn/qwen3_block.h"
 #include "runtime/cpu/kernels.h"

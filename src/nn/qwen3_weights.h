@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 #include "nn/qwen3_block.h"
 
 namespace chorus::nn {

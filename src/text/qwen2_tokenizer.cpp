@@ -16,6 +16,8 @@ struct Qwen2Tokenizer::Impl {
   AddedTokenMatcher raw_tokens;         // matched before normalisation
   AddedTokenMatcher normalized_tokens;  // matched in each normalised stretch
   bool apply_nfc = true;
+  std::string split_pattern;
+  std::vector<std::string> added_token_texts;
   PieceCache cache;
 
   Impl(BpeModel m, SplitRegex s) : model(std::move(m)), split(std::move(s)) {}
@@ -68,6 +70,8 @@ Result<Qwen2Tokenizer> Qwen2Tokenizer::from_definition(const TokenizerDefinition
   CHORUS_ASSIGN(SplitRegex split, SplitRegex::compile(def.split_regex));
   auto impl = std::make_shared<Impl>(std::move(model), std::move(split));
   impl->apply_nfc = def.nfc;
+  impl->split_pattern = def.split_regex;
+  for (const AddedTokenSpec& t : def.added_tokens) impl->added_token_texts.push_back(t.content);
   std::vector<std::pair<std::string, std::int32_t>> raw, normalized;
   for (const AddedTokenSpec& t : def.added_tokens) (t.normalized ? normalized : raw).emplace_back(t.content, t.id);
   impl->raw_tokens = AddedTokenMatcher(std::move(raw));
@@ -106,5 +110,9 @@ std::string Qwen2Tokenizer::decode(std::span<const std::int32_t> ids) const {
 std::optional<std::int32_t> Qwen2Tokenizer::token_id(std::string_view token) const { return impl_->model.token_id(token); }
 
 std::int32_t Qwen2Tokenizer::id_limit() const { return impl_->model.id_limit(); }
+
+const std::string& Qwen2Tokenizer::split_pattern() const { return impl_->split_pattern; }
+
+const std::vector<std::string>& Qwen2Tokenizer::added_token_texts() const { return impl_->added_token_texts; }
 
 }  // namespace chorus::text

@@ -46,6 +46,11 @@ class Qwen2Tokenizer {
   // One past the largest token id.
   std::int32_t id_limit() const;
 
+  // The pre-tokenizer's split regex and the added tokens' texts (for incremental_tokenizer.h,
+  // whose safe cut points depend on both).
+  const std::string& split_pattern() const;
+  const std::vector<std::string>& added_token_texts() const;
+
  private:
   struct Impl;
   std::shared_ptr<const Impl> impl_;

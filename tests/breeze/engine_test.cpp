@@ -89,3 +89,21 @@ TEST(BreezeEngine, DefaultActivationsAreBf16) {
 
 }  // namespace
 }  // namespace chorus::engine
+
+namespace chorus::engine {
+namespace {
+
+// Breeze TTS 2 encodes the whole text first, so text in pieces is refused with a clear error.
+TEST(BreezeEngine, TextInPiecesIsUnsupported) {
+  SynthesisRequest r = plain_request(4);
+  r.text_ids.clear();
+  std::shared_ptr<TextFeed> feed;
+  auto s = engine_under_test().create_text_stream(r, &feed);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(s.error().message.find("before it is complete"), std::string::npos) << s.error().message;
+  EXPECT_EQ(feed, nullptr);
+}
+
+}  // namespace
+}  // namespace chorus::engine

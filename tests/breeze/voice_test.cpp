@@ -134,8 +134,8 @@ TEST(BreezeVoice, VoiceFileRoundTripFillsCodesAndTranscript) {
   ASSERT_TRUE(voice.ok()) << voice.error().to_string();
   voice->ref_text_ids = {20, 21, 22};
   const std::string path = dir + "/v.voice";
-  ASSERT_TRUE(qwen3_tts::write_voice_file(path, *voice).ok());
-  auto back = qwen3_tts::read_voice_file(path);
+  ASSERT_TRUE(voice::write_voice_file(path, *voice).ok());
+  auto back = voice::read_voice_file(path);
   ASSERT_TRUE(back.ok()) << back.error().to_string();
   EXPECT_EQ(back->ref_codes, voice->ref_codes);
   EXPECT_EQ(back->codec, voice->codec);
@@ -153,8 +153,8 @@ TEST(BreezeVoice, VoiceFileRoundTripFillsCodesAndTranscript) {
 TEST(BreezeVoice, UnsuitableVoicesAreClearErrors) {
   const BreezeEngine& e = engine_under_test();
   const Config& c = e.files().config;
-  qwen3_tts::Voice good;
-  good.model_family = qwen3_tts::kVoiceFamilyBreeze;
+  voice::Voice good;
+  good.model_family = voice::kVoiceFamilyBreeze;
   good.codebooks = c.num_codebooks;
   good.frames = 2;
   good.ref_codes.assign(static_cast<size_t>(2 * c.num_codebooks), 7);
@@ -162,24 +162,24 @@ TEST(BreezeVoice, UnsuitableVoicesAreClearErrors) {
   SynthesisRequest r = base_request();
   ASSERT_TRUE(e.apply_voice(good, "good", r).ok());
 
-  auto expect_error = [&](const qwen3_tts::Voice& v, ErrorCode code, const char* words) {
+  auto expect_error = [&](const voice::Voice& v, ErrorCode code, const char* words) {
     SynthesisRequest q = base_request();
     const Status st = e.apply_voice(v, "v.voice", q);
     ASSERT_FALSE(st.ok()) << words;
     EXPECT_EQ(st.error().code, code) << st.error().to_string();
     EXPECT_NE(st.error().message.find(words), std::string::npos) << st.error().message;
   };
-  qwen3_tts::Voice qwen = good;
-  qwen.model_family = qwen3_tts::kVoiceFamilyQwen3;
+  voice::Voice qwen = good;
+  qwen.model_family = voice::kVoiceFamilyQwen3;
   qwen.x_vector.assign(64, 0.5f);
   expect_error(qwen, ErrorCode::kUnsupported, "qwen3-tts");
-  qwen3_tts::Voice other_codec = good;
+  voice::Voice other_codec = good;
   other_codec.codec = "12hz-16000-1280-8x1024";
   expect_error(other_codec, ErrorCode::kUnsupported, "codec");
-  qwen3_tts::Voice fewer = good;
+  voice::Voice fewer = good;
   fewer.codebooks = 8;
   expect_error(fewer, ErrorCode::kShapeMismatch, "codebooks");
-  qwen3_tts::Voice reserved = good;
+  voice::Voice reserved = good;
   reserved.ref_codes[5] = static_cast<int32_t>(c.codec_codebook_size);
   expect_error(reserved, ErrorCode::kOutOfRange, "outside the codebook");
   SynthesisRequest no_text;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "models/qwen3_tts/checkpoint.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 
 namespace chorus::test {
 

@@ -10,7 +10,7 @@
 
 #include "encoder_test_util.h"
 #include "models/codec/speech_encoder.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 #include "speech_encoder_reference.h"
 
 namespace chorus::test {

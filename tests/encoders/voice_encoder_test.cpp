@@ -5,6 +5,7 @@
 
 #include "audio/writer.h"
 #include "encoder_test_util.h"
+#include "models/qwen3_tts/voice_check.h"
 #include "models/qwen3_tts/voice_encoder.h"
 
 namespace chorus::test {
@@ -69,7 +70,7 @@ TEST(VoiceEncoder, OtherRatesAndFormatsGiveAValidVoice) {
   auto x = encoder().encode(wave.data(), 24000, false);
   ASSERT_TRUE(x.ok());
   EXPECT_FALSE(x->has_codes());
-  EXPECT_TRUE(qwen3_tts::check_voice(*x, "x").ok());
+  EXPECT_TRUE(voice::check_voice(*x, "x").ok());
 }
 
 TEST(VoiceEncoder, BadInputsAreErrors) {

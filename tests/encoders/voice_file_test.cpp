@@ -10,12 +10,12 @@
 
 #include "encoder_test_util.h"
 #include "io/file_util.h"
-#include "models/qwen3_tts/voice_file.h"
+#include "models/qwen3_tts/voice_check.h"
 
 namespace chorus::test {
 namespace {
 
-using qwen3_tts::Voice;
+using voice::Voice;
 
 Voice sample_voice() {
   Voice v;
@@ -50,8 +50,8 @@ std::string floats(std::initializer_list<float> v) {
 TEST(VoiceFile, RoundTrip) {
   const std::string path = scratch_dir("voice_rt") + "/a.voice";
   const Voice v = sample_voice();
-  ASSERT_TRUE(qwen3_tts::write_voice_file(path, v).ok());
-  auto r = qwen3_tts::read_voice_file(path);
+  ASSERT_TRUE(voice::write_voice_file(path, v).ok());
+  auto r = voice::read_voice_file(path);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(r->x_vector, v.x_vector);
   EXPECT_EQ(r->ref_codes, v.ref_codes);
@@ -67,8 +67,8 @@ TEST(VoiceFile, RoundTrip) {
   w.ref_text_ids = {1000, 900, 10, 358, 1001, 10};
   w.ref_codes.clear();
   w.frames = 0;
-  ASSERT_TRUE(qwen3_tts::write_voice_file(path, w).ok());
-  r = qwen3_tts::read_voice_file(path);
+  ASSERT_TRUE(voice::write_voice_file(path, w).ok());
+  r = voice::read_voice_file(path);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(r->ref_text_ids, w.ref_text_ids);
   EXPECT_FALSE(r->has_codes());
@@ -80,7 +80,7 @@ TEST(VoiceFile, WriterRefusesInconsistentVoices) {
   auto refuse = [&](const std::function<void(Voice&)>& edit) {
     Voice v = sample_voice();
     edit(v);
-    return !qwen3_tts::write_voice_file(path, v).ok();
+    return !voice::write_voice_file(path, v).ok();
   };
   EXPECT_TRUE(refuse([](Voice& v) { v.x_vector.clear(); }));
   EXPECT_TRUE(refuse([](Voice& v) { v.x_vector[3] = NAN; }));
@@ -94,9 +94,9 @@ TEST(VoiceFile, WriterRefusesInconsistentVoices) {
 
 TEST(VoiceFile, HostileFilesAreErrors) {
   const std::string good_path = scratch_dir("voice_h") + "/good.voice";
-  ASSERT_TRUE(qwen3_tts::write_voice_file(good_path, sample_voice()).ok());
+  ASSERT_TRUE(voice::write_voice_file(good_path, sample_voice()).ok());
   const std::string good = bytes_of(good_path);
-  ASSERT_TRUE(qwen3_tts::parse_voice_file(good, "good").ok());
+  ASSERT_TRUE(voice::parse_voice_file(good, "good").ok());
 
   const std::string meta_ok = R"("format":"chorus-voice","version":"1","model_family":"qwen3-tts","speaker_dim":"2","codebooks":"2")";
   auto file = [&](const std::string& meta, const std::string& tensors, const std::string& data) {
@@ -104,7 +104,7 @@ TEST(VoiceFile, HostileFilesAreErrors) {
   };
   const std::string xv = R"("x_vector":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
   const std::string two = floats({0.5f, -1.5f});
-  ASSERT_TRUE(qwen3_tts::parse_voice_file(file(meta_ok, xv, two), "hand-made").ok());
+  ASSERT_TRUE(voice::parse_voice_file(file(meta_ok, xv, two), "hand-made").ok());
 
   const std::map<std::string, std::string> cases = {
       {"empty", ""},
@@ -143,19 +143,19 @@ TEST(VoiceFile, HostileFilesAreErrors) {
       {"seconds junk", file(meta_ok + R"(,"ref_seconds":"3s")", xv, two)},
   };
   for (const auto& [name, bytes] : cases) {
-    auto r = qwen3_tts::parse_voice_file(bytes, name);
+    auto r = voice::parse_voice_file(bytes, name);
     EXPECT_FALSE(r.ok()) << name;
     if (!r.ok()) {
       EXPECT_NE(r.error().message.find(name), std::string::npos) << "error does not name the file: " << r.error().message;
     }
   }
   // Every truncation of a good file.
-  for (size_t n = 0; n < good.size(); ++n) EXPECT_FALSE(qwen3_tts::parse_voice_file(good.substr(0, n), "cut").ok()) << n;
+  for (size_t n = 0; n < good.size(); ++n) EXPECT_FALSE(voice::parse_voice_file(good.substr(0, n), "cut").ok()) << n;
   // A size cap applies before parsing.
-  qwen3_tts::VoiceLimits small;
+  voice::VoiceLimits small;
   small.max_file_bytes = 64;
-  EXPECT_EQ(qwen3_tts::parse_voice_file(good, "big", small).error().code, ErrorCode::kResourceExhausted);
-  EXPECT_EQ(qwen3_tts::read_voice_file(scratch_dir("voice_none") + "/missing.voice").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(voice::parse_voice_file(good, "big", small).error().code, ErrorCode::kResourceExhausted);
+  EXPECT_EQ(voice::read_voice_file(scratch_dir("voice_none") + "/missing.voice").error().code, ErrorCode::kNotFound);
 }
 
 TEST(VoiceFile, ModelCompatibility) {

@@ -45,27 +45,6 @@ std::vector<int32_t> generate(const engine::TtsModel& m, const SynthesisRequest&
   return codes;
 }
 
-SynthesisRequest golden_request(const GenCase& c, bool use_model_default_layout) {
-  SynthesisRequest r;
-  const auto& in = c.inputs;
-  r.text_ids = in.text_ids;
-  r.instruct_ids = in.instruct_ids;
-  r.speaker = in.speaker;
-  r.language = in.language;
-  r.speaker_embedding = in.speaker_embedding;
-  r.ref_codes = in.ref_codes;
-  r.ref_text_ids = in.ref_text_ids;
-  r.xvector_only = in.xvector_only;
-  r.layout = use_model_default_layout ? engine::TextLayout::kModelDefault
-             : in.layout == qwen3_tts::TextLayout::kFull ? engine::TextLayout::kFull
-                                                         : engine::TextLayout::kStreaming;
-  r.sampler.greedy = true;  // repetition penalty: the checkpoint's 1.05
-  r.depth_sampler.greedy = true;
-  r.max_frames = 40;
-  r.min_frames = 40;
-  return r;
-}
-
 TEST(Engine, EveryGoldenCaseThroughTheRequestInterface) {
   // Cases recorded with the official API's default layout also run with kModelDefault.
   const std::set<std::string> api_default = {"gen_cv_ryan_english_nonstream", "gen_vd_english_nonstream",

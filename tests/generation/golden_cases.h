@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/request.h"
 #include "io/safetensors.h"
 #include "models/qwen3_tts/model.h"
 #include "models/qwen3_tts/prompt.h"
@@ -42,5 +43,9 @@ struct PromptIds {
 const PromptIds& prompt_ids();
 
 float max_abs_diff(const float* a, const float* b, size_t n);
+
+// The case's inputs as an engine request: greedy, 40 frames (EOS masked), the golden's text layout
+// or, with `use_model_default_layout`, the model's default.
+engine::SynthesisRequest golden_request(const GenCase& c, bool use_model_default_layout);
 
 }  // namespace chorus::test

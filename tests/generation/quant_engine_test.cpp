@@ -3,6 +3,7 @@
 // a stream alone or batched with others (each row's products are independent of the batch).
 #include <gtest/gtest.h>
 
+#include "engine/model.h"
 #include "engine/tts_model.h"
 #include "golden_cases.h"
 #include "runtime/cpu/quant.h"
@@ -54,6 +55,13 @@ std::vector<Codes> generate(const engine::TtsModel& m, const std::vector<Synthes
   return codes;
 }
 
+engine::LoadOptions options(ThreadPool* pool, WeightFormat weights) {
+  engine::LoadOptions o;
+  o.pool = pool;
+  o.weights = weights;
+  return o;
+}
+
 TEST(QuantEngine, BothFamiliesGenerateTheSameCodesAloneBatchedAndOnAnyThreadCount) {
   const std::pair<const char*, std::string> models[] = {
       {"qwen3-tts", reference_path("qwen3_tts/models/tiny_custom_voice")},
@@ -62,9 +70,9 @@ TEST(QuantEngine, BothFamiliesGenerateTheSameCodesAloneBatchedAndOnAnyThreadCoun
   for (const auto& [family, dir] : models)
     for (WeightFormat f : {WeightFormat::kInt8, WeightFormat::kInt4}) {
       SCOPED_TRACE(std::string(family) + " " + cpu::weight_format_name(f));
-      auto m1 = engine::load_tts_model(dir, {&one, f});
-      auto m3 = engine::load_tts_model(dir, {&three, f});
-      auto exact = engine::load_tts_model(dir, {&one, WeightFormat::kBf16});
+      auto m1 = engine::load_tts_model(dir, options(&one, f));
+      auto m3 = engine::load_tts_model(dir, options(&three, f));
+      auto exact = engine::load_tts_model(dir, options(&one, WeightFormat::kBf16));
       ASSERT_TRUE(m1.ok() && m3.ok() && exact.ok());
       const std::vector<SynthesisRequest> rs = {request(family, 11, 10), request(family, 12, 6)};
       const auto batched = generate(**m1, rs);
@@ -81,11 +89,38 @@ TEST(QuantEngine, BothFamiliesGenerateTheSameCodesAloneBatchedAndOnAnyThreadCoun
 TEST(QuantEngine, Bf16IsTheExactModeAndTheDefault) {
   const std::string dir = reference_path("qwen3_tts/models/tiny_custom_voice");
   auto dflt = engine::load_tts_model(dir, {});
-  auto bf16 = engine::load_tts_model(dir, {nullptr, WeightFormat::kBf16});
+  auto bf16 = engine::load_tts_model(dir, options(nullptr, WeightFormat::kBf16));
   ASSERT_TRUE(dflt.ok() && bf16.ok());
   const SynthesisRequest r = request("qwen3-tts", 3, 8);
   EXPECT_EQ(generate(**dflt, {r}), generate(**bf16, {r}));
   EXPECT_EQ(engine::LoadOptions{}.weights, WeightFormat::kBf16);
+}
+
+// engine::load carries the format to the generator (and says which it holds); CUDA refuses
+// quantised weights for both families before touching a device, in any build.
+TEST(QuantEngine, LoadCarriesTheFormatAndCudaRefusesQuantisedWeights) {
+  const std::string dirs[] = {reference_path("qwen3_tts/models/tiny_custom_voice"),
+                              reference_path("breeze_tts2/models/tiny_breeze")};
+  for (const std::string& dir : dirs) {
+    SCOPED_TRACE(dir);
+    engine::LoadOptions o = options(nullptr, WeightFormat::kInt8);
+    o.codec = false;
+    auto m = engine::load(dir, o);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_EQ((*m)->weights(), WeightFormat::kInt8);
+    auto direct = engine::load_tts_model(dir, o);
+    ASSERT_TRUE(direct.ok());
+    const SynthesisRequest r = request(dir.find("breeze") != std::string::npos ? "breeze-tts" : "qwen3-tts", 5, 6);
+    EXPECT_EQ(generate((*m)->generator(), {r}), generate(**direct, {r}));
+    for (WeightFormat f : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+      o = options(nullptr, f);
+      o.device = engine::Device::cuda();
+      auto g = engine::load(dir, o);
+      ASSERT_FALSE(g.ok());
+      EXPECT_EQ(g.error().code, ErrorCode::kUnsupported);
+      EXPECT_NE(g.error().message.find("CPU only"), std::string::npos) << g.error().message;
+    }
+  }
 }
 
 }  // namespace

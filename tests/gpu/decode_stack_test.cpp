@@ -14,14 +14,14 @@
 #include "core/dtype.h"
 #include "gpu_test_util.h"
 #include "io/safetensors.h"
-#include "models/qwen3_tts/device_model_cuda.h"
-#include "models/weight_table.h"
+#include "nn/device_stack_cuda.h"
+#include "io/weight_table.h"
 #include "runtime/cuda/decode_stack.h"
 
 namespace chorus::gpu_test {
 namespace {
 
-namespace q3 = qwen3_tts::gpu;
+namespace ng = nn::gpu;
 
 struct HostTensor {
   std::string name;
@@ -92,17 +92,17 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 void check_stack(const nn::Qwen3Dims& d, int64_t capacity, int steps, bool bf16, uint32_t seed, double tol) {
   const std::string dir = ::testing::TempDir() + "/decode_stack_" + std::to_string(seed);
   const io::Checkpoint ckpt = random_stack(d, dir, seed);
-  auto stack = q3::DeviceStack::load(Weights(ckpt), d);
+  auto stack = ng::DeviceStack::load(Weights(ckpt), d);
   ASSERT_TRUE(stack.ok()) << stack.error().to_string();
   auto ws = cuda::LinearWorkspace::create(1, stack->max_linear_k(), stack->max_linear_n_total());
   ASSERT_TRUE(ws.ok());
   const int64_t width = d.kv_heads * d.head_dim;
-  const size_t kv_floats = static_cast<size_t>(q3::KvCacheRef::floats(d.layers, 1, capacity, width));
+  const size_t kv_floats = static_cast<size_t>(ng::KvCacheRef::floats(d.layers, 1, capacity, width));
   cuda::DeviceBuffer kv[2] = {to_device(std::vector<float>(kv_floats, 0.0f)),
                               to_device(std::vector<float>(kv_floats, 0.0f))};
-  std::vector<q3::StackScratch> scratch;
+  std::vector<ng::StackScratch> scratch;
   for (int i = 0; i < 2; ++i) {
-    auto sc = q3::StackScratch::create(d, 1);
+    auto sc = ng::StackScratch::create(d, 1);
     ASSERT_TRUE(sc.ok());
     scratch.push_back(std::move(sc).value());
   }
@@ -120,7 +120,7 @@ void check_stack(const nn::Qwen3Dims& d, int64_t capacity, int steps, bool bf16,
     for (int path = 0; path < 2; ++path) {
       cuda::DeviceBuffer hd = to_device(x), od = poisoned(static_cast<size_t>(d.hidden));
       cuda::decode_stack_set_enabled(path == 1);
-      const q3::KvCacheRef ref{kv[path].as<float>(), 1, capacity, width};
+      const ng::KvCacheRef ref{kv[path].as<float>(), 1, capacity, width};
       const Status st = stack->forward(hd.as<float>(), od.as<float>(), rows, ref, scratch[static_cast<size_t>(path)], *ws,
                                        nullptr, bf16);
       ASSERT_TRUE(st.ok()) << st.error().to_string();

@@ -142,7 +142,7 @@ TEST(GpuLinear, EveryEpiloguePathAndShapeMatchesTheCpu) {
         const auto x = random_vec(rng, static_cast<size_t>(M * K));
         const auto g = random_vec(rng, static_cast<size_t>(K), 0.5f, 1.5f);
         const auto dx = to_device(x), dg = to_device(g);
-        const double tol = path == cuda::kLinearTensor || (path == cuda::kLinearAuto && M > cuda::gemv_max_rows()) ? 2e-4 : 2e-5;
+        const double tol = path == cuda::kLinearTensor || (path == cuda::kLinearAuto && M > cuda::kGemvMaxRows) ? 2e-4 : 2e-5;
         Bf16Matrix w[3];
         std::vector<float> bias[3];
         cuda::DeviceBuffer dbias[3];
@@ -449,29 +449,13 @@ TEST(GpuAttention, SmallCacheKernelEqualsTheGeneralOne) {
   check_specialized_attention(cuda::set_small_attention, 4, 2, 64, 32, 33);
 }
 
-// Decode attention over long caches (the backbones and talkers, head size 128).
+// Decode attention over long caches (the backbones and talkers, head size 128: a cluster of blocks
+// per head), also past the first round of score chunks (512 and 1024 keys).
 TEST(GpuAttention, LongCacheKernelEqualsTheGeneralOne) {
   REQUIRE_GPU();
-  const int saved = cuda::attention_split();
-  cuda::set_attention_split(1);
   check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 300, 34);  // Breeze's backbone
   check_specialized_attention(cuda::set_long_attention, 16, 2, 128, 65, 35);
-  cuda::set_attention_split(saved);
-}
-
-// The long-cache kernel over clusters of 2 and 4 blocks per head, also past the first round of
-// score chunks (512 and 1024 keys).
-TEST(GpuAttention, SplitLongCacheKernelsEqualTheGeneralOne) {
-  REQUIRE_GPU();
-  const int saved = cuda::attention_split();
-  for (const int parts : {2, 4}) {
-    SCOPED_TRACE(testing::Message() << parts << " blocks per head");
-    cuda::set_attention_split(parts);
-    check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 300, 36 + parts);
-    check_specialized_attention(cuda::set_long_attention, 16, 2, 128, 65, 37 + parts);
-    check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 1100, 38 + parts);
-  }
-  cuda::set_attention_split(saved);
+  check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 1100, 36);
 }
 
 // The fused decode attentions form the rotation (and the small kernel preloads the earlier keys) at

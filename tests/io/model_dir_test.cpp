@@ -74,7 +74,7 @@ TEST_F(HubCache, MissingModelsSayWhereTheyWereLookedFor) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
   EXPECT_NE(r.error().message.find(root_), std::string::npos) << r.error().message;
-  EXPECT_NE(r.error().message.find("does not download"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("chorus pull"), std::string::npos) << r.error().message;
   auto rev = resolve_model_dir("Qwen/Tiny@nope");
   ASSERT_FALSE(rev.ok());
   EXPECT_EQ(rev.error().code, ErrorCode::kNotFound);

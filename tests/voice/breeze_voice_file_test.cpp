@@ -7,11 +7,13 @@
 #include <map>
 
 #include "io/safetensors.h"
-#include "models/qwen3_tts/voice_file.h"
+#include "models/qwen3_tts/voice_check.h"
 #include "support/test_support.h"
 
 namespace chorus::qwen3_tts {
 namespace {
+
+using namespace chorus::voice;  // the shared voice file format
 
 Voice breeze_voice() {
   Voice v;

@@ -9,16 +9,15 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <random>
 
-#include "bench_request.h"
+#include "bench_serve.h"
+#include "bench/engine/cuda_bench.h"
+#include "bench/engine/requests.h"
 #include "command.h"
 #include "engine/breeze_engine.h"
-#include "engine/breeze_engine_cuda.h"
 #include "engine/qwen3_tts_engine.h"
-#include "engine/tts_model_cuda.h"
+#include "engine/registry.h"
 #include "models/codec/codec_folder.h"
-#include "models/family.h"
 #include "ref_audio_command.h"
 #include "voice_input.h"
 #include "runtime/cpu/kernels.h"
@@ -42,6 +41,9 @@ struct Options {
   std::string activations;  // Breeze on cuda: "bf16", "f32" or "" (the model's default, bf16)
   std::string weights = "bf16";  // cpu: bf16, int8 or int4
   int64_t codec_chunk = 4;       // cpu: frames per codec call (0: no codec timing)
+  cli::ServeBenchOptions serve;
+  bool split_frames = false;  // cuda: two graphs per frame, timed apart
+  bool stack_trace = false;   // cuda: the persistent decode kernel's per-phase times
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -54,15 +56,24 @@ double peak_rss_mib() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
+bench::RequestShape request_shape(const Options& o, engine::ActivationPrecision activations) {
+  bench::RequestShape r;
+  r.text_tokens = o.text_tokens;
+  r.greedy = o.greedy;
+  r.cfg_scale = o.cfg_scale;
+  r.activations = activations;
+  return r;
+}
+
 // The loaded model's family-specific parts: requests, a description, stage names.
 struct BenchModel {
   const engine::TtsModel* model = nullptr;
   const engine::Qwen3TtsEngine* qwen3 = nullptr;
   const engine::BreezeEngine* breeze = nullptr;
 
-  engine::SynthesisRequest request(const Options& o, uint64_t seed) const {
-    const cli::BenchRequestOptions r{o.frames, o.text_tokens, o.greedy};
-    return qwen3 ? cli::qwen3_bench_request(*qwen3, r, seed) : cli::breeze_bench_request(*breeze, r, seed);
+  engine::SynthesisRequest request(const bench::RequestShape& shape, uint64_t seed, int64_t frames) const {
+    return qwen3 ? bench::qwen3_request(qwen3->model().config(), shape, seed, frames)
+                 : bench::breeze_request(breeze->files().config, shape, seed, frames);
   }
   std::string describe() const {
     char buf[256];
@@ -92,15 +103,18 @@ struct BenchModel {
 };
 
 int run(const Options& o) {
+  const auto weights = cli::weight_format_option(o.weights);
+  if (!weights.ok()) return cli::fail(weights.error());
+  if (o.serve.serve) return cli::run_serve_bench(o.serve, o.model, o.device, o.threads, o.seed, *weights);
   if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0 || o.codec_chunk < 0)
     return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup and --codec-chunk >= 0");
-  const auto weights = cli::weight_format_option(o.weights, o.device);
-  if (!weights.ok()) return cli::fail(weights.error());
-  if (auto fam = detect_family(o.model); o.device == "cuda" && fam.ok() && *fam == Family::kBreezeTts) {
+  if (o.device == "cuda") {  // generation on the GPU: its own report (bench/engine/cuda_bench.h)
+    if (auto st = engine::weights_supported(engine::Device::cuda(), *weights); !st.ok())
+      return cli::fail(st.error());
     auto act = cli::activation_precision_from_name(o.activations);
     if (!act.ok()) return cli::fail(act.error());
-    auto rep = engine::cuda_bench_breeze({{o.model, o.frames, o.warmup, o.batches, o.batch_frames}, o.cfg_scale,
-                                          o.text_tokens, 16, o.greedy, *act});
+    auto rep = bench::cuda_bench({o.model, o.frames, o.warmup, o.batches, o.batch_frames, o.split_frames, o.stack_trace},
+                                 request_shape(o, *act));
     if (!rep.ok()) return cli::fail(rep.error());
     std::fputs(rep->c_str(), stdout);
     return 0;
@@ -109,20 +123,11 @@ int run(const Options& o) {
   if (o.threads > 0) own_pool = std::make_unique<ThreadPool>(o.threads);
   ThreadPool* pool = own_pool ? own_pool.get() : &ThreadPool::global();
   const auto t_load = Clock::now();
-  if (o.device == "cuda") {  // generation on the GPU: its own report (engine/bench_cuda.cpp)
-    auto loaded = engine::Qwen3TtsEngine::load(o.model, pool);
-    if (!loaded.ok()) return cli::fail(loaded.error());
-    const engine::Qwen3TtsEngine& e = **loaded;
-    engine::CudaBenchOptions c{o.model, o.frames, o.warmup, o.batches, o.batch_frames};
-    auto rep = engine::cuda_bench(c, [&](uint64_t seed, int64_t frames) {
-      return cli::qwen3_bench_request(e, {frames, o.text_tokens, o.greedy}, seed);
-    });
-    if (!rep.ok()) return cli::fail(rep.error());
-    std::fputs(rep->c_str(), stdout);
-    return 0;
-  }
   if (o.device != "cpu") return cli::fail("bench: --device must be cpu or cuda");
-  auto loaded = engine::load_tts_model(o.model, {pool, *weights});
+  engine::LoadOptions lo;
+  lo.pool = pool;
+  lo.weights = *weights;
+  auto loaded = engine::load_tts_model(o.model, lo);
   if (!loaded.ok()) return cli::fail(loaded.error());
   BenchModel bm{loaded->get(), dynamic_cast<const engine::Qwen3TtsEngine*>(loaded->get()),
                 dynamic_cast<const engine::BreezeEngine*>(loaded->get())};
@@ -131,10 +136,9 @@ int run(const Options& o) {
   const double load_s = seconds_since(t_load);
   const double rss_loaded = peak_rss_mib();
 
+  const bench::RequestShape shape = request_shape(o, engine::ActivationPrecision::kModelDefault);
   if (o.warmup > 0) {  // touch every weight once
-    Options w = o;
-    w.frames = o.warmup;
-    auto s = e.create_stream(bm.request(w, o.seed + 999));
+    auto s = e.create_stream(bm.request(shape, o.seed + 999, o.warmup));
     if (!s.ok()) return cli::fail(s.error());
     engine::TtsStream* p = s->get();
     std::vector<engine::StepResult> out(1);
@@ -145,7 +149,7 @@ int run(const Options& o) {
   std::vector<std::unique_ptr<engine::TtsStream>> owned;
   std::vector<engine::TtsStream*> batch;
   for (int64_t i = 0; i < o.streams; ++i) {
-    auto s = e.create_stream(bm.request(o, o.seed + static_cast<uint64_t>(i)));
+    auto s = e.create_stream(bm.request(shape, o.seed + static_cast<uint64_t>(i), o.frames));
     if (!s.ok()) return cli::fail(s.error());
     owned.push_back(std::move(*s));
     batch.push_back(owned.back().get());
@@ -225,8 +229,7 @@ int run(const Options& o) {
 
 chorus::cli::Runner setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("--model", o->model,
-                 "Qwen3-TTS or (on the CPU) Breeze TTS 2 checkpoint folder (e.g. from make-tiny --dims real-0.6b)")
+  sub.add_option("--model", o->model, "Qwen3-TTS or Breeze TTS 2 checkpoint folder (e.g. from make-tiny --dims real-0.6b)")
       ->required();
   sub.add_option("--frames", o->frames, "Frames per stream (EOS suppressed)")->capture_default_str();
   sub.add_option("--streams", o->streams, "Independent streams stepped together")->capture_default_str();
@@ -248,8 +251,15 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--cfg-scale", o->cfg_scale, "Breeze with --device cuda: CFG scale (design prompt) when not 1")
       ->capture_default_str();
   sub.add_option("--activations", o->activations, "Breeze with --device cuda: bf16 or f32 (default: bf16, the model's)");
+  o->serve.add_to(sub);
+  sub.add_flag("--split-frames", o->split_frames,
+               "With --device cuda: each frame as two graphs, so the talker (backbone) and the code predictor "
+               "(depth decoder) are timed apart; a little slower");
+  sub.add_flag("--stack-trace", o->stack_trace,
+               "With --device cuda: where the persistent decode kernel spends its time, per phase (diagnostics)");
   sub.footer("Example: chorus make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out /tmp/q06\n"
-             "         chorus bench --model /tmp/q06 --frames 100");
+             "         chorus bench --model /tmp/q06 --frames 100 --weights int8\n"
+             "         chorus bench --model /tmp/q06 --serve --rate 0.5 --duration 20 --verify 3");
   return [o] { return run(*o); };
 }
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <sstream>
 
-#include "bench_request.h"
+#include "bench/engine/requests.h"
 #include "command.h"
 #include "engine/qwen3_tts_engine.h"
 #include "models/qwen3_tts/teacher_forcing.h"
@@ -39,7 +39,7 @@ std::string percent(double v) {
 int run(const Options& o) {
   std::vector<cpu::WeightFormat> formats;
   for (const std::string& w : o.weights) {
-    auto f = cli::weight_format_option(w, "cpu");
+    auto f = cli::weight_format_option(w);
     if (!f.ok()) return cli::fail(f.error());
     if (*f != cpu::WeightFormat::kBf16) formats.push_back(*f);
   }
@@ -54,7 +54,9 @@ int run(const Options& o) {
   const q3::Model& ref_model = e.model();
 
   // The forced codes: what the bf16 model itself samples.
-  const engine::SynthesisRequest req = cli::qwen3_bench_request(e, {o.frames, o.text_tokens, false}, o.seed);
+  bench::RequestShape shape;
+  shape.text_tokens = o.text_tokens;
+  const engine::SynthesisRequest req = bench::qwen3_request(ref_model.config(), shape, o.seed, o.frames);
   auto stream = e.create_stream(req);
   if (!stream.ok()) return cli::fail(stream.error());
   std::vector<int32_t> codes;

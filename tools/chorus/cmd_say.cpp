@@ -1,21 +1,23 @@
 // chorus say: text -> codec frames (and audio) with any Qwen3-TTS checkpoint, in every mode of the
 // official API: preset speaker (CustomVoice), voice description (VoiceDesign), voice clone (Base,
 // from a speaker embedding alone or with reference codes and text).
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <unistd.h>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "audio/writer.h"
 #include "audio_output.h"
 #include "command.h"
-#include "engine/tts_model.h"
+#include "engine/model.h"
+#include "engine/synthesizer.h"
 #include "engine/tts_model_cuda.h"
 #include "io/json_util.h"
-#include "models/codec/codec_folder.h"
 #include "models/codec/codes_json.h"
-#include "models/codec/decoder_cuda.h"
 #include "voice_input.h"
 
 namespace {
@@ -26,7 +28,7 @@ struct Options {
   std::string model, text, text_ids, speaker, language = "auto", instruct, instruct_ids, speaker_embedding;
   std::string ref_audio, voice, ref_codes, ref_text, ref_text_ids, codes_out, out, decode_mode = "full";
   cli::RefAudioOptions ref_limits;
-  bool xvector_only = false, streaming_text = false, full_text = false, greedy = false;
+  bool xvector_only = false, streaming_text = false, full_text = false, greedy = false, stdin_stream = false;
   uint64_t seed = 0;
   uint32_t rng_stream = 0;
   std::optional<float> temperature, top_p, repetition_penalty, sub_temperature, sub_top_p;
@@ -40,23 +42,8 @@ struct Options {
   int threads = 0;
   std::string device = "cpu";
   std::string weights = "bf16";
-  bool verbose = false, quiet = false;
+  bool verbose = false, quiet = false, download = false;
   cli::AudioOutputOptions audio_out;
-};
-
-using Clock = std::chrono::steady_clock;
-
-// The codec decoder of one stream, on the CPU or the GPU (same streaming semantics).
-struct StreamDecoder {
-  const codec::Decoder* cpu = nullptr;
-  std::optional<codec::DecoderState> cpu_state;
-  const codec::CudaDecoder* gpu = nullptr;
-  codec::CudaDecoderState gpu_state;
-
-  Status decode(const int32_t* codes, int64_t frames, std::vector<float>& out) {
-    return gpu ? gpu->decode(gpu_state, codes, frames, out) : cpu->decode(*cpu_state, codes, frames, out);
-  }
-  Status flush(std::vector<float>& out) { return gpu ? gpu->flush(gpu_state, out) : cpu->flush(*cpu_state, out); }
 };
 
 // A JSON array of ids, inline ("[1, 2, 3]") or in a file.
@@ -91,7 +78,12 @@ Result<std::vector<float>> read_embedding(const std::string& path) {
 
 Result<engine::SynthesisRequest> make_request(const Options& o, int64_t codebooks, int64_t codebook_size) {
   engine::SynthesisRequest r;
-  if (o.text.empty() == o.text_ids.empty()) return make_error(ErrorCode::kInvalidArgument, "give exactly one of --text and --text-ids");
+  if (o.stdin_stream) {
+    if (!o.text.empty() || !o.text_ids.empty())
+      return make_error(ErrorCode::kInvalidArgument, "--stdin-stream takes the text from standard input: drop --text / --text-ids");
+  } else if (o.text.empty() == o.text_ids.empty()) {
+    return make_error(ErrorCode::kInvalidArgument, "give exactly one of --text and --text-ids (or --stdin-stream)");
+  }
   r.text = o.text;
   if (!o.text_ids.empty()) {
     CHORUS_ASSIGN(r.text_ids, read_ids(o.text_ids, "--text-ids"));
@@ -152,139 +144,120 @@ Result<engine::SynthesisRequest> make_request(const Options& o, int64_t codebook
 int run(const Options& o) {
   std::unique_ptr<ThreadPool> own_pool;
   if (o.threads > 0) own_pool = std::make_unique<ThreadPool>(o.threads);
-  ThreadPool* pool = own_pool ? own_pool.get() : &ThreadPool::global();
-  const bool on_gpu = o.device == "cuda";
-  if (!on_gpu && o.device != "cpu")
-    return cli::fail(make_error(ErrorCode::kInvalidArgument, "--device must be cpu or cuda (got \"" + o.device + "\")"));
-  if (on_gpu && !engine::cuda_built())
+  auto device = engine::Device::parse(o.device);
+  if (!device.ok()) return cli::fail(device.error());
+  if (device->is_cuda() && !engine::cuda_built())
     return cli::fail(make_error(ErrorCode::kUnsupported,
                                 "--device cuda: this build has no CUDA backend (configure with -DCHORUS_CUDA=ON)"));
-  const auto weights = cli::weight_format_option(o.weights, o.device);
-  if (!weights.ok()) return cli::fail(weights.error());
-  const auto t_load = Clock::now();
-  auto model = on_gpu ? engine::load_cuda_tts_model(o.model, {0, pool}) : engine::load_tts_model(o.model, {pool, *weights});
-  if (!model.ok()) return cli::fail(model.error());
-  const engine::ModelInfo& info = (*model)->info();
+  auto mode = codec::decode_mode_from_name(o.decode_mode);
+  if (!mode.ok()) return cli::fail(mode.error());
+  if (device->is_cuda() && *mode != codec::DecodeMode::kExact)
+    return cli::fail(make_error(ErrorCode::kUnsupported, "--device cuda decodes in --decode full only"));
 
-  // The codec is needed for audio output, and for the size of reference codes. (The engine opens
-  // the same checkpoint, but TtsModel does not expose it.)
-  std::optional<codec::CodecModel> codec_model;
-  std::optional<codec::CudaDecoder> gpu_codec;
-  if (!o.out.empty() || !o.ref_codes.empty()) {
-    if (on_gpu) {
-      if (o.decode_mode != "full" && o.decode_mode != "exact")
-        return cli::fail(make_error(ErrorCode::kUnsupported, "--device cuda decodes in --decode full only"));
-      auto c = codec::load_cuda_codec(o.model);
-      if (!c.ok()) return cli::fail(c.error());
-      gpu_codec = std::move(*c);
-    } else {
-      auto c = codec::load_codec(o.model);
-      if (!c.ok()) return cli::fail(c.error());
-      codec_model = std::move(*c);
-      codec_model->decoder.set_thread_pool(pool);
-    }
-  }
-  const int64_t codebook_size = codec_model ? codec_model->decoder.codebook_size()
-                                : gpu_codec ? gpu_codec->codebook_size()
-                                            : 2048;
-  auto request = make_request(o, info.codebooks, codebook_size);
+  using Clock = std::chrono::steady_clock;
+  const auto t_load = Clock::now();
+  engine::LoadOptions lo;
+  lo.device = *device;
+  lo.pool = own_pool ? own_pool.get() : &ThreadPool::global();
+  // The codec is needed for audio output, and for the size of reference codes.
+  lo.codec = !o.out.empty() || !o.ref_codes.empty();
+  lo.download = o.download;
+  auto weights = cli::weight_format_option(o.weights);
+  if (!weights.ok()) return cli::fail(weights.error());
+  lo.weights = *weights;
+  lo.download_progress = !o.quiet && isatty(fileno(stderr));
+  auto model = engine::load(o.model, lo);
+  if (!model.ok()) return cli::fail(model.error());
+  const engine::Model& m = **model;
+  const engine::ModelInfo& info = m.info();
+
+  auto request = make_request(o, info.codebooks, m.has_codec() ? m.codec().codebook_size() : 2048);
   if (!request.ok()) return cli::fail(request.error());
   std::string voice_note;  // --ref-audio / --voice: x-vector and reference codes from the voice encoders
-  if (auto st = cli::apply_voice(**model, {o.ref_audio, o.voice, o.ref_limits}, *request, &voice_note); !st.ok())
+  if (auto st = cli::apply_voice(m, {o.ref_audio, o.voice, o.ref_limits}, *request, &voice_note); !st.ok())
     return cli::fail(st.error());
   if (!voice_note.empty()) std::fprintf(stderr, "say: %s\n", voice_note.c_str());
-  auto stream = (*model)->create_stream(*request);
-  if (!stream.ok()) return cli::fail(stream.error());
-  const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
 
   std::unique_ptr<audio::AudioWriter> writer;
-  StreamDecoder dec;
-  std::vector<float> samples;
   if (!o.out.empty()) {
-    auto mode = codec::decode_mode_from_name(o.decode_mode);
-    if (!mode.ok()) return cli::fail(mode.error());
-    const int64_t rate = gpu_codec ? gpu_codec->sample_rate() : codec_model->decoder.sample_rate();
-    auto wo = o.audio_out.writer_options(static_cast<int>(rate));
+    auto wo = o.audio_out.writer_options(static_cast<int>(m.codec().sample_rate()));
     if (!wo.ok()) return cli::fail(wo.error());
     auto w = audio::AudioWriter::open(o.out, *wo);
     if (!w.ok()) return cli::fail(w.error());
     writer = std::move(*w);
-    if (gpu_codec) {
-      auto st = gpu_codec->new_state();
-      if (!st.ok()) return cli::fail(st.error());
-      dec.gpu = &*gpu_codec;
-      dec.gpu_state = std::move(*st);
-      // One throw-away frame loads the kernels (lazy module loading), so frame 0 of the request
-      // is not the one that pays for it; reset() then makes the state a fresh stream.
-      const std::vector<int32_t> zeros(static_cast<size_t>(gpu_codec->num_quantizers()), 0);
-      if (auto w = gpu_codec->decode(dec.gpu_state, zeros.data(), 1, samples); !w.ok()) return cli::fail(w.error());
-      if (auto w = gpu_codec->reset(dec.gpu_state); !w.ok()) return cli::fail(w.error());
-    } else {
-      dec.cpu = &codec_model->decoder;
-      dec.cpu_state = codec_model->decoder.new_state(*mode);
-    }
-    // Voice clone with reference codes: the official output decodes reference + generated frames
-    // and cuts the reference's share, i.e. the reference frames are decoder context only.
-    for (const auto& f : request->ref_codes)
-      if (!request->xvector_only)
-        if (auto st = dec.decode(f.data(), 1, samples); !st.ok()) return cli::fail(st.error());
-    samples.clear();
   }
+  const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
 
+  engine::Synthesizer synth(*model);
+  engine::SynthesisOptions so;
+  so.audio = writer != nullptr;
+  so.decode_mode = *mode;
   std::vector<int32_t> codes;
-  engine::TtsStream* s = stream->get();
-  std::vector<engine::StepResult> out(1);
-  engine::StageTimes times;
-  const auto t0 = Clock::now();
-  double first_frame_s = 0, first_audio_s = 0;
   // A progress line, redrawn in place, only when stderr is a terminal (logs stay clean).
   const bool progress = !o.quiet && isatty(fileno(stderr));
+  const auto t0 = Clock::now();
   auto t_progress = t0;
-  while (!s->finished()) {
-    if (auto st = (*model)->step({&s, 1}, out, &times); !st.ok()) return cli::fail(st.error());
-    if (!out[0].has_frame) continue;
-    if (codes.empty()) first_frame_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    codes.insert(codes.end(), out[0].codes.begin(), out[0].codes.end());
-    if (writer) {
-      samples.clear();
-      if (auto st = dec.decode(out[0].codes.data(), 1, samples); !st.ok()) return cli::fail(st.error());
-      if (auto st = writer->write(samples.data(), samples.size()); !st.ok()) return cli::fail(st.error());
-      if (first_audio_s == 0 && !samples.empty()) first_audio_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    }
+  std::atomic<int64_t> max_frames{0};
+  const auto on_chunk = [&](const engine::AudioChunk& c) -> Status {
+    codes.insert(codes.end(), c.codes, c.codes + c.frames * c.codebooks);
+    if (writer && c.count > 0) CHORUS_TRY(writer->write(c.samples, c.count));
     if (progress && std::chrono::duration<double>(Clock::now() - t_progress).count() > 0.1) {
       t_progress = Clock::now();
       const double el = std::chrono::duration<double>(t_progress - t0).count();
-      const double secs = static_cast<double>(s->frames()) / info.frame_rate;
+      const int64_t frames = c.first_frame + c.frames;
+      const double secs = static_cast<double>(frames) / info.frame_rate;
       std::fprintf(stderr, "\rsay: frame %lld (at most %lld), %.1f s of audio, %.2fx real time ",
-                   static_cast<long long>(s->frames()), static_cast<long long>(s->max_frames()), secs,
-                   el > 0 ? secs / el : 0.0);
+                   static_cast<long long>(frames), static_cast<long long>(max_frames.load()), secs, el > 0 ? secs / el : 0.0);
     }
+    return ok_status();
+  };
+  auto job = o.stdin_stream ? synth.submit_text(*request, on_chunk, so) : synth.submit(*request, on_chunk, so);
+  if (!job.ok()) {
+    if (o.stdin_stream && job.error().code == ErrorCode::kUnsupported)
+      return cli::fail(make_error(ErrorCode::kUnsupported, "--stdin-stream: " + job.error().message +
+                                                               (request->layout == engine::TextLayout::kStreaming
+                                                                    ? ""
+                                                                    : " (add --streaming-text)")));
+    return cli::fail(job.error());
   }
+  if (o.stdin_stream) {
+    // Standard input is read as it arrives (a pipe from an LLM gives a few bytes at a time) and
+    // handed on at once; the end of input ends the text. The reader is left behind, blocked in
+    // read(), when the request stops first (a frame limit, an error): the process is ending.
+    std::thread([handle = *job] {
+      char buf[4096];
+      for (;;) {
+        const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (!handle->append_text(std::string_view(buf, static_cast<size_t>(n))).ok()) return;
+      }
+      (void)handle->finish_text();
+    }).detach();
+  }
+  max_frames = (*job)->max_frames();
+  auto stats = (*job)->wait();
   if (progress) std::fprintf(stderr, "\r\033[K");
-  const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  const int64_t frames = s->frames();
-  if (writer) {
-    samples.clear();
-    if (auto st = dec.flush(samples); !st.ok()) return cli::fail(st.error());
-    if (!samples.empty())
-      if (auto st = writer->write(samples.data(), samples.size()); !st.ok()) return cli::fail(st.error());
+  if (!stats.ok()) return cli::fail(stats.error());
+  const int64_t frames = stats->frames;
+  if (writer)
     if (auto st = writer->close(); !st.ok()) return cli::fail(st.error());
-  }
   if (!o.codes_out.empty())
     if (auto st = codec::write_codes_json(o.codes_out, codes.data(), frames, info.codebooks); !st.ok()) return cli::fail(st.error());
 
-  const double audio_s = static_cast<double>(frames) / info.frame_rate;
   if (!o.quiet)
-    std::fprintf(stderr, "say: %.2f s of audio (%lld frames, stopped by %s)%s%s\n", audio_s,
-                 static_cast<long long>(frames), engine::stop_reason_name(s->stop_reason()),
+    std::fprintf(stderr, "say: %.2f s of audio (%lld frames, stopped by %s)%s%s\n", stats->audio_s,
+                 static_cast<long long>(frames), engine::stop_reason_name(stats->stop),
                  o.out.empty() || o.out == "-" ? "" : " -> ", o.out == "-" ? "" : o.out.c_str());
-  if (o.verbose)
+  if (o.verbose) {
+    const engine::StageTimes& t = stats->times;
     std::fprintf(stderr,
                  "say: limit %lld frames for %lld text tokens; load %.2f s; time to first frame %.3f s, to first "
                  "audio %.3f s; generation %.2f s (talker %.2f s, code predictor %.2f s); RTF %.3f\n",
-                 static_cast<long long>(s->max_frames()), static_cast<long long>(s->text_tokens()), load_s,
-                 first_frame_s, first_audio_s, gen_s, times.prefill_s + times.backbone_s + times.sampling_s,
-                 times.depth_s, audio_s > 0 ? gen_s / audio_s : 0.0);
+                 static_cast<long long>(stats->max_frames), static_cast<long long>(stats->text_tokens), load_s,
+                 stats->first_frame_s, stats->first_audio_s, stats->total_s, t.prefill_s + t.backbone_s + t.sampling_s,
+                 t.depth_s, stats->audio_s > 0 ? stats->total_s / stats->audio_s : 0.0);
+  }
   if (o.out.empty() && o.codes_out.empty()) std::fprintf(stderr, "say: no output requested (-o OUT.wav or --codes-out FILE.json)\n");
   return 0;
 }
@@ -293,6 +266,9 @@ chorus::cli::Runner setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
   sub.add_option("--model", o->model, "Qwen3-TTS or Breeze TTS 2 checkpoint folder, or a Hugging Face id in the local cache (Org/Name[@rev])")->required();
   sub.add_option("--text", o->text, "Text to speak (needs the checkpoint's text tokenizer)");
+  sub.add_flag("--stdin-stream", o->stdin_stream,
+               "Speak standard input while it is still being written (e.g. piped from an LLM): Qwen3-TTS in the "
+               "streaming text layout (--streaming-text, the default for voice clone), CPU");
   sub.add_option("--text-ids", o->text_ids,
                  "Token ids wrapped as the official wrapper does (<|im_start|>assistant\\n ... <|im_end|>\\n"
                  "<|im_start|>assistant\\n): a JSON array inline or a .json file");
@@ -343,11 +319,14 @@ chorus::cli::Runner setup(CLI::App& sub) {
   o->audio_out.add_to(sub);
   sub.add_flag("-v,--verbose", o->verbose, "Print the frame limit, time to first frame and first audio, stage times, RTF");
   sub.add_flag("-q,--quiet", o->quiet, "No progress line and no summary");
+  sub.add_flag("--download", o->download, "Download a Hugging Face --model id missing from the local cache (as `chorus pull`)");
   sub.footer("Examples:\n"
              "  chorus say --model Qwen3-TTS-12Hz-0.6B-CustomVoice --text 'Hello there.' --speaker ryan "
              "--language english -o hello.wav\n"
              "  chorus say --model tiny_base --text-ids '[1000,900,10,723,1001,10,1000,900,10]' "
-             "--speaker-embedding xvec.json --xvector-only --greedy --codes-out codes.json");
+             "--speaker-embedding xvec.json --xvector-only --greedy --codes-out codes.json\n"
+             "  my-llm | chorus say --model Qwen3-TTS-12Hz-0.6B-CustomVoice --speaker ryan --streaming-text "
+             "--stdin-stream -o answer.wav");
   return [o] { return run(*o); };
 }
 

@@ -27,7 +27,7 @@ struct CreateOptions {
 };
 
 // Breeze TTS 2: reference codes from the codec encoder plus the transcript (raw ids); no x-vector.
-int run_create_breeze(const CreateOptions& o, qwen3_tts::Voice text, ThreadPool* pool,
+int run_create_breeze(const CreateOptions& o, voice::Voice text, ThreadPool* pool,
                       std::chrono::steady_clock::time_point t0) {
   if (o.xvector_only) return cli::fail("voice create: Breeze TTS 2 has no x-vector (drop --xvector-only)");
   auto files = breeze_tts::open_model_files(o.model);
@@ -38,7 +38,7 @@ int run_create_breeze(const CreateOptions& o, qwen3_tts::Voice text, ThreadPool*
   if (!v.ok()) return cli::fail(v.error());
   v->ref_text = text.ref_text;
   v->ref_text_ids = text.ref_text_ids;
-  if (auto st = qwen3_tts::write_voice_file(o.out, *v); !st.ok()) return cli::fail(st.error());
+  if (auto st = voice::write_voice_file(o.out, *v); !st.ok()) return cli::fail(st.error());
   std::fprintf(stderr, "voice create: %s: %.2f s of reference -> %lld reference frames (Breeze TTS 2), %s; %.2f s\n",
                o.out.c_str(), v->ref_seconds, static_cast<long long>(v->frames),
                v->has_ref_text() ? "with reference text" : "no reference text (give --ref-text to say)",
@@ -51,7 +51,7 @@ int run_create(const CreateOptions& o) {
   if (!o.ref_text.empty() && !o.ref_text_ids.empty()) return cli::fail("voice create: give at most one of --ref-text and --ref-text-ids");
   if (o.xvector_only && (!o.ref_text.empty() || !o.ref_text_ids.empty()))
     return cli::fail("voice create: --xvector-only voices hold no reference text");
-  qwen3_tts::Voice voice;
+  voice::Voice voice;
   voice.ref_text = o.ref_text;
   if (!o.ref_text_ids.empty()) {
     auto ids = cli::read_id_array(o.ref_text_ids, "--ref-text-ids");
@@ -73,7 +73,7 @@ int run_create(const CreateOptions& o) {
   if (!v.ok()) return cli::fail(v.error());
   v->ref_text = voice.ref_text;
   v->ref_text_ids = voice.ref_text_ids;
-  if (auto st = qwen3_tts::write_voice_file(o.out, *v); !st.ok()) return cli::fail(st.error());
+  if (auto st = voice::write_voice_file(o.out, *v); !st.ok()) return cli::fail(st.error());
   std::fprintf(stderr, "voice create: %s: %.2f s of reference -> x-vector of %zu, %lld reference frames, %s; %.2f s\n",
                o.out.c_str(), v->ref_seconds, v->x_vector.size(), static_cast<long long>(v->frames),
                v->has_ref_text() ? "with reference text (in-context cloning)" : "no reference text (x-vector cloning)",
@@ -82,7 +82,7 @@ int run_create(const CreateOptions& o) {
 }
 
 int run_info(const std::string& path) {
-  auto v = qwen3_tts::read_voice_file(path);
+  auto v = voice::read_voice_file(path);
   if (!v.ok()) return cli::fail(v.error());
   nlohmann::json j = {{"file", path},
                       {"model_family", v->model_family},

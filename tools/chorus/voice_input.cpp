@@ -1,9 +1,6 @@
 #include "voice_input.h"
 
-#include "engine/breeze_engine.h"
-#include "engine/qwen3_tts_engine.h"
 #include "io/json_util.h"
-#include "models/qwen3_tts/voice_encoder.h"
 #include "runtime/cpu/quant.h"
 
 namespace chorus::cli {
@@ -42,69 +39,33 @@ Result<engine::ActivationPrecision> activation_precision_from_name(const std::st
   return make_error(ErrorCode::kInvalidArgument, "--activations: expected bf16 or f32, not \"" + name.substr(0, 32) + "\"");
 }
 
-Result<engine::WeightFormat> weight_format_option(const std::string& name, const std::string& device) {
+Result<engine::WeightFormat> weight_format_option(const std::string& name) {
   const auto f = cpu::weight_format_from_name(name);
   if (!f) return make_error(ErrorCode::kInvalidArgument, "--weights: expected bf16, int8 or int4, not \"" + name.substr(0, 32) + "\"");
-  if (*f != engine::WeightFormat::kBf16 && device != "cpu")
-    return make_error(ErrorCode::kUnsupported, "--weights " + name + " runs on the CPU only (use --device cpu)");
   return *f;
 }
 
-namespace {
-
-// Breeze TTS 2: reference codes (no x-vector) from the audio or the voice file, plus the transcript.
-Status apply_breeze_voice(const engine::BreezeEngine& model, const VoiceSource& src, engine::SynthesisRequest& r) {
-  if (r.xvector_only) return make_error(ErrorCode::kInvalidArgument, "Breeze TTS 2 has no x-vector: drop --xvector-only");
-  if (!src.ref_audio.empty()) {
-    CHORUS_ASSIGN(const qwen3_tts::Voice v, model.encode_voice(src.ref_audio, src.audio.limits()));
-    return model.apply_voice(v, src.ref_audio, r);
-  }
-  CHORUS_ASSIGN(const qwen3_tts::Voice v, qwen3_tts::read_voice_file(src.voice_file));
-  return model.apply_voice(v, src.voice_file, r);
-}
-
-}  // namespace
-
-Status apply_voice(const engine::TtsModel& model, const VoiceSource& src, engine::SynthesisRequest& r, std::string* note) {
+Status apply_voice(const engine::Model& model, const VoiceSource& src, engine::SynthesisRequest& r, std::string* note) {
   if (src.ref_audio.empty() && src.voice_file.empty()) return ok_status();
   auto bad = [](const std::string& m) { return make_error(ErrorCode::kInvalidArgument, m); };
   if (!src.ref_audio.empty() && !src.voice_file.empty()) return bad("give at most one of --ref-audio and --voice");
   if (!r.speaker_embedding.empty() || !r.ref_codes.empty())
     return bad("--ref-audio / --voice already give the speaker embedding and reference codes: drop --speaker-embedding / --ref-codes");
-  if (const auto* b = dynamic_cast<const engine::BreezeEngine*>(&model)) return apply_breeze_voice(*b, src, r);
-  const auto* q = dynamic_cast<const engine::Qwen3TtsEngine*>(&model);
-  if (!q) return make_error(ErrorCode::kUnsupported, "voice cloning from audio needs a Qwen3-TTS Base or Breeze TTS 2 checkpoint");
-  const qwen3_tts::Model& m = q->model();
-  const bool cli_text = !r.ref_text.empty() || !r.ref_text_ids.empty();
-
-  qwen3_tts::Voice voice;
-  std::string label;
+  if (!model.clones_voices())
+    return make_error(ErrorCode::kUnsupported, "voice cloning from audio needs a Qwen3-TTS Base or Breeze TTS 2 checkpoint");
+  if (model.info().family == "breeze-tts" && r.xvector_only)
+    return bad("Breeze TTS 2 has no x-vector: drop --xvector-only");
   if (!src.ref_audio.empty()) {
-    label = src.ref_audio;
-    CHORUS_ASSIGN(qwen3_tts::VoiceEncoder enc, qwen3_tts::VoiceEncoder::from_files(m.files(), m.pool()));
-    const bool icl = !r.xvector_only && cli_text;
-    CHORUS_ASSIGN(voice, enc.encode_file(src.ref_audio, icl, src.audio.limits()));
-  } else {
-    label = src.voice_file;
-    CHORUS_ASSIGN(voice, qwen3_tts::read_voice_file(src.voice_file));
-    CHORUS_TRY(qwen3_tts::check_voice_for_model(voice, m.config(), src.voice_file));
-    if (cli_text && voice.has_ref_text())
-      return bad(src.voice_file + " holds its reference text already: drop --ref-text / --ref-text-ids");
-    r.ref_text = voice.ref_text;
-    r.ref_text_ids = voice.ref_text_ids;
+    engine::ReferenceAudio ref;
+    ref.path = src.ref_audio;
+    ref.limits = src.audio.limits();
+    // Reference codes only serve in-context cloning, which needs the transcript.
+    const bool with_codes = !r.xvector_only && (!r.ref_text.empty() || !r.ref_text_ids.empty());
+    CHORUS_ASSIGN(const voice::Voice v, model.create_voice(ref, "", with_codes));
+    return model.apply_voice(v, src.ref_audio, r, note);
   }
-  r.speaker_embedding = voice.x_vector;
-  const bool has_text = !r.ref_text.empty() || !r.ref_text_ids.empty();
-  if (!r.xvector_only && (!has_text || !voice.has_codes())) {
-    r.xvector_only = true;
-    if (note)
-      *note = label + (has_text ? " has no reference codes" : ": no reference text") +
-              ", so the voice is cloned from its x-vector alone (--ref-text enables in-context cloning)";
-  }
-  if (!r.xvector_only)
-    for (int64_t t = 0; t < voice.frames; ++t)
-      r.ref_codes.emplace_back(voice.ref_codes.begin() + t * voice.codebooks, voice.ref_codes.begin() + (t + 1) * voice.codebooks);
-  return ok_status();
+  CHORUS_ASSIGN(const voice::Voice v, voice::read_voice_file(src.voice_file));
+  return model.apply_voice(v, src.voice_file, r, note);
 }
 
 }  // namespace chorus::cli

@@ -10,8 +10,8 @@
 
 #include "audio/reader.h"
 #include "core/error.h"
+#include "engine/model.h"
 #include "engine/request.h"
-#include "engine/tts_model.h"
 
 namespace chorus::cli {
 
@@ -29,7 +29,8 @@ Result<std::vector<int32_t>> read_id_array(const std::string& arg, const char* o
 Result<engine::ActivationPrecision> activation_precision_from_name(const std::string& name);
 
 // --weights: "bf16" (as stored, exact), "int8" or "int4" (quantised at load, CPU only).
-Result<engine::WeightFormat> weight_format_option(const std::string& name, const std::string& device);
+// CUDA loads refuse the quantised ones (engine/registry.cpp).
+Result<engine::WeightFormat> weight_format_option(const std::string& name);
 
 struct VoiceSource {
   std::string ref_audio;   // encode this file on the fly, or ...
@@ -37,10 +38,9 @@ struct VoiceSource {
   RefAudioOptions audio;
 };
 
-// Fills the request's speaker embedding, reference codes and (from a voice file) reference text.
-// Without reference text (from the command line or the voice file) the clone uses the x-vector
-// alone, as with --xvector-only; `note` then says so. The model must be a Qwen3-TTS Base model, or
-// a Breeze TTS 2 model (reference codes and transcript only: the transcript is required).
-Status apply_voice(const engine::TtsModel& model, const VoiceSource& src, engine::SynthesisRequest& r, std::string* note);
+// Fills the request's speaker embedding, reference codes and (from a voice file) reference text
+// (engine::Model::apply_voice). Without reference text (from the command line or the voice file) a
+// Qwen3-TTS clone uses the x-vector alone, as with --xvector-only; `note` then says so.
+Status apply_voice(const engine::Model& model, const VoiceSource& src, engine::SynthesisRequest& r, std::string* note);
 
 }  // namespace chorus::cli

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "models/breeze_tts/weights.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 #include "runtime/cpu/kernels.h"
 
 namespace chorus::breeze_tts {

@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <set>
 
-#include "models/config_reader.h"
+#include "io/config_reader.h"
+#include "io/generation_json.h"
+#include "models/config_folder.h"
 
 namespace chorus::breeze_tts {
 
@@ -296,21 +298,13 @@ Status parse_generation_config(const nlohmann::json& root, const std::string& la
 }
 
 Result<Config> load_config(const std::string& dir) {
-  namespace fs = std::filesystem;
-  const std::string main = (fs::path(dir) / "config.json").string();
-  if (!fs::exists(main))
-    return make_error(ErrorCode::kNotFound, dir + ": no config.json (is this a Breeze TTS 2 checkpoint folder?)");
-  CHORUS_ASSIGN(auto root, ConfigReader::parse_file(main));
-  CHORUS_ASSIGN(Config c, parse_config(root, main));
-  const std::string gen = (fs::path(dir) / "generation_config.json").string();
-  if (fs::exists(gen)) {
-    CHORUS_ASSIGN(auto groot, ConfigReader::parse_file(gen));
-    CHORUS_TRY(parse_generation_config(groot, gen, c.generation));
-  }
-  const std::string codec_file = (fs::path(dir) / "audio_tokenizer" / "config.json").string();
-  if (!fs::exists(codec_file))
-    return make_error(ErrorCode::kNotFound, dir + ": no audio_tokenizer/config.json (the codec is required)");
-  CHORUS_ASSIGN(c.codec, codec::load_codec_config(codec_file));
+  std::string codec_file;
+  CHORUS_ASSIGN(Config c, load_config_folder<Config>(
+                              dir, "Breeze TTS 2", "audio_tokenizer", parse_config,
+                              [](const nlohmann::json& root, const std::string& label, Config& cfg) {
+                                return parse_generation_config(root, label, cfg.generation);
+                              },
+                              codec_file));
   if (c.codec.decoder.num_quantizers != c.num_codebooks)
     return make_error(ErrorCode::kInvalidFormat, codec_file + ": the codec has " + std::to_string(c.codec.decoder.num_quantizers) +
                                                      " codebooks but the model predicts " + std::to_string(c.num_codebooks));
@@ -457,15 +451,12 @@ nlohmann::json config_to_json(const Config& c) {
 }
 
 nlohmann::json generation_to_json(const GenerationDefaults& g) {
-  return {{"do_sample", g.do_sample},
-          {"temperature", g.temperature},
-          {"top_k", g.top_k},
-          {"top_p", g.top_p},
-          {"max_new_tokens", g.config_max_new_tokens},
-          {"depth_decoder_do_sample", g.depth_do_sample},
-          {"depth_decoder_temperature", g.depth_temperature},
-          {"depth_decoder_top_k", g.depth_top_k},
-          {"depth_decoder_top_p", g.depth_top_p}};
+  nlohmann::json j = nlohmann::json::object();
+  io::put_sampler_keys(j, "do_sample", "", g.do_sample, g.temperature, g.top_k, g.top_p);
+  io::put_sampler_keys(j, "depth_decoder_do_sample", "depth_decoder_", g.depth_do_sample, g.depth_temperature,
+                       g.depth_top_k, g.depth_top_p);
+  j["max_new_tokens"] = g.config_max_new_tokens;
+  return j;
 }
 
 }  // namespace chorus::breeze_tts

@@ -6,7 +6,7 @@
 
 #include "models/breeze_tts/rope.h"
 #include "models/breeze_tts/weights.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 #include "runtime/cpu/kernels.h"
 
 namespace chorus::breeze_tts {

@@ -7,7 +7,7 @@
 
 #include "models/breeze_tts/rope.h"
 #include "models/breeze_tts/weights.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 
 namespace chorus::breeze_tts::gpu {
 
@@ -23,7 +23,7 @@ Result<DeviceTensor> upload_head(const Tensor& heads, int64_t index) {
   for (int64_t i = 0; i < in; ++i)
     for (int64_t o = 0; o < out; ++o)
       std::memcpy(dst + static_cast<size_t>(o * in + i) * es, src + static_cast<size_t>(i * out + o) * es, es);
-  return qwen3_tts::gpu::upload_matrix(t);
+  return nn::gpu::upload_matrix(t);
 }
 
 }  // namespace
@@ -39,15 +39,15 @@ Result<std::shared_ptr<const DeviceModel>> DeviceModel::upload(const Config& c, 
   std::shared_ptr<DeviceModel> m(new DeviceModel());
   m->config_ = c;
   // Both stacks' layers are too large for the persistent kernel, so a decode step's MLPs run as one
-  // launch each (measured on the H200, PERFORMANCE.md "Session 12": backbone −0.20 ms and depth
-  // decoder −0.90 ms per frame, for 0.66 GiB of transposed down projections).
-  const qwen3_tts::gpu::StackOptions one_launch_mlp{.one_launch_mlp = true};
+  // launch each (measured on the H200: backbone −0.20 ms and depth decoder −0.90 ms per frame, for
+  // 0.66 GiB of transposed down projections).
+  const nn::gpu::StackOptions one_launch_mlp{.one_launch_mlp = true};
   CHORUS_ASSIGN(m->backbone_, DeviceStack::load(Weights(main, kBackbonePrefix), c.backbone.dims, {}, one_launch_mlp));
   const std::vector<float> inv = depth_rope_inv_freq(c.depth);
   CHORUS_ASSIGN(m->depth_, DeviceStack::load(Weights(main, kDepthPrefix), c.depth.dims, inv, one_launch_mlp));
-  CHORUS_ASSIGN(m->lm_head_, qwen3_tts::gpu::upload_matrix(main.tensor(kLmHead)));
-  CHORUS_ASSIGN(m->projector_, qwen3_tts::gpu::upload_matrix(main.tensor(kDepthProjector)));
-  CHORUS_ASSIGN(m->table_, qwen3_tts::gpu::upload_matrix(main.tensor(kAudioTable)));
+  CHORUS_ASSIGN(m->lm_head_, nn::gpu::upload_matrix(main.tensor(kLmHead)));
+  CHORUS_ASSIGN(m->projector_, nn::gpu::upload_matrix(main.tensor(kDepthProjector)));
+  CHORUS_ASSIGN(m->table_, nn::gpu::upload_matrix(main.tensor(kAudioTable)));
   const Tensor heads = main.tensor(kCodebooksHead);
   for (int64_t k = 0; k + 1 < c.num_codebooks; ++k) {
     CHORUS_ASSIGN(DeviceTensor h, upload_head(heads, k));
@@ -62,7 +62,7 @@ Result<std::shared_ptr<const DeviceModel>> DeviceModel::upload(const Config& c, 
     const int64_t V = c.audio_vocab, W = c.audio_embed;
     const cuda::DeviceMatrix slice{m->table_.bf16() + k * V * W, V, W};
     const int64_t ids = std::max(V, m->heads_[static_cast<size_t>(k - 1)].rows);  // the sampler's vocabulary
-    CHORUS_ASSIGN(cuda::DeviceBuffer rows, qwen3_tts::gpu::project_rows(slice, m->projector_.matrix(), nullptr, ids));
+    CHORUS_ASSIGN(cuda::DeviceBuffer rows, nn::gpu::project_rows(slice, m->projector_.matrix(), nullptr, ids));
     m->bytes_ += rows.bytes();
     m->projected_.push_back(std::move(rows));
   }

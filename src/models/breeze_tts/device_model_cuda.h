@@ -15,12 +15,12 @@
 #include "io/safetensors.h"
 #include "models/breeze_tts/config.h"
 #include "models/breeze_tts/frame_kernels_cuda.h"
-#include "models/qwen3_tts/device_model_cuda.h"
+#include "nn/device_stack_cuda.h"
 
 namespace chorus::breeze_tts::gpu {
 
-using qwen3_tts::gpu::DeviceStack;
-using qwen3_tts::gpu::DeviceTensor;
+using nn::gpu::DeviceStack;
+using nn::gpu::DeviceTensor;
 
 class DeviceModel {
  public:

@@ -1,6 +1,6 @@
 #include "models/breeze_tts/presets.h"
 
-#include "models/qwen3_tts/presets.h"
+#include "models/codec/codec_config.h"
 
 namespace chorus::breeze_tts {
 
@@ -54,8 +54,7 @@ Config preset_config(Dims dims) {
   ids.pad = 0, ids.eos = 1, ids.bos = 2;
   ids.codebook_pad = 2050, ids.codebook_eos = 0;
   // The same 12 Hz codec as Qwen3-TTS (tiny: a copy of the Qwen3-TTS tiny Base speech tokenizer).
-  c.codec = qwen3_tts::preset_config(qwen3_tts::Variant::kBase,
-                                     tiny ? qwen3_tts::Dims::kTiny : qwen3_tts::Dims::kReal06B).codec;
+  c.codec = codec::preset_12hz(tiny);
   c.sample_rate = c.codec.sample_rate;
   return c;
 }

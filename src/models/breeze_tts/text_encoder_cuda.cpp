@@ -14,7 +14,7 @@ namespace chorus::breeze_tts::gpu {
 
 namespace {
 
-using qwen3_tts::gpu::DeviceTensor;
+using nn::gpu::DeviceTensor;
 
 Result<Tensor> need(const io::Checkpoint& ckpt, const std::string& name) {
   Tensor t = ckpt.tensor(name);
@@ -25,7 +25,7 @@ Result<Tensor> need(const io::Checkpoint& ckpt, const std::string& name) {
 Result<DeviceTensor> upload_f32(const std::vector<float>& v) {
   Tensor t = Tensor::zeros(DType::kF32, {static_cast<int64_t>(v.size())});
   std::copy(v.begin(), v.end(), t.f32());
-  return qwen3_tts::gpu::upload_vector_f32(t);
+  return nn::gpu::upload_vector_f32(t);
 }
 
 // (1 + w) in f32, as Gemma's norm applies its zero-centred weight.
@@ -39,7 +39,7 @@ Result<DeviceTensor> gemma_norm(const io::Checkpoint& ckpt, const std::string& n
 
 Result<DeviceTensor> matrix(const io::Checkpoint& ckpt, const std::string& name) {
   CHORUS_ASSIGN(Tensor t, need(ckpt, name));
-  return qwen3_tts::gpu::upload_matrix(t);
+  return nn::gpu::upload_matrix(t);
 }
 
 constexpr int64_t kInitialRows = 256;

@@ -22,7 +22,7 @@
 #include "models/breeze_tts/config.h"
 #include "models/breeze_tts/prompt.h"
 #include "models/breeze_tts/text_encoder.h"
-#include "models/qwen3_tts/device_model_cuda.h"
+#include "nn/device_stack_cuda.h"
 #include "runtime/cuda/cuda_handles.h"
 #include "runtime/cuda/encoder_ops.h"
 #include "runtime/cuda/ops.h"
@@ -44,7 +44,7 @@ class TextEncoderCuda {
   size_t weight_bytes() const { return bytes_; }
 
  private:
-  using DeviceTensor = qwen3_tts::gpu::DeviceTensor;
+  using DeviceTensor = nn::gpu::DeviceTensor;
   struct Layer {
     bool full = false;
     DeviceTensor q, k, v, o, gate, up, down;

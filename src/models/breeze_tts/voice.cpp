@@ -23,10 +23,10 @@ Result<VoiceEncoder> VoiceEncoder::from_files(const ModelFiles& files, ThreadPoo
   return VoiceEncoder(std::move(speech), codec_signature(files.config.codec));
 }
 
-Result<qwen3_tts::Voice> VoiceEncoder::encode(const float* samples, int64_t n) const {
+Result<voice::Voice> VoiceEncoder::encode(const float* samples, int64_t n) const {
   CHORUS_ASSIGN(codec::EncodedCodes c, speech_.encode(samples, n));
-  qwen3_tts::Voice v;
-  v.model_family = qwen3_tts::kVoiceFamilyBreeze;
+  voice::Voice v;
+  v.model_family = voice::kVoiceFamilyBreeze;
   v.codebooks = c.codebooks;
   v.frames = c.frames;
   v.ref_codes = std::move(c.codes);
@@ -35,7 +35,7 @@ Result<qwen3_tts::Voice> VoiceEncoder::encode(const float* samples, int64_t n) c
   return v;
 }
 
-Result<qwen3_tts::Voice> VoiceEncoder::encode_file(const std::string& path, const audio::AudioLimits& limits) const {
+Result<voice::Voice> VoiceEncoder::encode_file(const std::string& path, const audio::AudioLimits& limits) const {
   audio::ReadOptions opts;
   opts.target_rate = static_cast<int>(sample_rate());
   opts.limits = limits;
@@ -45,8 +45,8 @@ Result<qwen3_tts::Voice> VoiceEncoder::encode_file(const std::string& path, cons
   return v;
 }
 
-Status check_voice_for_model(const qwen3_tts::Voice& v, const Config& c, const std::string& label) {
-  if (v.model_family != qwen3_tts::kVoiceFamilyBreeze)
+Status check_voice_for_model(const voice::Voice& v, const Config& c, const std::string& label) {
+  if (v.model_family != voice::kVoiceFamilyBreeze)
     return make_error(ErrorCode::kUnsupported, label + ": the voice was made for a " + v.model_family.substr(0, 64) +
                                                    " model, not Breeze TTS 2; make one with `chorus voice create --model "
                                                    "<Breeze checkpoint>`");

@@ -1,6 +1,6 @@
 // Breeze TTS 2 voice cloning inputs (breeze_tts2.md §5.2): reference audio → reference codes with
 // the checkpoint's codec encoder (audio_tokenizer/, the same 12 Hz speech encoder Qwen3-TTS Base
-// models use), kept as a voice file (qwen3_tts/voice_file.h, family "breeze-tts": codes and
+// models use), kept as a voice file (models/voice/voice_file.h, family "breeze-tts": codes and
 // transcript, no x-vector) or used at once. The codes then fill ref_clone_tata / ref_edit_tata.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include "core/thread_pool.h"
 #include "models/breeze_tts/checkpoint.h"
 #include "models/codec/speech_encoder.h"
-#include "models/qwen3_tts/voice_file.h"
+#include "models/voice/voice_file.h"
 
 namespace chorus::breeze_tts {
 
@@ -31,9 +31,9 @@ class VoiceEncoder {
 
   // Mono samples at sample_rate() → a breeze-tts Voice with codes (no transcript: the caller adds
   // it). Errors for no samples or a non-finite one.
-  Result<qwen3_tts::Voice> encode(const float* samples, int64_t n) const;
+  Result<voice::Voice> encode(const float* samples, int64_t n) const;
   // Reads, downmixes and resamples the file first (audio::read_audio with `limits`).
-  Result<qwen3_tts::Voice> encode_file(const std::string& path, const audio::AudioLimits& limits = {}) const;
+  Result<voice::Voice> encode_file(const std::string& path, const audio::AudioLimits& limits = {}) const;
 
  private:
   explicit VoiceEncoder(codec::SpeechEncoder s, std::string signature)
@@ -44,6 +44,6 @@ class VoiceEncoder {
 
 // Whether `v` suits the model: family breeze-tts, codes of num_codebooks codebooks below the codec
 // codebook size, and (when recorded) the same codec signature. `label` names the voice in errors.
-Status check_voice_for_model(const qwen3_tts::Voice& v, const Config& c, const std::string& label);
+Status check_voice_for_model(const voice::Voice& v, const Config& c, const std::string& label);
 
 }  // namespace chorus::breeze_tts

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "models/breeze_tts/config.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 
 namespace chorus::breeze_tts {
 

@@ -1,6 +1,6 @@
 #include "models/codec/codec_config.h"
 
-#include "models/config_reader.h"
+#include "io/config_reader.h"
 
 namespace chorus::codec {
 
@@ -140,6 +140,31 @@ nlohmann::json codec_config_to_json(const CodecConfig& c) {
   }
   root["torch_dtype"] = "float32";
   return root;
+}
+
+CodecConfig preset_12hz(bool tiny) {
+  CodecConfig c;
+  auto& d = c.decoder;
+  auto& e = c.encoder;
+  e.present = true;
+  if (tiny) {
+    d.codebook_dim = 8;
+    d.latent_dim = 48;
+    d.transformer = nn::qwen3_dims(32, 64, 2, 4, 4, 16, 1e-5, 10000, 8000);
+    d.decoder_dim = 64;
+    e.num_filters = 4;
+    e.hidden_size = 32;
+    e.intermediate_size = 64;
+    e.num_hidden_layers = 2;
+    e.num_attention_heads = 4;
+    e.num_key_value_heads = 4;
+    e.head_dim = 8;
+    e.sliding_window = 24;
+    e.codebook_dim = 4;
+  } else {
+    d.transformer = nn::qwen3_dims(512, 1024, 8, 16, 16, 64, 1e-5, 10000, 8000);
+  }
+  return c;
 }
 
 }  // namespace chorus::codec

@@ -53,6 +53,10 @@ struct CodecConfig {
   EncoderConfig encoder;
 };
 
+// The 12.5 Hz codec (Qwen3-TTS's speech tokenizer, also Breeze TTS 2's) as released, or the
+// reference tiny copy.
+CodecConfig preset_12hz(bool tiny);
+
 Result<CodecConfig> load_codec_config(const std::string& file);
 Result<CodecConfig> parse_codec_config(const nlohmann::json& root, const std::string& label);
 nlohmann::json codec_config_to_json(const CodecConfig& c);

@@ -4,7 +4,7 @@
 
 #include "io/model_dir.h"
 #include "io/safetensors.h"
-#include "models/config_reader.h"
+#include "io/config_reader.h"
 
 namespace chorus::codec {
 

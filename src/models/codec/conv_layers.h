@@ -14,7 +14,7 @@
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 #include "runtime/cpu/kernels.h"
 
 namespace chorus::codec::detail {

@@ -10,7 +10,8 @@ namespace chorus::codec {
 
 namespace detail {
 struct CudaDecoderModel {};
-struct CudaStreamState {};
+struct StreamHistory {};
+struct Workspaces {};
 }  // namespace detail
 
 bool cuda_decoder_built() { return false; }
@@ -31,6 +32,7 @@ const CodecConfig& CudaDecoder::config() const {
   return none;
 }
 size_t CudaDecoder::weight_bytes() const { return 0; }
+size_t CudaDecoder::state_bytes(int64_t) const { return 0; }
 Result<CudaDecoderState> CudaDecoder::new_state(int64_t) const { return no_cuda(); }
 Status CudaDecoder::reset(CudaDecoderState&) const { return no_cuda(); }
 Status CudaDecoder::validate_codes(const int32_t*, int64_t) const { return no_cuda(); }
@@ -52,13 +54,14 @@ Result<CudaDecoder> load_cuda_codec(const std::string&) { return no_cuda(); }
 #include "io/safetensors.h"
 #include "models/codec/decoder.h"
 #include "models/codec/decoder_model_cuda.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 #include "runtime/cpu/kernels.h"
 
 namespace chorus::codec {
 
 using detail::CudaDecoderModel;
 using detail::CudaStreamState;
+using detail::StreamHistory;
 using detail::DevConv;
 using detail::DevConvT;
 using detail::Snake;
@@ -259,56 +262,111 @@ Result<CudaDecoder> CudaDecoder::load(const io::Checkpoint& ckpt, const CodecCon
   CHORUS_TRY(build(ckpt, *m));
   CudaDecoder dec;
   dec.model_ = std::move(m);
+  dec.work_ = std::make_shared<detail::Workspaces>();
   return dec;
 }
 
 const CodecConfig& CudaDecoder::config() const { return model_->config; }
 size_t CudaDecoder::weight_bytes() const { return model_->weight_bytes; }
 
+namespace {
+
+size_t kv_floats(const CudaDecoderModel& m, int64_t block_frames) {
+  const auto& d = m.config.decoder;
+  const auto& t = d.transformer;
+  return static_cast<size_t>(t.layers) * 2 * static_cast<size_t>(d.sliding_window - 1 + block_frames) *
+         static_cast<size_t>(t.kv_heads * t.head_dim);
+}
+
+// The decoder's scratch, stream and cuBLAS handle for steps of `block` frames.
+Status make_workspace(const std::shared_ptr<const CudaDecoderModel>& model, int64_t block, CudaStreamState& s) {
+  const CudaDecoderModel& m = *model;
+  s.model = model;
+  s.block = block;
+  CHORUS_ASSIGN(s.stream, cuda::Stream::create());
+  CHORUS_ASSIGN(s.cublas, cuda::Cublas::create());
+  if (cublasSetStream(s.cublas.get(), s.stream.get()) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetMathMode(s.cublas.get(), CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS)  // no TF32
+    return make_error(ErrorCode::kInternal, "cuBLAS stream / math mode setup failed");
+  CHORUS_ASSIGN(s.codes, alloc_n<int32_t>(static_cast<size_t>(block * m.config.decoder.num_quantizers)));
+  const detail::ScratchPlan plan = detail::scratch_plan(m, block);
+  for (auto& a : s.act) {
+    CHORUS_ASSIGN(a, alloc_n<float>(plan.act));
+  }
+  CHORUS_ASSIGN(s.col, alloc_n<float>(plan.col));
+  CHORUS_ASSIGN(s.z, alloc_n<float>(plan.z));
+  for (cuda::DeviceBuffer* b : {&s.h, &s.xn, &s.qkv, &s.q, &s.attn, &s.proj, &s.gate_up, &s.inter}) {
+    CHORUS_ASSIGN(*b, alloc_n<float>(plan.rows));
+  }
+  const size_t samples = static_cast<size_t>(block * m.config.samples_per_frame);
+  CHORUS_ASSIGN(s.audio, alloc_n<float>(samples));
+  CHORUS_ASSIGN(s.audio_host, cuda::PinnedBuffer::alloc(samples * sizeof(float)));
+  return ok_status();
+}
+
+// Lends a stream's history to the workspace for one call and takes it back, whatever happens.
+class Lend {
+ public:
+  Lend(StreamHistory& h, CudaStreamState& w) : h_(h), w_(w) {
+    std::swap(h_.hist, w_.hist);
+    std::swap(h_.kv, w_.kv);
+    w_.parity = h_.parity;
+    w_.kv_capacity = h_.kv_capacity;
+    w_.next_pos = h_.next_pos;
+  }
+  ~Lend() {
+    std::swap(h_.hist, w_.hist);
+    std::swap(h_.kv, w_.kv);
+    h_.parity = w_.parity;
+    h_.next_pos = w_.next_pos;
+  }
+  Lend(const Lend&) = delete;
+  Lend& operator=(const Lend&) = delete;
+
+ private:
+  StreamHistory& h_;
+  CudaStreamState& w_;
+};
+
+}  // namespace
+
+size_t CudaDecoder::state_bytes(int64_t block_frames) const {
+  return (2 * std::max<size_t>(1, model_->hist_floats) + kv_floats(*model_, block_frames)) * sizeof(float);
+}
+
 Result<CudaDecoderState> CudaDecoder::new_state(int64_t block_frames) const {
   if (block_frames < 1 || block_frames > 256)
     return make_error(ErrorCode::kOutOfRange, "GPU decoder block size must be in [1, 256] frames");
+  {
+    std::lock_guard<std::mutex> lock(work_->mu);
+    auto& e = work_->by_block[block_frames];
+    if (!e) {
+      auto entry = std::make_unique<detail::Workspaces::Entry>();
+      CHORUS_TRY(make_workspace(model_, block_frames, entry->state));
+      e = std::move(entry);
+    }
+  }
   const CudaDecoderModel& m = *model_;
-  const auto& d = m.config.decoder;
-  const auto& t = d.transformer;
-  auto s = std::make_unique<CudaStreamState>();
+  auto s = std::make_unique<StreamHistory>();
   s->model = model_;
   s->block = block_frames;
-  CHORUS_ASSIGN(s->stream, cuda::Stream::create());
-  CHORUS_ASSIGN(s->cublas, cuda::Cublas::create());
-  if (cublasSetStream(s->cublas.get(), s->stream.get()) != CUBLAS_STATUS_SUCCESS ||
-      cublasSetMathMode(s->cublas.get(), CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS)  // no TF32
-    return make_error(ErrorCode::kInternal, "cuBLAS stream / math mode setup failed");
   for (auto& h : s->hist) {
     CHORUS_ASSIGN(h, alloc_n<float>(m.hist_floats));
+    CHORUS_CUDA_TRY(cudaMemset(h.data(), 0, h.bytes()));
   }
-  s->kv_capacity = d.sliding_window - 1 + block_frames;
-  const size_t kvd = static_cast<size_t>(t.kv_heads * t.head_dim);
-  CHORUS_ASSIGN(s->kv, alloc_n<float>(static_cast<size_t>(t.layers) * 2 * static_cast<size_t>(s->kv_capacity) * kvd));
-  CHORUS_ASSIGN(s->codes, alloc_n<int32_t>(static_cast<size_t>(block_frames * d.num_quantizers)));
-  const detail::ScratchPlan plan = detail::scratch_plan(m, block_frames);
-  for (auto& a : s->act) {
-    CHORUS_ASSIGN(a, alloc_n<float>(plan.act));
-  }
-  CHORUS_ASSIGN(s->col, alloc_n<float>(plan.col));
-  CHORUS_ASSIGN(s->z, alloc_n<float>(plan.z));
-  for (cuda::DeviceBuffer* b : {&s->h, &s->xn, &s->qkv, &s->q, &s->attn, &s->proj, &s->gate_up, &s->inter}) {
-    CHORUS_ASSIGN(*b, alloc_n<float>(plan.rows));
-  }
-  const size_t samples = static_cast<size_t>(block_frames * m.config.samples_per_frame);
-  CHORUS_ASSIGN(s->audio, alloc_n<float>(samples));
-  CHORUS_ASSIGN(s->audio_host, cuda::PinnedBuffer::alloc(samples * sizeof(float)));
+  s->kv_capacity = m.config.decoder.sliding_window - 1 + block_frames;
+  CHORUS_ASSIGN(s->kv, alloc_n<float>(kv_floats(m, block_frames)));
   CudaDecoderState state;
   state.impl_ = std::move(s);
   return state;
 }
 
 Status CudaDecoder::reset(CudaDecoderState& state) const {
-  CudaStreamState* s = state.impl_.get();
+  StreamHistory* s = state.impl_.get();
   if (!s || s->model != model_) return make_error(ErrorCode::kInvalidArgument, "decoder state was not made by this decoder");
   // Only the histories need zeros: ring KV rows are always written before a query can see them.
-  for (auto& h : s->hist) CHORUS_CUDA_TRY(cudaMemsetAsync(h.data(), 0, h.bytes(), s->stream.get()));
-  CHORUS_TRY(s->stream.synchronize());
+  for (auto& h : s->hist) CHORUS_CUDA_TRY(cudaMemset(h.data(), 0, h.bytes()));
+  CHORUS_CUDA_TRY(cudaDeviceSynchronize());
   s->parity = 0;
   s->next_pos = s->frames = 0;
   s->finished = s->broken = false;
@@ -332,7 +390,7 @@ Status CudaDecoder::validate_codes(const int32_t* codes, int64_t frames) const {
 
 Status CudaDecoder::decode(CudaDecoderState& state, const int32_t* codes, int64_t frames,
                            std::vector<float>& out) const {
-  CudaStreamState* s = state.impl_.get();
+  StreamHistory* s = state.impl_.get();
   if (!s || s->model != model_) return make_error(ErrorCode::kInvalidArgument, "decoder state was not made by this decoder");
   if (s->finished) return make_error(ErrorCode::kInvalidArgument, "decoder stream already flushed");
   if (s->broken) return make_error(ErrorCode::kInternal, "decoder state is unusable after a device error (reset it)");
@@ -341,34 +399,42 @@ Status CudaDecoder::decode(CudaDecoderState& state, const int32_t* codes, int64_
   const int64_t spf = samples_per_frame(), Q = num_quantizers();
   if (frames > static_cast<int64_t>(out.max_size() - out.size()) / spf)
     return make_error(ErrorCode::kResourceExhausted, "too many frames for one output buffer");
+  detail::Workspaces::Entry* entry = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(work_->mu);
+    entry = work_->by_block.at(s->block).get();  // made by new_state
+  }
+  std::lock_guard<std::mutex> lock(entry->mu);
+  CudaStreamState& w = entry->state;
+  Lend lend(*s, w);
   const size_t at = out.size();
-  cudaStream_t st = s->stream.get();
-  for (int64_t f0 = 0; f0 < frames; f0 += s->block) {
-    const int64_t n = std::min(s->block, frames - f0);
+  cudaStream_t st = w.stream.get();
+  for (int64_t f0 = 0; f0 < frames; f0 += w.block) {
+    const int64_t n = std::min(w.block, frames - f0);
     Status step = [&]() -> Status {
-      CHORUS_CUDA_TRY(cudaMemcpyAsync(s->codes.data(), codes + f0 * Q, sizeof(int32_t) * n * Q,
+      CHORUS_CUDA_TRY(cudaMemcpyAsync(w.codes.data(), codes + f0 * Q, sizeof(int32_t) * n * Q,
                                       cudaMemcpyHostToDevice, st));
-      CHORUS_TRY(detail::run_step_cuda(*model_, *s, n));
-      CHORUS_CUDA_TRY(cudaMemcpyAsync(s->audio_host.data(), s->audio.data(), sizeof(float) * n * spf,
+      CHORUS_TRY(detail::run_step_cuda(*model_, w, n));
+      CHORUS_CUDA_TRY(cudaMemcpyAsync(w.audio_host.data(), w.audio.data(), sizeof(float) * n * spf,
                                       cudaMemcpyDeviceToHost, st));
-      return s->stream.synchronize();
+      return w.stream.synchronize();
     }();
     if (!step.ok()) {
       out.resize(at);  // a failed call appends nothing
       s->broken = true;
       return step;
     }
-    const float* pcm = s->audio_host.as<const float>();
+    const float* pcm = w.audio_host.as<const float>();
     out.insert(out.end(), pcm, pcm + n * spf);
-    s->parity ^= 1;
-    s->next_pos += n;
+    w.parity ^= 1;
+    w.next_pos += n;
     s->frames += n;
   }
   return ok_status();
 }
 
 Status CudaDecoder::flush(CudaDecoderState& state, std::vector<float>&) const {
-  CudaStreamState* s = state.impl_.get();
+  StreamHistory* s = state.impl_.get();
   if (!s || s->model != model_) return make_error(ErrorCode::kInvalidArgument, "decoder state was not made by this decoder");
   s->finished = true;  // nothing is held back (as Decoder::kHeldBackSamples)
   return ok_status();

@@ -4,11 +4,12 @@
 // the reference). Exact ("full") mode only.
 //
 // One immutable CudaDecoder (f32 weights on the device, cheap to copy, shared by all streams)
-// serves any number of CudaDecoderStates; each state owns its device histories (conv inputs,
+// serves any number of CudaDecoderStates; each state owns only its device histories (conv inputs,
 // transposed-conv overlaps, ring-buffer KV of the last window − 1 positions per layer, positions
-// continuing across calls), its scratch, a CUDA stream and a cuBLAS handle, so streams on
-// different host threads do not serialise. Declared in every build; without CUDA, load functions
-// return kUnsupported.
+// continuing across calls), a few MB. The scratch, the CUDA stream and the cuBLAS handle belong to
+// the decoder (one set per block size, shared by its copies), so a thousand streams cost a thousand
+// histories and no handles; decode() calls of different streams take the set in turn. Declared in
+// every build; without CUDA, load functions return kUnsupported.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,8 @@ bool cuda_decoder_built();
 
 namespace detail {
 struct CudaDecoderModel;
-struct CudaStreamState;
+struct StreamHistory;
+struct Workspaces;
 }  // namespace detail
 
 class CudaDecoderState {
@@ -46,7 +48,7 @@ class CudaDecoderState {
 
  private:
   friend class CudaDecoder;
-  std::unique_ptr<detail::CudaStreamState> impl_;
+  std::unique_ptr<detail::StreamHistory> impl_;
 };
 
 class CudaDecoder {
@@ -66,8 +68,11 @@ class CudaDecoder {
   int64_t codebook_size() const { return config().decoder.codebook_size; }
   // Device bytes of the weights.
   size_t weight_bytes() const;
+  // Device bytes one stream's own state takes with `block_frames`.
+  size_t state_bytes(int64_t block_frames = kDefaultBlockFrames) const;
 
-  // A fresh stream: allocates its device state (about 10 MB + 6 MB per block frame at real size).
+  // A fresh stream: allocates its device histories (state_bytes()); the first stream of a block size
+  // also makes the decoder's shared scratch for it (about 6 MB per block frame at real size).
   Result<CudaDecoderState> new_state(int64_t block_frames = kDefaultBlockFrames) const;
   // Makes `state` a fresh stream again without reallocating (histories, positions, frame count).
   Status reset(CudaDecoderState& state) const;
@@ -84,6 +89,7 @@ class CudaDecoder {
 
  private:
   std::shared_ptr<const detail::CudaDecoderModel> model_;
+  std::shared_ptr<detail::Workspaces> work_;
 };
 
 // The GPU decoder of the codec that `dir` designates (as codec::load_codec: a codec folder, a

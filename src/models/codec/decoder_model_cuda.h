@@ -11,7 +11,9 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "models/codec/codec_config.h"
@@ -94,6 +96,9 @@ struct ScratchPlan {
 };
 ScratchPlan scratch_plan(const CudaDecoderModel& m, int64_t block);
 
+// What the forward pass runs on: one CUDA stream, cuBLAS handle and scratch, shared by every stream
+// of a decoder that decodes with this block size (decode() takes them in turn), and, during a call,
+// the history of the stream being decoded (moved in from its StreamHistory and back).
 struct CudaStreamState {
   static constexpr int kActBuffers = 6;
 
@@ -112,9 +117,30 @@ struct CudaStreamState {
   cuda::DeviceBuffer h, xn, qkv, q, attn, proj, gate_up, inter;
   cuda::DeviceBuffer audio;        // [block · samples_per_frame]
   cuda::PinnedBuffer audio_host;   // same size
+  int64_t next_pos = 0;
+};
+
+// One stream's own device state: the convolution histories and the attention ring, a few MB.
+struct StreamHistory {
+  std::shared_ptr<const CudaDecoderModel> model;
+  int64_t block = 0;
+  std::array<cuda::DeviceBuffer, 2> hist;
+  int parity = 0;
+  cuda::DeviceBuffer kv;
+  int64_t kv_capacity = 0;
   int64_t next_pos = 0, frames = 0;
   bool finished = false;
   bool broken = false;  // a device error left the state inconsistent
+};
+
+// The shared workspaces of a decoder, one per block size in use.
+struct Workspaces {
+  std::mutex mu;  // guards the map; each workspace has its own lock
+  struct Entry {
+    std::mutex mu;
+    CudaStreamState state;
+  };
+  std::map<int64_t, std::unique_ptr<Entry>> by_block;
 };
 
 // Enqueues one step of n <= block frames whose codes are already in state.codes; the samples end

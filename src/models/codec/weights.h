@@ -3,7 +3,7 @@
 #pragma once
 
 #include "models/codec/codec_config.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 
 namespace chorus::codec {
 

@@ -13,7 +13,7 @@
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "models/qwen3_tts/config.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 #include "nn/qwen3_stack.h"
 #include "sampling/sampler.h"
 

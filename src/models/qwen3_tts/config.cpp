@@ -2,7 +2,9 @@
 
 #include <filesystem>
 
-#include "models/config_reader.h"
+#include "io/config_reader.h"
+#include "io/generation_json.h"
+#include "models/config_folder.h"
 
 namespace chorus::qwen3_tts {
 
@@ -152,21 +154,13 @@ Result<GenerationDefaults> parse_generation_config(const nlohmann::json& root, c
 }
 
 Result<Config> load_config(const std::string& dir) {
-  namespace fs = std::filesystem;
-  const std::string main = (fs::path(dir) / "config.json").string();
-  if (!fs::exists(main))
-    return make_error(ErrorCode::kNotFound, dir + ": no config.json (is this a Qwen3-TTS checkpoint folder?)");
-  CHORUS_ASSIGN(auto root, ConfigReader::parse_file(main));
-  CHORUS_ASSIGN(Config c, parse_config(root, main));
-  const std::string gen = (fs::path(dir) / "generation_config.json").string();
-  if (fs::exists(gen)) {
-    CHORUS_ASSIGN(auto groot, ConfigReader::parse_file(gen));
-    CHORUS_ASSIGN(c.generation, parse_generation_config(groot, gen));
-  }
-  const std::string codec_file = (fs::path(dir) / "speech_tokenizer" / "config.json").string();
-  if (!fs::exists(codec_file))
-    return make_error(ErrorCode::kNotFound, dir + ": no speech_tokenizer/config.json (the codec is required)");
-  CHORUS_ASSIGN(c.codec, codec::load_codec_config(codec_file));
+  const auto generation = [](const nlohmann::json& root, const std::string& label, Config& c) -> Status {
+    CHORUS_ASSIGN(c.generation, parse_generation_config(root, label));
+    return ok_status();
+  };
+  std::string codec_file;
+  CHORUS_ASSIGN(Config c, load_config_folder<Config>(dir, "Qwen3-TTS", "speech_tokenizer", parse_config, generation,
+                                                      codec_file));
   if (c.codec.decoder.num_quantizers != c.talker.num_code_groups)
     return make_error(ErrorCode::kInvalidFormat, codec_file + ": the codec has " +
                                                      std::to_string(c.codec.decoder.num_quantizers) +
@@ -253,16 +247,13 @@ nlohmann::json config_to_json(const Config& c) {
 }
 
 nlohmann::json generation_to_json(const GenerationDefaults& g) {
-  return {{"do_sample", g.do_sample},
-          {"repetition_penalty", g.repetition_penalty},
-          {"temperature", g.temperature},
-          {"top_p", g.top_p},
-          {"top_k", g.top_k},
-          {"subtalker_dosample", g.sub_do_sample},
-          {"subtalker_temperature", g.sub_temperature},
-          {"subtalker_top_p", g.sub_top_p},
-          {"subtalker_top_k", g.sub_top_k},
-          {"max_new_tokens", g.max_new_tokens}};
+  nlohmann::json j = nlohmann::json::object();
+  io::put_sampler_keys(j, "do_sample", "", g.do_sample, g.temperature, g.top_k, g.top_p);
+  io::put_sampler_keys(j, "subtalker_dosample", "subtalker_", g.sub_do_sample, g.sub_temperature, g.sub_top_k,
+                       g.sub_top_p);
+  j["repetition_penalty"] = g.repetition_penalty;
+  j["max_new_tokens"] = g.max_new_tokens;
+  return j;
 }
 
 }  // namespace chorus::qwen3_tts

@@ -31,12 +31,4 @@ struct TextRows {
 Status talker_inputs(const uint16_t* const* tables, int64_t hidden, const int32_t* codes, int G, int B, TextRows text,
                      const int32_t* frames, float* x, cudaStream_t s);
 
-// frames[b] += 1; pos[b] = min(prompt_rows[b] + frames[b] − 1, capacity − 1); and the frame's
-// codes saved: saved[b·G + g] = codes[b·G + g].
-Status advance_frames(int32_t* frames, const int32_t* prompt_rows, int32_t capacity, int32_t* pos, int B,
-                      const int32_t* codes, int G, int32_t* saved, cudaStream_t s);
-
-// dst[i] = src[index[i]] for rows of `width` floats.
-Status gather_rows(const float* src, const int32_t* index, int64_t width, int n, float* dst, cudaStream_t s);
-
 }  // namespace chorus::qwen3_tts::gpu

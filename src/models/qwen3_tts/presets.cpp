@@ -9,35 +9,6 @@ Result<Dims> dims_from_name(const std::string& name) {
   return make_error(ErrorCode::kInvalidArgument, "--dims must be tiny, real-0.6b or real-1.7b (got \"" + name + "\")");
 }
 
-namespace {
-
-codec::CodecConfig codec_preset(bool tiny) {
-  codec::CodecConfig c;
-  auto& d = c.decoder;
-  auto& e = c.encoder;
-  e.present = true;
-  if (tiny) {
-    d.codebook_dim = 8;
-    d.latent_dim = 48;
-    d.transformer = nn::qwen3_dims(32, 64, 2, 4, 4, 16, 1e-5, 10000, 8000);
-    d.decoder_dim = 64;
-    e.num_filters = 4;
-    e.hidden_size = 32;
-    e.intermediate_size = 64;
-    e.num_hidden_layers = 2;
-    e.num_attention_heads = 4;
-    e.num_key_value_heads = 4;
-    e.head_dim = 8;
-    e.sliding_window = 24;
-    e.codebook_dim = 4;
-  } else {
-    d.transformer = nn::qwen3_dims(512, 1024, 8, 16, 16, 64, 1e-5, 10000, 8000);
-  }
-  return c;
-}
-
-}  // namespace
-
 Config preset_config(Variant variant, Dims dims) {
   Config c;
   c.variant = variant;
@@ -87,7 +58,7 @@ Config preset_config(Variant variant, Dims dims) {
     c.speaker_encoder = s;
   }
   c.generation.max_new_tokens = 8192;  // the released generation_config.json
-  c.codec = codec_preset(tiny);
+  c.codec = codec::preset_12hz(tiny);
   return c;
 }
 

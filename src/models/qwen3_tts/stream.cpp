@@ -49,6 +49,20 @@ size_t Stream::state_bytes() const {
          (prompt_.prefill.capacity() + prompt_.trailing.capacity() + hidden_.capacity()) * sizeof(float);
 }
 
+void Stream::append_trailing(const float* rows, int64_t n) {
+  prompt_.trailing.insert(prompt_.trailing.end(), rows, rows + n * prompt_.hidden);
+  prompt_.trailing_rows += n;
+}
+
+Status Stream::set_max_frames(int64_t max_frames) {
+  if (max_frames <= frames_ || max_frames < 1)
+    return make_error(ErrorCode::kInternal, "stream: a frame limit at or below the frames already made");
+  if (prompt_rows_ + max_frames - 1 > model_->config().talker.dims.max_positions)
+    return make_error(ErrorCode::kOutOfRange, "stream: the frame limit exceeds the talker's positions");
+  settings_.max_frames = max_frames;
+  return ok_status();
+}
+
 struct StepRunner {
   // Samples codebook 0 of frame s.frames_ from talker logits; ends the stream on EOS.
   static Status take_c0(Stream& s, float* logits) {

@@ -49,6 +49,15 @@ class Stream {
   const nn::KvCache& talker_cache() const { return talker_cache_; }
   size_t state_bytes() const;  // caches and prompt rows held
 
+  // Text that arrives while the stream runs (engine/qwen3_text_stream.h): trailing rows are added
+  // as their tokens come, and the frame limit set once the whole text is known. The caller must
+  // step the stream only while trailing_rows() > frames() or the text is complete, so the tts_pad
+  // row is never used in place of a row still to come.
+  int64_t trailing_rows() const { return prompt_.trailing_rows; }
+  void append_trailing(const float* rows, int64_t n);
+  // Lowers or raises the frame limit; it must stay above frames() and within the talker's context.
+  Status set_max_frames(int64_t max_frames);
+
  private:
   friend struct StepRunner;
   Stream() = default;

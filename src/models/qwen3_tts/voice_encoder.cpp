@@ -25,11 +25,11 @@ Result<VoiceEncoder> VoiceEncoder::load(const std::string& dir, ThreadPool* pool
   return from_files(files, pool);
 }
 
-Result<Voice> VoiceEncoder::encode(const float* samples, int64_t n, bool with_codes) const {
+Result<voice::Voice> VoiceEncoder::encode(const float* samples, int64_t n, bool with_codes) const {
   if (with_codes && !speech_)
     return make_error(ErrorCode::kNotFound, "this checkpoint's speech codec has no encoder weights, so it cannot make "
                                             "reference codes (x-vector-only cloning still works)");
-  Voice v;
+  voice::Voice v;
   CHORUS_ASSIGN(v.x_vector, speaker_.embed(samples, n));
   v.codebooks = codebooks_;
   v.ref_seconds = static_cast<double>(n) / static_cast<double>(sample_rate());
@@ -41,7 +41,7 @@ Result<Voice> VoiceEncoder::encode(const float* samples, int64_t n, bool with_co
   return v;
 }
 
-Result<Voice> VoiceEncoder::encode_file(const std::string& path, bool with_codes, const audio::AudioLimits& limits) const {
+Result<voice::Voice> VoiceEncoder::encode_file(const std::string& path, bool with_codes, const audio::AudioLimits& limits) const {
   audio::ReadOptions opts;
   opts.target_rate = static_cast<int>(sample_rate());
   opts.limits = limits;

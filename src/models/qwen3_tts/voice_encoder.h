@@ -1,4 +1,4 @@
-// Reference audio -> a Voice (voice_file.h): the x-vector from the Base checkpoint's speaker encoder
+// Reference audio -> a Voice (models/voice/voice_file.h): the x-vector from the Base checkpoint's speaker encoder
 // and the reference codes from its codec's speech encoder, both on the same 24 kHz mono signal, as
 // the official create_voice_clone_prompt does. Used by `chorus voice create`, `chorus say
 // --ref-audio` and anything else that clones a voice.
@@ -14,7 +14,7 @@
 #include "models/codec/speech_encoder.h"
 #include "models/qwen3_tts/checkpoint.h"
 #include "models/qwen3_tts/speaker_encoder.h"
-#include "models/qwen3_tts/voice_file.h"
+#include "models/voice/voice_file.h"
 
 namespace chorus::qwen3_tts {
 
@@ -33,9 +33,9 @@ class VoiceEncoder {
 
   // Samples at sample_rate() -> x-vector, plus reference codes when `with_codes` (kNotFound when the
   // codec cannot encode). The Voice has no reference text: the caller adds it.
-  Result<Voice> encode(const float* samples, int64_t n, bool with_codes) const;
+  Result<voice::Voice> encode(const float* samples, int64_t n, bool with_codes) const;
   // Reads, downmixes and resamples an audio file to sample_rate() (audio::read_audio) first.
-  Result<Voice> encode_file(const std::string& path, bool with_codes, const audio::AudioLimits& limits = {}) const;
+  Result<voice::Voice> encode_file(const std::string& path, bool with_codes, const audio::AudioLimits& limits = {}) const;
 
  private:
   VoiceEncoder(SpeakerEncoder s) : speaker_(std::move(s)) {}

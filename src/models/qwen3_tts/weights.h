@@ -2,7 +2,7 @@
 #pragma once
 
 #include "models/qwen3_tts/config.h"
-#include "models/weight_table.h"
+#include "io/weight_table.h"
 
 namespace chorus::qwen3_tts {
 

@@ -94,8 +94,9 @@ __device__ inline void head_new_row_finish(const float (&x)[kHeadChunks], HeadRo
     for (int d = lane; d < D; d += 32) kdst[d] = knew[d];
 }
 
-// The whole step with the constants loaded after the row, as the persistent stack (which preloads
-// its norms itself) was tuned with: warps 0..2 read their vectors through L2 into qs, knew, vnew.
+// The whole step with the constants loaded after the row, the order the persistent stack (which
+// preloads its norms itself) is tuned for: warps 0..2 read their vectors through L2 into qs, knew,
+// vnew.
 __device__ inline void head_new_row(const float* row, int h, int g, int Hq, int Hkv, int D, const float* q_norm,
                                     const float* k_norm, float eps, const float* inv_freq, int pos, bool bf16,
                                     float* qs, float* knew, float* vnew, bool store, float* kdst, float* vdst) {
@@ -202,7 +203,7 @@ __device__ __forceinline__ float softmax_weight(const SoftmaxStats& st, float sc
 // Softmax over sc[0..n) and this warp's share of the weighted value sum: keys j ≡ warp (mod warps),
 // lane l the dims l + 32i → part[warp]. UNROLL_J value rows in flight per warp; the sums run in j
 // order either way, so it does not change results. The per-kernel attention uses 8 (1.7B talker 7 %
-// faster than with 4, session 8); the persistent stack keeps 4 (8 measured no faster there).
+// faster than with 4); the persistent stack uses 4 (8 measured no faster there).
 template <int UNROLL_J>
 __device__ inline void head_values(const float* sc, int n, const float* vb, int64_t kstep, const float* vnew,
                                    int new_pos, int warps, int D, bool bf16, float* part) {

@@ -3,8 +3,6 @@
 #include <cooperative_groups.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #include "runtime/cuda/attend_head.cuh"
 #include "runtime/cuda/device_util.cuh"
@@ -113,8 +111,8 @@ __device__ inline void prefetch_earlier_kv(const AttnParams& a, int64_t r, int h
 // outputs [warps, D]. FUSED (decode: one new row per sequence): the block norms and rotates its own
 // query head and its kv head's new key itself, takes the new key and value from shared memory,
 // and the first query head of each kv group stores them into the cache for later steps.
-// PRELOAD (FUSED, caches that preloads() takes) is a separate instantiation: its extra code slowed
-// the attention over long caches (1.7B talker) by ~1 % when it was a branch.
+// PRELOAD (FUSED, caches that preloads() takes) is a separate instantiation: as a branch, its extra
+// code slows the attention over long caches (1.7B talker) by ~1 %.
 template <bool FUSED, bool PRELOAD = false>
 __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a) {
   extern __shared__ float smem[];
@@ -184,10 +182,9 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
 // rounding mode fixed at compile time, and the earlier keys and values always in shared memory (a
 // position that moved after the wait preloads again), so every read of them is a shared-memory load
 // with 32-bit addressing. The steps are attention_kernel's, each key's and value's sums in the same
-// order, so the result is bit-identical to it and to the persistent stack. Why: Nsight Compute showed
+// order, so the result is bit-identical to it and to the persistent stack. Why: Nsight Compute shows
 // the general kernel executing ~1300 instructions per warp for 16 positions at ~12 cycles each (one
-// warp per scheduler), most of them 64-bit address arithmetic and generic loads (PERFORMANCE.md
-// "Session 14").
+// warp per scheduler), most of them 64-bit address arithmetic and generic loads.
 constexpr int kSmallWarps = 4;
 
 template <int D, bool BF16>
@@ -235,59 +232,21 @@ __global__ void __launch_bounds__(kSmallWarps * 32) attention_small_kernel(AttnP
 }
 
 // The decode attention over long caches (the backbones and talkers: more than kSmallContext
-// positions, 16 warps) with the head size and the rounding mode fixed at compile time, so the
-// scores' loop over the head's dims unrolls: each warp reads its KEYS keys in one round trip instead
-// of one per 32 dims, and keeps VALUES value rows in flight. The steps and every sum's order are
-// attention_kernel<true>'s, so it is bit-identical to it and to the persistent stack. Breeze's
-// backbone: 16 keys and 16 values measured 0.07 ms per frame faster than 8 and 8 (PERFORMANCE.md
-// "Session 18").
-constexpr int kLongWarps = 16;
-static_assert(kLongWarps * 32 == kAttnMaxThreads);
-
-template <int D, bool BF16, int KEYS = 16, int VALUES = 16>
-__global__ void __launch_bounds__(kLongWarps * 32) attention_long_kernel(AttnParams a) {
-  extern __shared__ float smem[];
-  const int h = blockIdx.x;
-  const int64_t r = blockIdx.y;
-  const int Hq = a.Hq, Hkv = a.Hkv, group = Hq / Hkv, g = h / group;
-  const int hint = a.poss[r];
-  prefetch_earlier_kv(a, r, hint);
-  dev::HeadRowConsts hc = dev::head_new_row_consts(a.qn, a.kn, a.inv_freq, D, hint);
-  dev::pdl_wait();
-  const int pos = a.poss[r];
-  const int64_t seq = a.seqs[r];
-  float x[dev::kHeadChunks];
-  dev::head_new_row_load(a.qkv + r * a.ld, h, g, Hq, Hkv, D, x);
-  const int n = min(pos + 1, static_cast<int>(a.kv.capacity));
-  float* o = a.out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
-  if (n <= 0) {
-    for (int d = threadIdx.x; d < D; d += kLongWarps * 32) o[d] = 0.0f;
-    return;
-  }
-  const dev::HeadScratch w = dev::head_scratch(smem, D, n);
-  const int64_t kstride = static_cast<int64_t>(Hkv) * D;
-  float* kb = a.kv.k + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
-  float* vb = a.kv.v + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
-  const int64_t off = static_cast<int64_t>(pos) * kstride;
-  dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, BF16, w.q, w.knew, w.vnew,
-                           h % group == 0 && pos < a.kv.capacity, kb + off, vb + off);
-  __syncthreads();
-  dev::head_scores<true, KEYS>(w.q, kb, kstride, w.knew, pos, n, kLongWarps, D, a.scale, BF16, w.scores);
-  __syncthreads();
-  dev::head_values<VALUES>(w.scores, n, vb, kstride, w.vnew, pos, kLongWarps, D, BF16, w.part);
-  __syncthreads();
-  dev::head_output(w.part, kLongWarps, D, kLongWarps * 32, BF16, o);
-}
-
-// The long-cache attention over a cluster of SPLIT blocks per query head. One block reads all of
-// its kv group's earlier keys and values through one SM, and at a few hundred positions that read
-// is what grows with the context (PERFORMANCE.md "Session 19"); here each block reads 1/SPLIT.
+// positions, head size 128, 16 warps), over a cluster of SPLIT blocks per query head. One block
+// would read all of its kv group's earlier keys and values through one SM, and at a few hundred
+// positions that read is what grows with the context; here each block reads 1/SPLIT of them. The
+// head size and the rounding mode are fixed at compile time, so the scores' loop over the head's
+// dims unrolls: each warp reads 16 keys in one round trip instead of one per 32 dims.
 // Block b of the cluster scores the chunks of 16 keys c ≡ b (mod SPLIT) and writes the scores into
 // every block of the cluster; after the cluster barrier each block forms the softmax over all of
-// them as attention_long_kernel does. The weighted value sums are attention_long_kernel's 16 warp
-// sets (keys j ≡ s mod 16, in j order): block b takes sets 16/SPLIT·b onwards, each set's dims split
-// over SPLIT warps, and writes them into block 0, which adds the 16 in order. Every sum is formed in
-// attention_long_kernel's order, so the result is bit-identical to it.
+// them. The weighted value sums are 16 warp sets (keys j ≡ s mod 16, in j order): block b takes sets
+// 16/SPLIT·b onwards, each set's dims split over SPLIT warps, and writes them into block 0, which
+// adds the 16 in order. Every sum is formed in attention_kernel<true>'s order, so the result is
+// bit-identical to it and to the persistent stack.
+constexpr int kLongWarps = 16;
+static_assert(kLongWarps * 32 == kAttnMaxThreads);
+constexpr int kLongSplit = 2;  // blocks per query head
+
 template <int D, bool BF16, int SPLIT>
 __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32) attention_split_kernel(AttnParams a) {
   constexpr int kKeys = 16, kSets = kLongWarps / SPLIT, kChunks = D / 32 / SPLIT;
@@ -390,9 +349,8 @@ Status attention_reserve(int64_t capacity, int64_t head_dim) {
   CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(need)));
   for (auto* k : {attention_small_kernel<64, false>, attention_small_kernel<64, true>, attention_small_kernel<128, false>,
-                  attention_small_kernel<128, true>, attention_long_kernel<128, false>, attention_long_kernel<128, true>,
-                  attention_split_kernel<128, false, 2>, attention_split_kernel<128, true, 2>,
-                  attention_split_kernel<128, false, 4>, attention_split_kernel<128, true, 4>})
+                  attention_small_kernel<128, true>, attention_split_kernel<128, false, kLongSplit>,
+                  attention_split_kernel<128, true, kLongSplit>})
     CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(need)));
   g_reserved_smem.store(static_cast<int64_t>(need));
   return ok_status();
@@ -412,34 +370,14 @@ Status qk_norm_rope_store(const float* qkv, int64_t ld_qkv, HeadShape h, const f
 }
 
 namespace {
-// CHORUS_SMALL_ATTENTION=0: the general kernel for small caches too (for measurements);
-// set_small_attention switches it at run time (tests).
-EnvSwitch g_small_attention("CHORUS_SMALL_ATTENTION");
-// CHORUS_LONG_ATTENTION=0: the general kernel for long caches too.
-EnvSwitch g_long_attention("CHORUS_LONG_ATTENTION");
-// Blocks per query head of the long-cache attention (1, 2 or 4): CHORUS_ATTENTION_SPLIT, else
-// kDefaultSplit; set_attention_split changes it at run time (tests).
-constexpr int kDefaultSplit = 2;
-std::atomic<int> g_attention_split{0};
-int attention_split_now() {
-  int v = g_attention_split.load();
-  if (v == 0) {
-    const char* e = std::getenv("CHORUS_ATTENTION_SPLIT");
-    v = e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "2") == 0 || std::strcmp(e, "4") == 0) ? std::atoi(e)
-                                                                                                   : kDefaultSplit;
-    g_attention_split.store(v);
-  }
-  return v;
-}
+// The specialized kernels; off only in tests (set_small_attention, set_long_attention).
+std::atomic<bool> g_small_attention{true};
+std::atomic<bool> g_long_attention{true};
 
 template <bool BF16>
 cudaError_t launch_long_attention(const AttnParams& p, int64_t rows, size_t smem, cudaStream_t s) {
-  const int split = attention_split_now();
-  const dim3 block(kLongWarps * 32);
-  const auto grid = [&](int parts) { return dim3(static_cast<unsigned>(parts * p.Hq), static_cast<unsigned>(rows)); };
-  if (split == 4) return launch(attention_split_kernel<128, BF16, 4>, grid(4), block, smem, s, p);
-  if (split == 2) return launch(attention_split_kernel<128, BF16, 2>, grid(2), block, smem, s, p);
-  return launch(attention_long_kernel<128, BF16>, grid(1), block, smem, s, p);
+  const dim3 grid(static_cast<unsigned>(kLongSplit * p.Hq), static_cast<unsigned>(rows));
+  return launch(attention_split_kernel<128, BF16, kLongSplit>, grid, dim3(kLongWarps * 32), smem, s, p);
 }
 
 Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStream_t s) {
@@ -449,12 +387,12 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
   const dim3 grid(static_cast<unsigned>(p.Hq), static_cast<unsigned>(rows));
   const dim3 block(static_cast<unsigned>(attention_threads(p.kv.capacity)));
   if (!fused) CHORUS_CUDA_TRY(launch(attention_kernel<false>, grid, block, smem, s, p));
-  else if (small_attention(p.kv.capacity, p.D) && g_small_attention.on()) {
+  else if (small_attention(p.kv.capacity, p.D) && g_small_attention.load()) {
     auto* k = p.D == 64 ? (p.bf16 ? attention_small_kernel<64, true> : attention_small_kernel<64, false>)
                         : (p.bf16 ? attention_small_kernel<128, true> : attention_small_kernel<128, false>);
     CHORUS_CUDA_TRY(launch(k, grid, block, smem, s, p));
   } else if (preloads(p.kv.capacity, p.D)) CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
-  else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.on())
+  else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.load())
     CHORUS_CUDA_TRY(p.bf16 ? launch_long_attention<true>(p, rows, smem, s) : launch_long_attention<false>(p, rows, smem, s));
   else CHORUS_CUDA_TRY(launch(attention_kernel<true>, grid, block, smem, s, p));
   return ok_status();
@@ -487,10 +425,8 @@ Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer 
   return launch_attention(false, p, rows.rows, s);
 }
 
-void set_small_attention(bool on) { g_small_attention.set(on); }
-void set_long_attention(bool on) { g_long_attention.set(on); }
-int attention_split() { return attention_split_now(); }
-void set_attention_split(int parts) { g_attention_split.store(parts == 2 || parts == 4 ? parts : 1); }
+void set_small_attention(bool on) { g_small_attention.store(on); }
+void set_long_attention(bool on) { g_long_attention.store(on); }
 
 Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
                         float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,

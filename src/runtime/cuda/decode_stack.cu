@@ -14,9 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstdio>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -44,8 +42,8 @@ struct Mat {
 
 // x (written by other blocks) → xs in shared memory, RMS-normed with `g` when given: the sum of
 // squares as cuda::linear's single-row kernel forms it (lane-strided float4s in f64, one warp).
-// (Every warp forming the sum itself measured no faster, but that was while staging still queued
-// behind the weight copies.)
+// (Every warp forming the sum itself measured no faster, in a copy schedule where staging queued
+// behind the weight copies; not measured with the current one.)
 template <bool BF16>
 __device__ void stage(const float* x, int64_t K, const float* g, float eps, float* xs, float* inv_s) {
   // The norm weights of inputs up to kNormRegs·kThreads wide are loaded with x, into registers, so
@@ -200,7 +198,7 @@ __device__ __forceinline__ void stamp(const DecodeStackArgs& a, int phase, int k
 // an arrival is one release-add and the wait one acquire poll, with no reset between barriers;
 // barrier[1] counts the blocks that finished, and the last one zeroes both for the next launch.
 // `then` runs on thread 32 once the barrier has opened (it issues weight copies): issued before
-// the arrival they delayed it by 1–3 µs, and beside it they slowed the barrier's polls (measured).
+// the arrival they delay it by 1–3 µs, and beside it they slow the barrier's polls (measured).
 template <class Then>
 __device__ __forceinline__ void grid_sync(const DecodeStackArgs& a, unsigned& target, int phase, Then then) {
   target += gridDim.x;
@@ -219,7 +217,7 @@ __device__ __forceinline__ void grid_sync(const DecodeStackArgs& a, unsigned& ta
 // The non-attending blocks' gate/up copy waits this long after the qkv barrier, so the attending
 // blocks' reads of the new q/k/v row (the attention's first, L2-bound step) do not queue behind
 // it. On the H200 1 µs made the 0.6B 2 % faster, 3 µs nothing, and issuing after the attention
-// (the copy then delays the o phase) 1 % slower (PERFORMANCE.md, session 8).
+// (the copy then delays the o phase) 1 % slower.
 constexpr unsigned long long kGateUpDelayNs = 1000;
 __device__ __forceinline__ void wait_ns(unsigned long long ns) {
   unsigned long long t0, t;
@@ -371,10 +369,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
   unsigned target = 0;
   stamp(a, 0, 0);
   // The o, down and qkv copies are issued after the staging of the phase before the one that reads
-  // them, not at the barrier: staging's L2 reads no longer queue behind them (measured). The gate/up
-  // copy: blocks that attend issue it after the o phase's staging (at the barrier it queued ahead of
-  // their attention's L2 reads, right after the attention ahead of the staging); the others
-  // kGateUpDelayNs after the qkv barrier.
+  // them, not at the barrier, so staging's L2 reads do not queue behind them (measured faster). The
+  // gate/up copy: blocks that attend issue it after the o phase's staging (at the barrier it would
+  // queue ahead of their attention's L2 reads, right after the attention ahead of the staging); the
+  // others kGateUpDelayNs after the qkv barrier.
   const bool issuer = threadIdx.x == 32;
   const bool attends = static_cast<int>(blockIdx.x) < a.q_heads;
   for (int l = 0; l < a.n_layers; ++l) {
@@ -461,22 +459,13 @@ int64_t smem_bytes(const DecodeStackArgs& a) {
   return w.bytes[0] + w.bytes[1] + (preload_floats(D) + std::max(stage_in, attn)) * static_cast<int64_t>(sizeof(float));
 }
 
-// -1: as CHORUS_PERSISTENT says (on unless it is "0"); 0 / 1: set by decode_stack_set_enabled.
-std::atomic<int> g_enabled{-1};
+// Off only in tests (decode_stack_set_enabled), which compare the kernel-by-kernel path with it.
+std::atomic<bool> g_enabled{true};
 std::atomic<uint64_t> g_launches{0};
 
-bool persistent_enabled() {
-  const int e = g_enabled.load(std::memory_order_relaxed);
-  if (e >= 0) return e == 1;
-  static const bool from_env = [] {
-    const char* v = std::getenv("CHORUS_PERSISTENT");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return from_env;
-}
-
-// CHORUS_STACK_TRACE=1: stamps of the last launch per stack depth (up to kTraceSlots depths of at
-// most kTraceLayers layers), in buffers made by decode_stack_reserve, outside graph capture.
+// With decode_stack_enable_trace: stamps of the last launch per stack depth (up to kTraceSlots
+// depths of at most kTraceLayers layers), in buffers made by decode_stack_reserve, outside graph
+// capture.
 constexpr int kTraceSlots = 4, kTraceLayers = 64;
 struct TraceSlot {
   int layers = 0;
@@ -484,14 +473,9 @@ struct TraceSlot {
 };
 TraceSlot g_trace[kTraceSlots];
 std::mutex g_trace_mutex;
+std::atomic<bool> g_trace_requested{false};
 
-bool trace_requested() {
-  static const bool on = [] {
-    const char* e = std::getenv("CHORUS_STACK_TRACE");
-    return e && std::strcmp(e, "1") == 0;
-  }();
-  return on;
-}
+bool trace_requested() { return g_trace_requested.load(std::memory_order_relaxed); }
 
 size_t trace_words() { return static_cast<size_t>(kTraceLayers) * kPhasesPerLayer * g_launch.blocks * 3; }
 
@@ -590,7 +574,7 @@ bool decode_stack_reserve() {
     g_launch.ok = true;
     // Whether this driver takes a cooperative launch with PDL: one empty launch (n_layers = 0),
     // here, outside any graph capture, where a refusal cannot break a capture.
-    if (pdl_enabled()) {
+    {
       StackLaunchConfig probe(sms, 0, nullptr, true);
       const bool launched = cudaLaunchKernelEx(&probe.cfg, decode_stack_kernel<false>, DecodeStackArgs{}) == cudaSuccess;
       g_launch.pdl = launched && cudaDeviceSynchronize() == cudaSuccess;
@@ -607,7 +591,7 @@ bool decode_stack_reserve() {
 }
 
 bool decode_stack_applies(const DecodeStackArgs& a) {
-  if (!persistent_enabled() || !g_launch.ok) return false;
+  if (!g_enabled.load(std::memory_order_relaxed) || !g_launch.ok) return false;
   const int64_t D = a.head_dim;
   if (a.n_layers <= 0 || a.hidden <= 0 || a.q_heads <= 0 || a.kv_heads <= 0 || a.q_heads % a.kv_heads != 0 ||
       D <= 0 || D % 8 != 0 || D > 32 * dev::kHeadChunks)
@@ -631,7 +615,9 @@ Status decode_stack(const DecodeStackArgs& a, cudaStream_t s) {
   return ok_status();
 }
 
-void decode_stack_set_enabled(bool on) { g_enabled.store(on ? 1 : 0, std::memory_order_relaxed); }
+void decode_stack_set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
+
+void decode_stack_enable_trace() { g_trace_requested.store(true, std::memory_order_relaxed); }
 
 uint64_t decode_stack_launches() { return g_launches.load(std::memory_order_relaxed); }
 

@@ -47,8 +47,8 @@ struct DecodeStackArgs {
   float* mlp = nullptr;          // scratch [intermediate]
   unsigned* barrier = nullptr;   // 2 zeroed words per concurrently running stack (left reusable)
   bool bf16 = false;             // bf16-activation mode, as cuda::linear / attention_decode
-  // Diagnostics (CHORUS_STACK_TRACE=1, set by decode_stack): per phase and block, %globaltimer at
-  // the phase's start, after its input is staged and when the block arrives at the next barrier.
+  // Diagnostics (decode_stack_enable_trace; set by decode_stack): per phase and block, %globaltimer
+  // at the phase's start, after its input is staged and when the block arrives at the next barrier.
   unsigned long long* trace = nullptr;
 };
 
@@ -59,13 +59,16 @@ bool decode_stack_reserve();
 // 256, the block's weight rows and scratch in shared memory) and the path is enabled.
 bool decode_stack_applies(const DecodeStackArgs& a);
 Status decode_stack(const DecodeStackArgs& a, cudaStream_t s);
-// Turns the persistent path on or off for this process (tests, measurements); by default it is on
-// unless CHORUS_PERSISTENT=0 is in the environment.
+// Turns the persistent path on or off for this process (on by default). Tests turn it off to compare
+// it with the kernel-by-kernel path.
 void decode_stack_set_enabled(bool on);
 // Launches enqueued so far (tests check that the persistent path really ran).
 uint64_t decode_stack_launches();
-// With CHORUS_STACK_TRACE=1: where the last traced launch of each stack depth spent its time, per
-// phase kind (grid barrier, input staging, matrix work), as text; empty otherwise. Synchronises.
+// Diagnostics for `chorus bench --stack-trace`: every launch stamps its phases' times. Call before
+// the first decode_stack_reserve (before a model is loaded); it costs a few stores per phase.
+void decode_stack_enable_trace();
+// With the trace on: where the last traced launch of each stack depth spent its time, per phase
+// kind (grid barrier, input staging, matrix work), as text; empty otherwise. Synchronises.
 std::string decode_stack_trace_report();
 
 }  // namespace chorus::cuda

@@ -23,7 +23,7 @@ __device__ __forceinline__ void unpack8(uint4 w, float (&f)[8]) {
 // The L2 policy of weight loads, made once per thread: evict-first. Weights are streamed once per
 // step and outnumber L2 many times over, so they should not push out the KV caches and
 // activations (measured on the H200: Qwen3-TTS and Breeze decode faster; made per load instead,
-// Breeze was 6 % slower).
+// Breeze is 6 % slower).
 __device__ __forceinline__ uint64_t weight_l2_policy() {
   uint64_t pol;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
@@ -153,9 +153,9 @@ __device__ __forceinline__ double warp_sum_squares(const float* x, int64_t K) {
 
 // warp_sum_squares for a row of exactly 1024 (the depth decoder's), the same sums in the same order,
 // with all 8 of a lane's loads issued before the first sum: the launch then waits on one round trip
-// to L2 after its PDL wait, where the loop above, as compiled, waited three times (Nsight Compute,
-// PERFORMANCE.md "Session 16"). Only the kernels of such rows call it: compiled into the kernels of
-// rows of 2048 too (a run-time choice), it cost the backbone's q/k/v launch 1.3 µs.
+// to L2 after its PDL wait, where the loop above, as compiled, waits three times (Nsight Compute).
+// Only the kernels of such rows call it: compiled into the kernels of rows of 2048 too (a run-time
+// choice), it costs the backbone's q/k/v launch 1.3 µs.
 __device__ __forceinline__ double warp_sum_squares_1024(const float* x) {
   const int lane = threadIdx.x & 31;
   float4 v[8];

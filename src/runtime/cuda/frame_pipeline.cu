@@ -2,31 +2,14 @@
 
 #include "runtime/cuda/frame_pipeline.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <utility>
 
-#include "runtime/cuda/launch.cuh"
-
 namespace chorus::cuda {
-
-bool split_frame_graphs() {
-  static const bool split = [] {
-    const char* v = std::getenv("CHORUS_FRAME_GRAPH");
-    return v && std::strcmp(v, "split") == 0;
-  }();
-  return split;
-}
-
-bool frames_ahead() {
-  static EnvSwitch ahead("CHORUS_FRAME_AHEAD");
-  return ahead.on();
-}
 
 Result<FramePipeline> FramePipeline::create(const void* report, size_t bytes) {
   if (!report || bytes == 0) return make_error(ErrorCode::kInternal, "frame pipeline: no report");
   FramePipeline p;
-  p.split_halves_ = split_frame_graphs();
   p.report_ = report;
   p.bytes_ = bytes;
   for (Slot& s : p.slots_) {

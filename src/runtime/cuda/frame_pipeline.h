@@ -5,9 +5,9 @@
 // device. The pipeline copies that report after the frame into one of two pinned host buffers, so
 // frame n + 1 can already run on the GPU, and overwrite the device report, while the host still
 // reads frame n's copy: the GPU does not idle while the host takes its turn between frames (a few
-// microseconds per frame: the wake-up, the bookkeeping, the next launch). (A kernel storing the
-// report into the mapped host buffer at the end of the frame's graph instead measured 0.03 ms per
-// frame slower: PERFORMANCE.md "Session 20".)
+// microseconds per frame: the wake-up, the bookkeeping, the next launch). A copy, because a kernel
+// storing the report into mapped host memory at the end of the frame's graph measured 0.03 ms per
+// frame slower on the H200.
 //
 // A frame launched ahead is speculative: when the frame before it ends every stream (EOS), its
 // results are simply never read. Frames may be launched ahead only because a frame's inputs live on
@@ -23,11 +23,6 @@
 #include "runtime/cuda/cuda_handles.h"
 
 namespace chorus::cuda {
-
-// CHORUS_FRAME_GRAPH=split: the families capture a frame's two halves as two graphs, timed apart.
-bool split_frame_graphs();
-// CHORUS_FRAME_AHEAD=0: the engines wait for each frame before launching the next (for comparisons).
-bool frames_ahead();
 
 class FramePipeline {
  public:

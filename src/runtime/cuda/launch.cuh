@@ -2,15 +2,11 @@
 // previous kernel on the stream is still running, so its launch latency and its reads of constant
 // data (weights) overlap the predecessor. Every kernel launched this way must call dev::pdl_wait()
 // before it touches memory that an earlier kernel writes or reads (activations, caches, codes);
-// weights may be read before it. CHORUS_CUDA_PDL=0 in the environment turns it off (for
-// measurements); the waits are then no-ops.
+// weights may be read before it.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 namespace chorus::cuda {
@@ -28,35 +24,6 @@ __device__ __forceinline__ void pdl_wait() {
 }
 }  // namespace dev
 
-// A kernel choice that is on unless the environment variable `name` is "0" (read at the first
-// use, for measurements), and that tests may switch at run time (set).
-class EnvSwitch {
- public:
-  explicit constexpr EnvSwitch(const char* name) : name_(name) {}
-  bool on() {
-    int v = state_.load();
-    if (v < 0) {
-      const char* e = std::getenv(name_);
-      v = e && std::strcmp(e, "0") == 0 ? 0 : 1;
-      state_.store(v);
-    }
-    return v != 0;
-  }
-  void set(bool on) { state_.store(on ? 1 : 0); }
-
- private:
-  const char* name_;
-  std::atomic<int> state_{-1};
-};
-
-inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("CHORUS_CUDA_PDL");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return on;
-}
-
 template <class... KArgs, class... Args>
 cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
@@ -66,7 +33,7 @@ cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);

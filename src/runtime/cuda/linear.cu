@@ -11,8 +11,6 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "runtime/cuda/device_util.cuh"
 #include "runtime/cuda/launch.cuh"
@@ -227,8 +225,8 @@ constexpr int64_t kDeepK = 4096;
 constexpr int kWidePrefetch = 8;
 
 // NPRE: the norm weights of the prefetched chunks are loaded before the wait too, so the normed
-// input does not wait for their round trip after it (H200, Breeze: -0.10 ms per frame with the bulk
-// MLP's, PERFORMANCE.md "Session 14"). Launched for normed single rows of one feature per warp.
+// input does not wait for their round trip after it (H200, Breeze: -0.10 ms per frame together with
+// the bulk MLP's). Launched for normed single rows of one feature per warp.
 template <int NW, int EPI, int ROWS, bool BF16, bool DEEP, bool NPRE = false, int PRE = kPrefetch>
 __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -384,14 +382,11 @@ __global__ void __launch_bounds__(kG1Warps * 32) gemv1_kernel(GemvParams p) {
   }
 }
 
-// CHORUS_GEMV_WIDE_PREFETCH=0: rows of 2048 to 4095 prefetch kPrefetch chunks (for measurements).
-EnvSwitch g_wide_prefetch("CHORUS_GEMV_WIDE_PREFETCH");
-
 template <int EPI, bool BF16, bool DEEP>
 cudaError_t launch_gemv1_depth(const GemvParams& p, cudaStream_t s) {
   constexpr int NW = EPI == 2 ? 2 : 1;
   if constexpr (!DEEP && NW == 1) {  // (SwiGLU's two matrices would double the registers)
-    if (p.K >= 32 * 8 * kWidePrefetch && g_wide_prefetch.on()) {
+    if (p.K >= 32 * 8 * kWidePrefetch) {
       constexpr int W = kWidePrefetch;
       if (p.rows_total > 2048) {
         const unsigned blocks = static_cast<unsigned>((p.rows_total + 2 * kG1Warps - 1) / (2 * kG1Warps));
@@ -413,18 +408,9 @@ cudaError_t launch_gemv1_depth(const GemvParams& p, cudaStream_t s) {
   return launch(gemv1_kernel<NW, EPI, 1, BF16, DEEP>, dim3(blocks), dim3(kG1Warps * 32), 0, s, p);
 }
 
-// CHORUS_GEMV_DEEP=0 keeps long rows on the shallow loop (for side-by-side measurements).
-bool deep_rows_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("CHORUS_GEMV_DEEP");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return on;
-}
-
 template <int EPI, bool BF16>
 cudaError_t launch_gemv1(const GemvParams& p, cudaStream_t s) {
-  if (p.K >= kDeepK && deep_rows_enabled()) return launch_gemv1_depth<EPI, BF16, true>(p, s);
+  if (p.K >= kDeepK) return launch_gemv1_depth<EPI, BF16, true>(p, s);
   return launch_gemv1_depth<EPI, BF16, false>(p, s);
 }
 
@@ -524,38 +510,13 @@ Status cublas_ok(cublasStatus_t st, const char* what) {
 
 }  // namespace
 
-// CHORUS_GEMV1=0: single rows through the general kernel too (for measurements and tests).
-bool single_row_generic() {
-  static const bool generic = [] {
-    const char* e = std::getenv("CHORUS_GEMV1");
-    return e && std::strcmp(e, "0") == 0;
-  }();
-  return generic;
-}
-
-bool l2_prefetch_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("CHORUS_L2_PREFETCH");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return on;
-}
-
-int64_t gemv_max_rows() {
-  static const int64_t n = [] {
-    const char* e = std::getenv("CHORUS_GEMV_MAX_ROWS");
-    return e ? std::max<int64_t>(0, std::atoll(e)) : kGemvMaxRows;
-  }();
-  return n;
-}
-
 Result<LinearWorkspace> LinearWorkspace::create(int64_t max_rows, int64_t max_k, int64_t max_n_total) {
   LinearWorkspace w;
   w.max_rows_ = max_rows;
   w.max_k_ = max_k;
   w.max_n_ = max_n_total;
   CHORUS_ASSIGN(w.cublas_, Cublas::create());
-  if (max_rows > gemv_max_rows()) {
+  if (max_rows > kGemvMaxRows) {
     CHORUS_ASSIGN(w.x_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_rows * max_k) * sizeof(uint16_t)));
     CHORUS_ASSIGN(w.y_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_rows * max_n_total) * sizeof(float)));
   }
@@ -596,9 +557,9 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
     if (a.out[1].w.rows != a.out[0].w.rows) return make_error(ErrorCode::kInternal, "cuda linear: SwiGLU shapes");
     p.rows_total = a.out[0].w.rows;
   }
-  const bool gemv = path == kLinearGemv || (path == kLinearAuto && a.M <= gemv_max_rows());
+  const bool gemv = path == kLinearGemv || (path == kLinearAuto && a.M <= kGemvMaxRows);
   if (gemv) {
-    const bool single_row = a.M == 1 && vec && !single_row_generic();
+    const bool single_row = a.M == 1 && vec;
     CHORUS_CUDA_TRY(p.bf16 ? launch_any_gemv<true>(p, single_row, vec, epi, s)
                            : launch_any_gemv<false>(p, single_row, vec, epi, s));
     return ok_status();

@@ -3,9 +3,8 @@
 //
 // Why: as two matrix-vector launches (gate/up, then down) each launch ramps up and drains on its
 // own, and the second cannot start loading before the first is done. Measured on the H200 at
-// Breeze's depth-decoder shape (1024 → 2 × 8192 → 1024, 50 MB, PERFORMANCE.md "Session 12"), the
-// pair took 22.0 µs back to back and one launch over the three matrices 17.8 µs (+1.4 µs to add the
-// partial sums).
+// Breeze's depth-decoder shape (1024 → 2 × 8192 → 1024, 50 MB): the pair takes 22.0 µs back to back,
+// one launch over the three matrices 17.8 µs (+1.4 µs to add the partial sums).
 //
 // Layout: warp w of W takes intermediate features f = w, w + W, ...: it loads gate row f, up row f
 // and row f of down transposed (down's column f, contiguous there), AHEAD features ahead of the one
@@ -16,16 +15,15 @@
 // lane's outputs (the same k positions); a block adds its warps in order into one partial row, and
 // the reduction launch adds the partial rows in block order: deterministic, independent of timing.
 // Two rows (R = 2, hidden 1024: guidance's branches): each loaded feature serves both rows (one
-// feature ahead, the normed inputs in shared memory: two ahead spilled), with each row's
-// arithmetic unchanged, so a row is bit-identical to its own one-row launch (Breeze
-// CFG 3: 14.06 → 10.34 ms per frame, PERFORMANCE.md "Session 13").
+// feature ahead, the normed inputs in shared memory: two ahead spill), with each row's
+// arithmetic unchanged, so a row is bit-identical to its own one-row launch (Breeze with CFG: 10.34
+// ms per frame against 14.06 ms with the two rows through the two-launch path).
 // One row at hidden 1024 (the depth decoder's single stream) takes the bulk-copy kernel further
 // down instead: the weights stream through shared memory, one block per SM.
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
+#include <atomic>
 #include <string>
 
 #include "runtime/cuda/bulk_copy.cuh"
@@ -188,8 +186,8 @@ __global__ void __launch_bounds__(kMlpWarps * 32, kBlocksPerSm) fused_mlp_kernel
 // up rows and down's columns: three contiguous ranges) through a ring of shared-memory stages with
 // bulk copies (cp.async.bulk, completion counted on an mbarrier per stage), and eight consumer warps
 // take one feature of each stage each. A plain 50 MB read runs at 4.06 TB/s this way on the H200,
-// against 3.03 TB/s for 128-thread blocks of 16-byte register loads (PERFORMANCE.md "Session 14");
-// in the engine the depth decoder's MLP gained 0.7 µs per layer. Two rows and hidden 2048 measured
+// against 3.03 TB/s for 128-thread blocks of 16-byte register loads; in the engine the depth
+// decoder's MLP gains 0.7 µs per layer over the register kernel. Two rows and hidden 2048 measured
 // slower this way (more arithmetic per copied byte; two stages at 2048) and stay on the kernel above.
 // Each feature's sums are the register kernel's (lane l owns k = 8l + 256i + j), so gate·n and up·n
 // are bit-identical to linear; the down sums run in this kernel's own fixed order (features by
@@ -307,9 +305,9 @@ __global__ void __launch_bounds__(kBulkThreads, 1) fused_mlp_bulk_kernel(MlpPara
 // order), rounded as linear's residual epilogue rounds it. Block (x, r) takes row r's outputs
 // [32x, 32x + 32).
 // EARLY: the next launch (the next layer's q/k/v) may start before this one waits. A kernel lets
-// its successor launch only after its own wait, and this one waits through the whole MLP, so the
-// q/k/v launch became resident only when the MLP ended; early, it loads its weights during the
-// MLP's stream (its own wait still ends after this kernel, so after the MLP).
+// its successor launch only after its own wait, and this one waits through the whole MLP, so
+// without EARLY the q/k/v launch becomes resident only when the MLP ends; with it, it loads its
+// weights during the MLP's stream (its own wait still ends after this kernel, so after the MLP).
 template <bool BF16, bool EARLY>
 __global__ void __launch_bounds__(kReduceWarps * 32) mlp_reduce_kernel(const float* partial, int parts, int64_t hidden,
                                                                       float* h) {
@@ -362,24 +360,9 @@ int sm_count() {
 // The register kernel's grid.
 int mlp_blocks() { return std::clamp(kBlocksPerSm * sm_count(), 1, kMaxBlocks); }
 
-// Features in flight per warp while one is summed: 2 at hidden 1024 (measured faster than 1; 3
-// needs the input in shared memory), 1 at 2048. CHORUS_MLP_AHEAD=1|3 overrides it at 1024, for
-// measurements.
-int mlp_ahead_1024() {
-  static const int ahead = [] {
-    const char* v = std::getenv("CHORUS_MLP_AHEAD");
-    return v && (std::strcmp(v, "1") == 0 || std::strcmp(v, "3") == 0) ? std::atoi(v) : 2;
-  }();
-  return ahead;
-}
-
-// CHORUS_MLP_TMA=0: single rows at hidden 1024 through the register kernel too (for
-// measurements); set_fused_mlp_bulk switches it at run time (tests).
-EnvSwitch g_bulk("CHORUS_MLP_TMA");
-
-// CHORUS_REDUCE_EARLY=0: the reduction lets the next launch start only after its wait (for
-// measurements).
-EnvSwitch g_reduce_early("CHORUS_REDUCE_EARLY");
+// Single rows at hidden 1024 through the bulk kernel; off only in tests (set_fused_mlp_bulk), which
+// compare it with the register kernel.
+std::atomic<bool> g_bulk{true};
 
 template <bool BF16>
 cudaError_t launch_bulk(const MlpParams& p, cudaStream_t s) {
@@ -393,25 +376,22 @@ template <bool BF16>
 cudaError_t launch_mlp(const MlpParams& p, int rows, int blocks, cudaStream_t s) {
   const dim3 grid(blocks), block(kMlpWarps * 32);
   cudaError_t e = cudaSuccess;
-  if (rows == 1 && p.hidden == 1024 && g_bulk.on()) {
+  if (rows == 1 && p.hidden == 1024 && g_bulk.load()) {
     blocks = sm_count();
     e = launch_bulk<BF16>(p, s);
   } else if (rows == 2) {
     e = launch(fused_mlp_kernel<4, BF16, 1, true, 2>, grid, block, 0, s, p);  // 2 ahead spills
   } else if (p.hidden == 2048) {
     e = launch(fused_mlp_kernel<8, BF16, 1, true, 1>, grid, block, 0, s, p);
-  } else {
-    const int ahead = mlp_ahead_1024();
-    e = ahead == 1   ? launch(fused_mlp_kernel<4, BF16, 1, false, 1>, grid, block, 0, s, p)
-        : ahead == 3 ? launch(fused_mlp_kernel<4, BF16, 3, true, 1>, grid, block, 0, s, p)
-                     : launch(fused_mlp_kernel<4, BF16, 2, false, 1>, grid, block, 0, s, p);
+  } else {  // one row at hidden 1024 without the bulk kernel (tests): two features ahead
+    e = launch(fused_mlp_kernel<4, BF16, 2, false, 1>, grid, block, 0, s, p);
   }
   if (e != cudaSuccess) return e;
   // Only after one row at hidden 2048 (Breeze's backbone: −0.05 ms per frame). After the bulk
-  // kernel (the depth decoder's single row) q/k/v became resident 3 µs earlier but took longer after
-  // the wait (+0.04 ms per frame), and after two rows at hidden 1024 (guidance's depth decoder)
-  // +0.39 ms (PERFORMANCE.md "Session 17").
-  const bool early = g_reduce_early.on() && rows == 1 && p.hidden == 2048;
+  // kernel (the depth decoder's single row) q/k/v becomes resident 3 µs earlier but takes longer
+  // after the wait (+0.04 ms per frame), and after two rows at hidden 1024 (guidance's depth
+  // decoder) it costs +0.39 ms per frame.
+  const bool early = rows == 1 && p.hidden == 2048;
   return launch(early ? mlp_reduce_kernel<BF16, true> : mlp_reduce_kernel<BF16, false>,
                 dim3(static_cast<unsigned>(p.hidden / 32), static_cast<unsigned>(rows)), dim3(kReduceWarps * 32), 0, s,
                 static_cast<const float*>(p.partial), blocks, p.hidden, p.h);
@@ -433,15 +413,7 @@ size_t fused_mlp_partial_floats(int64_t hidden, int rows) {
   return static_cast<size_t>(rows) * static_cast<size_t>(mlp_blocks()) * static_cast<size_t>(hidden);
 }
 
-bool fused_mlp_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("CHORUS_FUSED_MLP");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return on;
-}
-
-void set_fused_mlp_bulk(bool on) { g_bulk.set(on); }
+void set_fused_mlp_bulk(bool on) { g_bulk.store(on); }
 
 Status fused_mlp(const FusedMlpArgs& a, cudaStream_t s) {
   const int64_t H = a.gate.cols, I = a.gate.rows;

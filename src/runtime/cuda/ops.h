@@ -48,10 +48,6 @@ struct L2Prefetch {
   size_t bytes = 0;
 };
 
-// Whether launches ask L2 for the next layer's attention weights (default on; CHORUS_L2_PREFETCH=0
-// turns it off, for measurements).
-bool l2_prefetch_enabled();
-
 // Up to three matrices that read the same input (q, k and v; gate and up) in one launch.
 struct LinearArgs {
   const float* x = nullptr;  // row m at x + m·ldx, K = out[0].w.cols floats
@@ -72,9 +68,9 @@ struct LinearArgs {
   bool round_outputs = true;
   // Weights of a later launch that this one's blocks ask L2 to fetch (cp.async.bulk.prefetch) before
   // they wait for their inputs, so a latency-bound launch that follows (a layer's q/k/v and o, ~5 MB)
-  // reads them from L2. No effect on results; matrix-vector path only. Measured on the H200 (Breeze,
-  // PERFORMANCE.md "Session 10"): the next layer's attention weights help; prefetching the MLP's
-  // 34-50 MB was slower (it does not stay in L2 until used).
+  // reads them from L2. No effect on results; matrix-vector path only. Measured on the H200 (Breeze):
+  // the next layer's attention weights help; prefetching the MLP's 34-50 MB is slower (it does not
+  // stay in L2 until used).
   L2Prefetch prefetch[4];
 };
 
@@ -96,9 +92,7 @@ class LinearWorkspace {
 
 // Path choice: matrix-vector kernels read the weights at full bandwidth and keep f32 inputs, and are
 // used up to kGemvMaxRows rows; more rows go to cuBLAS (bf16 tensor cores, split inputs).
-// (CHORUS_GEMV_MAX_ROWS in the environment overrides the default of kGemvMaxRows, for measurements.)
 inline constexpr int64_t kGemvMaxRows = 8;
-int64_t gemv_max_rows();
 inline constexpr int kLinearAuto = 0, kLinearGemv = 1, kLinearTensor = 2;
 Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path = kLinearAuto);
 
@@ -128,12 +122,9 @@ struct FusedMlpArgs {
 int fused_mlp_max_rows(int64_t hidden, int64_t intermediate);
 bool fused_mlp_supported(int64_t hidden, int64_t intermediate, int rows = 1);
 size_t fused_mlp_partial_floats(int64_t hidden, int rows = 1);
-// Whether decode rows take it where the weights allow (default on; CHORUS_FUSED_MLP=0 turns
-// it off, for measurements).
-bool fused_mlp_enabled();
 Status fused_mlp(const FusedMlpArgs& a, cudaStream_t s);
 // Off: single rows at hidden 1024 take the register kernel too, whose rows are bit-identical to its
-// two-row launches (tests; CHORUS_MLP_TMA=0 sets the default, for measurements).
+// two-row launches. On by default; tests turn it off to compare the two kernels.
 void set_fused_mlp_bulk(bool on);
 // dst [cols, rows] = src [rows, cols] transposed (bf16 bit patterns; load time, not captured).
 Status transpose_matrix(const DeviceMatrix& src, uint16_t* dst, cudaStream_t s);
@@ -193,15 +184,12 @@ Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer 
 Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
                         float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,
                         cudaStream_t s, bool bf16 = false);
-// Small caches with head_dim 64 or 128 take a kernel specialized for them (bit-identical to the
-// general one; faster). Off: the general kernel (tests; CHORUS_SMALL_ATTENTION=0 sets the default).
+// Small caches with head_dim 64 or 128 take a kernel specialized for them, and long caches at head
+// size 128 (more than 64 positions) one that splits the keys over a cluster of two blocks per query
+// head; both are bit-identical to the general kernel and faster. On by default; tests turn them off
+// to compare them with the general kernel.
 void set_small_attention(bool on);
-// The long-cache kernel (head size 128, more than 64 positions) on or off (tests).
 void set_long_attention(bool on);
-// Blocks per query head of the long-cache kernel (1, 2 or 4: a cluster that splits the keys;
-// bit-identical results); the default is CHORUS_ATTENTION_SPLIT or 2.
-int attention_split();
-void set_attention_split(int parts);
 // Call once (outside graph capture) before attention over caches of up to `capacity` positions.
 Status attention_reserve(int64_t capacity, int64_t head_dim);
 

@@ -1,0 +1,29 @@
+// `chorus bench --device cuda`, for every family: single-stream per-frame costs (the two stages'
+// device times apart with split_frames), the codec per frame on the GPU and on the CPU, time to
+// first frame and to first audio, peak GPU memory, then the step time and aggregate real-time
+// streams for each batch size. The family only supplies its requests (requests.h). Declared in
+// every build; without CUDA it returns kUnsupported.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/engine/requests.h"
+#include "core/error.h"
+
+namespace chorus::bench {
+
+struct CudaBenchOptions {
+  std::string model;
+  int64_t frames = 250;
+  int64_t warmup = 5;
+  std::vector<int64_t> batches = {1};
+  int64_t batch_frames = 100;  // frames per stream in the batch runs
+  bool split_frames = false;   // engine::CudaLoadOptions::split_frames
+  bool stack_trace = false;    // the persistent decode kernel's per-phase times (cuda::decode_stack_enable_trace)
+};
+
+Result<std::string> cuda_bench(const CudaBenchOptions& o, const RequestShape& shape);
+
+}  // namespace chorus::bench

@@ -1,0 +1,84 @@
+#include "engine/codec.h"
+
+#include "models/codec/codec_folder.h"
+#include "models/codec/decoder_cuda.h"
+
+namespace chorus::engine {
+
+namespace {
+
+// One stream of either decoder: both stream with the same calls.
+template <class Decoder, class State>
+class DecoderStream final : public CodecStream {
+ public:
+  DecoderStream(const Decoder* d, State s) : d_(d), s_(std::move(s)) {}
+  Status decode(const int32_t* codes, int64_t frames, std::vector<float>& out) override {
+    return d_->decode(s_, codes, frames, out);
+  }
+  Status flush(std::vector<float>& out) override { return d_->flush(s_, out); }
+
+ private:
+  const Decoder* d_;
+  State s_;
+};
+
+class CpuCodec final : public Codec {
+ public:
+  explicit CpuCodec(codec::CodecModel m) : m_(std::move(m)) {}
+  int64_t sample_rate() const override { return m_.decoder.sample_rate(); }
+  int64_t samples_per_frame() const override { return m_.decoder.samples_per_frame(); }
+  int64_t num_quantizers() const override { return m_.decoder.num_quantizers(); }
+  int64_t codebook_size() const override { return m_.decoder.codebook_size(); }
+  Status validate_codes(const int32_t* codes, int64_t frames) const override {
+    return m_.decoder.validate_codes(codes, frames);
+  }
+  Result<std::unique_ptr<CodecStream>> new_stream(codec::DecodeMode mode) const override {
+    return std::unique_ptr<CodecStream>(new DecoderStream<codec::Decoder, codec::DecoderState>(&m_.decoder, m_.decoder.new_state(mode)));
+  }
+  codec::Decoder& decoder() { return m_.decoder; }
+
+ private:
+  codec::CodecModel m_;
+};
+
+class GpuCodec final : public Codec {
+ public:
+  explicit GpuCodec(codec::CudaDecoder d) : d_(std::move(d)) {}
+  int64_t sample_rate() const override { return d_.sample_rate(); }
+  int64_t samples_per_frame() const override { return d_.samples_per_frame(); }
+  int64_t num_quantizers() const override { return d_.num_quantizers(); }
+  int64_t codebook_size() const override { return d_.codebook_size(); }
+  Status validate_codes(const int32_t* codes, int64_t frames) const override { return d_.validate_codes(codes, frames); }
+  Result<std::unique_ptr<CodecStream>> new_stream(codec::DecodeMode mode) const override {
+    if (mode != codec::DecodeMode::kExact)
+      return make_error(ErrorCode::kUnsupported, "the GPU codec decodes in the exact (full) mode only");
+    CHORUS_ASSIGN(codec::CudaDecoderState s, d_.new_state());
+    return std::unique_ptr<CodecStream>(new DecoderStream<codec::CudaDecoder, codec::CudaDecoderState>(&d_, std::move(s)));
+  }
+  Status warm_up() const {
+    CHORUS_ASSIGN(codec::CudaDecoderState s, d_.new_state());
+    const std::vector<int32_t> zeros(static_cast<size_t>(d_.num_quantizers()), 0);
+    std::vector<float> out;
+    return d_.decode(s, zeros.data(), 1, out);
+  }
+
+ private:
+  codec::CudaDecoder d_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Codec>> load_codec(const std::string& dir, Device device, ThreadPool* pool) {
+  if (device.is_cuda()) {
+    CHORUS_ASSIGN(codec::CudaDecoder d, codec::load_cuda_codec(dir));
+    auto c = std::make_unique<GpuCodec>(std::move(d));
+    CHORUS_TRY(c->warm_up());
+    return std::unique_ptr<Codec>(std::move(c));
+  }
+  CHORUS_ASSIGN(codec::CodecModel m, codec::load_codec(dir));
+  auto c = std::make_unique<CpuCodec>(std::move(m));
+  c->decoder().set_thread_pool(pool);
+  return std::unique_ptr<Codec>(std::move(c));
+}
+
+}  // namespace chorus::engine

@@ -1,0 +1,45 @@
+// The speech codec of a loaded model as the engine uses it: one immutable decoder on the model's
+// device, and one CodecStream per request turning its frames into 24 kHz samples as they come.
+// Both backends stream exactly: decoding frames one at a time equals one pass over the sequence
+// (models/codec/decoder.h, decoder_cuda.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "engine/device.h"
+#include "models/codec/decoder.h"
+
+namespace chorus::engine {
+
+class CodecStream {
+ public:
+  virtual ~CodecStream() = default;
+  // Decodes codes [frames, num_quantizers] and appends the samples that are now final to `out`.
+  virtual Status decode(const int32_t* codes, int64_t frames, std::vector<float>& out) = 0;
+  // End of stream: appends what is still held back (nothing for this codec).
+  virtual Status flush(std::vector<float>& out) = 0;
+};
+
+class Codec {
+ public:
+  virtual ~Codec() = default;
+  virtual int64_t sample_rate() const = 0;
+  virtual int64_t samples_per_frame() const = 0;
+  virtual int64_t num_quantizers() const = 0;
+  virtual int64_t codebook_size() const = 0;
+  // kOutOfRange naming the first bad code.
+  virtual Status validate_codes(const int32_t* codes, int64_t frames) const = 0;
+  // A fresh stream. The GPU decoder has the exact mode only (kUnsupported otherwise).
+  virtual Result<std::unique_ptr<CodecStream>> new_stream(codec::DecodeMode mode = codec::DecodeMode::kExact) const = 0;
+};
+
+// The codec of the checkpoint folder `dir` (codec::find_codec_dir), on `device`. The GPU decoder
+// runs one throw-away frame at load so that no request pays for loading its kernels.
+Result<std::unique_ptr<Codec>> load_codec(const std::string& dir, Device device, ThreadPool* pool);
+
+}  // namespace chorus::engine

@@ -1,0 +1,174 @@
+// The device-resident frame loop of every codec LM, for a batch of S streams ("slots") with NB
+// guidance branches each (sequence q = s·NB + j; NB = 1 without guidance).
+//
+// A backbone predicts codebook 0 of a frame, a depth decoder the other G − 1 codebooks. A frame runs
+// on the GPU without host synchronisation, in two halves: the depth walk (G − 1 steps into a
+// per-frame depth cache, each a head, an optional guidance combination and the sampler), then, with
+// feed, the backbone step on the frame's input row and the sampling of the next codebook 0. The
+// per-step values that change (positions, the frame counters that address the random draws, the
+// codes) live in device memory, so a frame is captured once into a CUDA graph and replayed
+// (cuda::FramePipeline: one graph per frame, or two with split halves; the report of frame codes,
+// next codebook 0 and error flags reaches pinned host memory in one copy at the end).
+//
+// FrameCore owns what every family shares: the slots, the backbone and depth KV caches, the
+// backbone's activations, the report, the counters and positions, the sampler parameters on the
+// device, the chunked prefill and the backbone head + sampler. A family derives from it and
+// supplies the recipe: its stacks and dimensions (FrameRecipe), the depth walk (enqueue_depth), the
+// backbone's input rows for a frame (backbone_inputs) and, with guidance, how the branches' logits
+// combine (combine_backbone). All slots always compute; finished streams' codes are ignored by the
+// caller (their positions are clamped inside their caches). Built only with CUDA.
+#pragma once
+
+#ifdef CHORUS_HAVE_CUDA
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "nn/device_stack_cuda.h"
+#include "runtime/cuda/cuda_handles.h"
+#include "runtime/cuda/frame_pipeline.h"
+#include "runtime/cuda/ops.h"
+#include "sampling/sampler.h"
+
+namespace chorus::frame_core::gpu {
+
+using nn::gpu::DeviceStack;
+using nn::gpu::KvCacheRef;
+using nn::gpu::StackScratch;
+
+// What the core needs to know of a family's model and of the batch.
+struct FrameRecipe {
+  const DeviceStack* backbone = nullptr;
+  const DeviceStack* depth = nullptr;
+  cuda::DeviceMatrix backbone_head;   // hidden → backbone vocabulary (codebook 0 and its EOS)
+  int codebooks = 0;                  // G
+  int64_t depth_hidden = 0;           // width of the depth decoder's rows
+  int64_t depth_vocab = 0;            // ids of codebooks 1..G−1
+  int64_t allowed_below = 0;          // codebook-0 ids at or above this are masked, except eos
+  int32_t eos = 0;                    // also masked before a stream's min_frames
+  int depth_pos_first = 0;            // the position of depth step index 0 (see step_map)
+  bool bf16 = false;                  // the stacks' bf16-activation mode (DeviceStack::forward)
+};
+
+// One slot's per-stream values.
+struct SlotSetup {
+  std::vector<int64_t> prompt_rows;   // per branch, >= 1
+  int64_t min_frames = 0;             // already clamped by the family
+  sampling::SamplerParams backbone, depth;
+  bool depth_penalty = true;          // false: the depth sampler's repetition penalty is ignored
+  uint64_t seed = 0;
+  uint32_t rng_stream = 0;
+};
+
+// One sequence's prompt rows for the prefill, [rows, hidden] f32.
+struct SeqRows {
+  const float* data = nullptr;
+  int64_t rows = 0;
+};
+
+struct FrameTiming {
+  // Device time of the last call. backbone_ms is 0 when the frame had no backbone step of its own:
+  // the last frame (no feed), or one graph per frame, where the backbone's time is inside depth_ms.
+  float prefill_ms = 0, depth_ms = 0, backbone_ms = 0;
+};
+
+class FrameCore {
+ public:
+  virtual ~FrameCore();
+  FrameCore(const FrameCore&) = delete;
+  FrameCore& operator=(const FrameCore&) = delete;
+
+  int size() const { return S_; }
+  int branches() const { return NB_; }
+
+  // The depth walk of the current frame; with feed, also the backbone step and the next codebook 0.
+  // Returns when frame_codes() (and next_c0() with feed) are valid. With `then`, the following frame
+  // (with feed = *then) is launched before this one is waited for; the next call then waits for it
+  // instead of launching (its feed may be true where that call's is false: the extra backbone step
+  // is harmless). While a frame is ahead, the test accessors see that frame.
+  Status run_frame(bool feed, std::optional<bool> then = std::nullopt);
+  // Two graphs per frame instead of one (engine::CudaLoadOptions::split_frames); same
+  // codes, but the backbone's device time is measured apart. Set before the first run_frame.
+  void set_split_frames(bool split) { pipe_.set_split_halves(split); }
+
+  const int32_t* frame_codes(int s) const { return shown() + s * G_; }
+  int32_t next_c0(int s) const { return shown()[(S_ + s) * G_]; }
+  int32_t error(int s) const { return shown()[2 * S_ * G_ + s]; }
+  const FrameTiming& timing() const { return times_; }
+  size_t device_bytes() const { return bytes_; }
+
+ protected:
+  FrameCore() = default;
+  // Allocates the shared buffers (backbone caches of `capacity` positions per sequence) and uploads
+  // the slots' counters and sampler settings. The family allocates its own buffers after.
+  Status init(const FrameRecipe& r, std::span<const SlotSetup> slots, int64_t capacity);
+  // Every sequence's prompt through the backbone (in chunks of rows) and codebook 0 of frame 0.
+  Status prefill_sequences(std::span<const SeqRows> seqs);
+  Status alloc(cuda::DeviceBuffer& b, size_t bytes);
+
+  // The recipe's parts of a frame. enqueue_depth must end by advancing the counters (and saving the
+  // frame's codes into frame_codes_dev()); backbone_inputs writes the frame's row of every sequence
+  // into bb_h_; combine_backbone returns the logits the sampler reads, [S, vocab] with ld vocab.
+  virtual Status enqueue_depth(cudaStream_t s) = 0;
+  virtual Status backbone_inputs(cudaStream_t s) = 0;
+  virtual Result<float*> combine_backbone(float* logits, cudaStream_t) { return logits; }
+
+  // The report (device and pinned host alike): [frame codes, S×G | codes, S×G | errors, S]. The
+  // samplers write the codes and errors; the frame codes are the codes as the depth walk left them
+  // (the backbone's sampler then overwrites codebook 0 with the next frame's).
+  int32_t* frame_codes_dev() const { return report_.as<int32_t>(); }
+  int32_t* codes_dev() const { return report_.as<int32_t>() + S_ * G_; }
+  int32_t* errors_dev() const { return report_.as<int32_t>() + 2 * S_ * G_; }
+
+  KvCacheRef depth_kv() const;
+  // The rows of the first depth step (two per sequence, [input, first code], at positions 0, 1), or
+  // of a later step: one row per sequence at position index + depth_pos_first.
+  cuda::RowMap first_step_map() const;
+  cuda::RowMap step_map(int index) const;
+  // A depth sampler over `logits` ([S, ld]) with the shared fields set; codebook, out and the
+  // embedding of the chosen id are the caller's.
+  cuda::SampleArgs depth_sampler(float* logits, int64_t ld) const;
+  // A depth head over each sequence's last row: x = out + (first ? width : 0), ld (first ? 2 : 1)·width,
+  // into logits [Q, vocab]; prefetches the next step's stack, or after the last the backbone's.
+  cuda::LinearArgs depth_head(const float* out, bool first, const cuda::DeviceMatrix& head, float* logits,
+                              bool last) const;
+  // frames[s] advanced and the frame's codes saved (one sequence per slot).
+  Status advance_single(cudaStream_t s);
+
+  FrameRecipe r_;
+  int S_ = 0, NB_ = 0, Q_ = 0, G_ = 0;
+  int64_t H_ = 0, BV_ = 0, cap_ = 0, bb_rows_ = 0;
+  cuda::Stream stream_;
+  cuda::LinearWorkspace ws_;
+  StackScratch bb_scratch_, depth_scratch_;
+  cuda::DeviceBuffer bb_kv_, depth_kv_;
+  cuda::DeviceBuffer bb_h_, bb_out_, z_, logits_b_;
+  cuda::DeviceBuffer scratch_w_, scratch_ids_;
+  cuda::DeviceBuffer report_, frames_, prompt_rows_, bb_pos_, min_frames_, history_;
+  cuda::DeviceBuffer params_b_, params_d_, iota_, first_seq_, first_pos_, depth_pos_, prefill_seq_, prefill_pos_,
+      last_row_;
+
+ private:
+  const int32_t* shown() const { return static_cast<const int32_t*>(pipe_.report()); }
+  Status enqueue_backbone(cudaStream_t s);
+  Status sample_backbone(cudaStream_t s);
+
+  cuda::Event ev_[2];  // the prefill's start and end
+  cuda::FramePipeline pipe_;
+  FrameTiming times_;
+  size_t bytes_ = 0;
+};
+
+// dst ← v (host to device); an error when it does not fit.
+template <class T>
+Status upload(const cuda::DeviceBuffer& dst, const std::vector<T>& v) {
+  if (v.empty()) return ok_status();
+  if (dst.bytes() < v.size() * sizeof(T)) return make_error(ErrorCode::kInternal, "frame batch: upload overflows");
+  return cuda::check(cudaMemcpy(dst.data(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+}
+
+}  // namespace chorus::frame_core::gpu
+
+#endif  // CHORUS_HAVE_CUDA

@@ -1,0 +1,21 @@
+// Device kernels of the frame core that do not depend on a family: the per-slot counters of a
+// batch with one sequence per slot, and the row gather that picks each prompt's last row.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace chorus::frame_core::gpu {
+
+// frames[b] += 1; pos[b] = min(prompt_rows[b] + frames[b] − 1, capacity − 1); and the frame's
+// codes saved: saved[b·G + g] = codes[b·G + g].
+Status advance_frames(int32_t* frames, const int32_t* prompt_rows, int32_t capacity, int32_t* pos, int B,
+                      const int32_t* codes, int G, int32_t* saved, cudaStream_t s);
+
+// dst[i] = src[index[i]] for rows of `width` floats.
+Status gather_rows(const float* src, const int32_t* index, int64_t width, int n, float* dst, cudaStream_t s);
+
+}  // namespace chorus::frame_core::gpu

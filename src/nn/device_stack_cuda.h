@@ -1,0 +1,135 @@
+// The layer library's GPU side: a Qwen3-style decoder stack on the device (DeviceStack: bf16
+// matrices, f32 norm weights, one persistent kernel per decode row where it applies), its KV-cache
+// view and activation scratch, and the helpers that upload weights. Every codec-LM family builds its
+// backbone and depth decoder from it. Built only with CUDA (CHORUS_HAVE_CUDA).
+#pragma once
+
+#ifdef CHORUS_HAVE_CUDA
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "io/weight_table.h"
+#include "nn/qwen3_block.h"
+#include "runtime/cuda/cuda_handles.h"
+#include "runtime/cuda/decode_stack.h"
+#include "runtime/cuda/ops.h"
+
+namespace chorus::nn::gpu {
+
+// A weight on the device: a bf16 matrix or an f32 vector.
+struct DeviceTensor {
+  cuda::DeviceBuffer buf;
+  int64_t rows = 0, cols = 0;
+  bool empty() const { return buf.data() == nullptr; }
+  cuda::DeviceMatrix matrix() const { return {buf.as<const uint16_t>(), rows, cols}; }
+  const uint16_t* bf16() const { return buf.as<const uint16_t>(); }
+  const float* f32() const { return buf.as<const float>(); }
+};
+
+// Any float tensor (rank 1 or 2) → bf16 matrix on the device; rank-1 f32 vectors stay f32.
+Result<DeviceTensor> upload_matrix(const Tensor& t);
+Result<DeviceTensor> upload_vector_f32(const Tensor& t);
+// The tensor `name` of `w`, as above; kNotFound when it is missing.
+Result<DeviceTensor> load_matrix(const Weights& w, const std::string& name);
+Result<DeviceTensor> load_vector_f32(const Weights& w, const std::string& name);
+
+// A stack's KV cache for `seqs` sequences of `capacity` positions: per layer, keys then values,
+// each [seqs, capacity, kv_heads·head_dim] f32.
+struct KvCacheRef {
+  float* base = nullptr;
+  int64_t seqs = 0, capacity = 0, width = 0;
+  int64_t layer_floats() const { return seqs * capacity * width; }  // keys (or values) of one layer
+  cuda::KvLayer layer(int64_t l) const {
+    const int64_t per = layer_floats();
+    return {base + 2 * l * per, base + (2 * l + 1) * per, capacity * width, capacity};
+  }
+  static int64_t floats(int64_t layers, int64_t seqs, int64_t capacity, int64_t width) {
+    return 2 * layers * seqs * capacity * width;
+  }
+};
+
+// Activations of one stack forward over up to max_rows rows.
+struct StackScratch {
+  cuda::DeviceBuffer qkv, q, attn, mlp;
+  cuda::DeviceBuffer mlp_partial;  // cuda::fused_mlp's partial sums (stacks that run it only)
+  int mlp_rows = 0;                // rows cuda::fused_mlp may take at once with this scratch
+  cuda::DeviceBuffer barrier;  // the persistent decode kernel's grid barrier (cuda::decode_stack)
+  int64_t max_rows = 0;
+  // fused_mlp: the stack runs cuda::fused_mlp (DeviceStack::fused_mlp()); the others get no
+  // partial-sum buffer.
+  static Result<StackScratch> create(const Qwen3Dims& d, int64_t max_rows, bool fused_mlp = false);
+  size_t bytes() const { return qkv.bytes() + q.bytes() + attn.bytes() + mlp.bytes() + mlp_partial.bytes(); }
+};
+
+// How a stack runs, chosen by the model that owns it.
+struct StackOptions {
+  // Decode steps of one row (two at hidden 1024: guidance's branches) run each layer's MLP as one
+  // launch (cuda::fused_mlp) where its shape allows.
+  // Costs a transposed copy of every down projection. For stacks that do not fit the persistent
+  // kernel (Breeze's, where it measured faster than two launches per MLP).
+  bool one_launch_mlp = false;
+};
+
+class DeviceStack {
+ public:
+  // `w` is prefixed like Qwen3Stack::load's argument ("talker.model."). Layers without q/k
+  // norm weights skip the QK-norm; `inv_freq` ([head_dim / 2], e.g. llama3-scaled) replaces the
+  // default frequencies of dims.rope_theta when given.
+  static Result<DeviceStack> load(const Weights& w, const Qwen3Dims& d, std::span<const float> inv_freq = {},
+                                  StackOptions options = {});
+
+  const Qwen3Dims& dims() const { return dims_; }
+  // Whether decode rows run each MLP as one launch (StackOptions::one_launch_mlp, where it applies).
+  bool fused_mlp() const { return !layers_.empty() && !layers_.front().down_t.empty(); }
+  int64_t kv_width() const { return dims_.kv_heads * dims_.head_dim; }
+  int64_t max_linear_k() const;       // widest matrix input
+  int64_t max_linear_n_total() const; // most output features of one launch
+  size_t bytes() const { return bytes_; }
+
+  // h [rows, hidden]: the rows' input, used as the residual stream (overwritten); out: the final
+  // norm of each row, or null to leave it to the caller (a linear that norms its input with
+  // final_norm(), one kernel less per step). New keys and values go into `kv` at (rows.seq,
+  // rows.pos). bf16: the bf16-activation mode of Qwen3Stack (Rounding::kBF16; the input rows
+  // are rounded first, the caches hold bf16 values); false: the f32 path. input_rounded (bf16
+  // only): the rows are bf16 values already (a bf16 linear's or the sampler's rounded output), so
+  // the rounding launch is skipped. One decode row runs as one persistent kernel
+  // (cuda::decode_stack, bit-identical) where it applies.
+  const float* final_norm() const { return final_norm_.f32(); }
+  float norm_eps() const { return static_cast<float>(dims_.rms_eps); }
+  Status forward(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv, StackScratch& scratch,
+                 cuda::LinearWorkspace& ws, cudaStream_t s, bool bf16 = false, bool input_rounded = false) const;
+  // Sets `to` (a LinearArgs::prefetch) to layer `layer`'s q, k, v and o weights, so the launch that
+  // precedes the layer (or the stack) pulls them into L2; unchanged when prefetching is off or the
+  // four total more than 16 MB (larger prefetches were measured slower).
+  void prefetch_attention(int64_t layer, cuda::L2Prefetch (&to)[4]) const;
+
+ private:
+  struct Layer {
+    DeviceTensor q, k, v, o, gate, up, down, in_norm, post_norm, q_norm, k_norm;
+    DeviceTensor down_t;  // down transposed, for cuda::fused_mlp (StackOptions::one_launch_mlp)
+  };
+  // The single-row decode step as one persistent kernel, or false when it does not apply.
+  Result<bool> forward_persistent(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv,
+                                  StackScratch& sc, cudaStream_t s, bool bf16, bool input_rounded) const;
+  Qwen3Dims dims_;
+  std::vector<Layer> layers_;
+  cuda::DeviceBuffer layer_table_;  // [layers] cuda::StackLayerWeights
+  DeviceTensor final_norm_, inv_freq_;
+  size_t bytes_ = 0;
+};
+
+// Every row of `table` ([rows, cols] bf16) through `proj` ([out, cols], + bias when given): [out_rows,
+// out] f32, rows past table.rows zero. Each row as a single-row step would form it (the
+// matrix-vector kernels' per-feature order does not depend on the row count), so a step can copy
+// the projected row instead of running the product. Synchronises; for load time.
+Result<cuda::DeviceBuffer> project_rows(const cuda::DeviceMatrix& table, const cuda::DeviceMatrix& proj,
+                                        const float* bias, int64_t out_rows);
+
+}  // namespace chorus::nn::gpu
+
+#endif  // CHORUS_HAVE_CUDA

@@ -1,0 +1,44 @@
+// The server's Prometheus metrics (prometheus-cpp), rendered in the text exposition format for
+// GET /metrics: requests by endpoint and status, streams active and queued, refusals, cancels,
+// time to first audio and real-time factor histograms, audio seconds made, resident memory.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace chorus::server {
+
+class Metrics {
+ public:
+  Metrics();
+  void request(const std::string& endpoint, int status);
+  void refusal(const std::string& reason);  // "queue_full", "draining"
+  void stream_started();
+  void stream_ended(bool cancelled);
+  void synthesis(double first_audio_s, double audio_s, double total_s);
+  // Set just before rendering.
+  void set_queued(int queued, int running);
+  std::string render();
+  int active_streams() const;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Counter>* refusals_;
+  prometheus::Counter* cancelled_;
+  prometheus::Counter* audio_seconds_;
+  prometheus::Gauge* active_;
+  prometheus::Gauge* queued_;
+  prometheus::Gauge* running_;
+  prometheus::Gauge* rss_;
+  prometheus::Histogram* ttfa_;
+  prometheus::Histogram* rtf_;
+};
+
+}  // namespace chorus::server

@@ -1,0 +1,58 @@
+// The body of POST /v1/audio/speech, parsed and checked field by field before anything is queued:
+// OpenAI's fields first, vLLM-Omni's extension names where OpenAI has none. Every failure is a 400
+// naming the field; unknown fields are refused (a typo must not be silently ignored).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "audio/stream_encoder.h"
+#include "server/api_error.h"
+
+namespace chorus::server {
+
+struct SpeechLimits {
+  size_t max_input_chars = 4096;  // Unicode code points of `input`
+  size_t max_instructions_chars = 4096;
+  size_t max_ref_audio_bytes = 16u << 20;  // decoded
+  int64_t max_new_tokens = 100000;
+};
+
+struct SpeechParams {
+  std::string model;
+  std::string input;
+  std::string voice;  // a preset name or a stored voice id; empty: none given
+  bool voice_is_id = false;  // given as {"id": ...}: a stored voice, never a preset
+  std::string instructions;
+  audio::StreamFormat format = audio::StreamFormat::kMp3;
+  double speed = 1.0;
+  bool sse = false;     // stream_format "sse"
+  bool stream = true;   // false: the whole body at once, with a Content-Length
+  std::string task_type;  // "", "CustomVoice", "VoiceDesign", "Base"
+  std::string language = "auto";
+  std::string ref_audio;  // decoded bytes of the data URI; empty: none
+  std::string ref_text;
+  bool x_vector_only = false;
+  int64_t max_new_tokens = 0;  // 0: the model's limit
+  std::optional<uint64_t> seed;
+  std::optional<float> temperature, top_p, repetition_penalty, cfg_scale;
+  std::optional<int32_t> top_k;
+};
+
+// Parses a JSON body: the parameters, or a 400 with `param` set where a field is to blame.
+struct SpeechParse {
+  std::optional<SpeechParams> params;
+  ApiError error;
+};
+SpeechParse parse_speech_body(std::string_view body, const SpeechLimits& limits = {});
+
+// Strict base64 (RFC 4648 alphabet, '=' padding, no whitespace); nullopt when malformed.
+std::optional<std::string> decode_base64(std::string_view s);
+std::string encode_base64(std::string_view bytes);
+
+// Code points of valid UTF-8 text.
+size_t utf8_length(std::string_view s);
+
+}  // namespace chorus::server

@@ -1,0 +1,295 @@
+// POST /v1/audio/speech: checks everything before the first byte (errors are then a proper 4xx),
+// then streams audio as the Synthesizer makes it: per chunk, speed change and encoding on the
+// scheduler thread (cheap next to a frame step), bytes handed to the connection. Long input is
+// spoken segment after segment, each one submitted when the previous one ends, into one stream.
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "audio/stream_encoder.h"
+#include "audio/tempo.h"
+#include "server/service.h"
+#include "server/text_split.h"
+
+namespace chorus::server {
+
+namespace http = boost::beast::http;
+
+namespace {
+
+bool is_json(std::string_view ct) {
+  const size_t semi = ct.find(';');
+  std::string t(ct.substr(0, semi));
+  while (!t.empty() && t.back() == ' ') t.pop_back();
+  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return t == "application/json";
+}
+
+// One speech response in progress. Owned by the callbacks that still refer to it.
+struct SpeechJob : std::enable_shared_from_this<SpeechJob> {
+  Service* svc = nullptr;
+  LoadedModel* model = nullptr;
+  SpeechParams params;
+  engine::SynthesisRequest base;
+  std::vector<std::string> segments;
+  size_t segment = 0;
+  std::shared_ptr<StreamResponse> out;  // null when the whole body goes at once
+  std::optional<Responder> responder;   // for the whole-body answer
+
+  std::mutex mu;
+  std::shared_ptr<engine::Synthesis> current;
+  bool gone = false, ended = false;
+  // Until the handler has set `out` or `responder`, bytes wait and an early end is kept for later.
+  bool ready = false;
+  std::optional<std::pair<bool, std::string>> pending_end;
+  std::unique_ptr<audio::StreamEncoder> enc;
+  std::unique_ptr<audio::TempoStretcher> tempo;
+  std::string bytes;  // encoded and not yet handed on
+  std::string body;   // the whole answer when not streaming
+  std::vector<float> stretched;
+  double first_audio_s = 0, audio_s = 0, total_s = 0;
+  int64_t text_tokens = 0, frames = 0;
+
+  engine::SynthesisRequest request_for(size_t i) const {
+    engine::SynthesisRequest r = base;
+    r.text = segments[i];
+    r.rng_stream = base.rng_stream + static_cast<uint32_t>(i);  // one seed, a new take per segment
+    return r;
+  }
+
+  // Hands encoded bytes on (under mu).
+  void flush_bytes() {
+    if (bytes.empty() || !ready) return;
+    if (!out) {
+      body += bytes;
+    } else if (params.sse) {
+      nlohmann::json e{{"type", "speech.audio.delta"}, {"audio", encode_base64(bytes)}};
+      out->send("data: " + e.dump() + "\n\n");
+    } else {
+      out->send(std::move(bytes));
+    }
+    bytes.clear();
+  }
+
+  Status on_chunk(const engine::AudioChunk& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (gone) return make_error(ErrorCode::kCancelled, "the client is gone");
+    if (out && out->backlog() > svc->options().max_stream_backlog_bytes)
+      return make_error(ErrorCode::kCancelled, "the client reads too slowly");
+    if (c.count == 0) return ok_status();
+    if (tempo) {
+      stretched.clear();
+      tempo->process(c.samples, c.count, stretched);
+      CHORUS_TRY(enc->write(stretched.data(), stretched.size()));
+    } else {
+      CHORUS_TRY(enc->write(c.samples, c.count));
+    }
+    flush_bytes();
+    return ok_status();
+  }
+
+  // Submits segment `segment`; on failure the error.
+  Status submit_current() {
+    auto self = shared_from_this();
+    engine::SynthesisOptions so;
+    so.on_done = [self](const Result<engine::SynthesisStats>& r) {
+      // Not on the scheduler thread: the next segment's submit() tokenizes.
+      self->svc->post_work([self, r] { self->segment_done(r); });
+    };
+    auto s = model->synth->submit(request_for(segment), [self](const engine::AudioChunk& c) { return self->on_chunk(c); }, so);
+    if (!s.ok()) return s.error();
+    std::lock_guard<std::mutex> lock(mu);
+    current = *s;
+    if (gone) current->cancel();
+    return ok_status();
+  }
+
+  void segment_done(const Result<engine::SynthesisStats>& r) {
+    bool cancelled = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (r.ok()) {
+        if (segment == 0) first_audio_s = r->first_audio_s;
+        audio_s += r->audio_s;
+        total_s += r->total_s;
+        text_tokens += r->text_tokens;
+        frames += r->frames;
+        cancelled = r->stop == engine::StopReason::kCancelled;
+      }
+      cancelled = cancelled || gone;
+    }
+    if (r.ok() && !cancelled && segment + 1 < segments.size()) {
+      ++segment;
+      if (Status st = submit_current(); st.ok()) return;
+      else return end(false, st.error().message);
+    }
+    if (!r.ok()) return end(false, r.error().message);
+    end(cancelled, {});
+  }
+
+  void end(bool cancelled, const std::string& error) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!ready) {
+      pending_end.emplace(cancelled, error);
+      return;
+    }
+    if (ended) return;
+    ended = true;
+    svc->metrics().synthesis(first_audio_s, audio_s, total_s);
+    svc->metrics().stream_ended(cancelled || gone);
+    if (gone || cancelled) {
+      if (out) out->abort();
+      return;
+    }
+    Status st = ok_status();
+    if (error.empty()) {
+      if (tempo) {
+        stretched.clear();
+        tempo->flush(stretched);
+        st = enc->write(stretched.data(), stretched.size());
+      }
+      if (st.ok()) st = enc->finish();
+      flush_bytes();
+    }
+    const std::string message = !error.empty() ? error : st.ok() ? std::string() : st.error().message;
+    if (!out) {
+      Responder r = *responder;
+      if (!message.empty()) return svc->reply_error(r, "speech", ApiError{500, message, "server_error", {}, {}});
+      return svc->reply(r, "speech", 200, std::move(body), audio::stream_format_mime(params.format));
+    }
+    if (params.sse) {
+      nlohmann::json e;
+      if (message.empty())
+        e = {{"type", "speech.audio.done"},
+             {"usage", {{"input_tokens", text_tokens}, {"output_tokens", frames}, {"total_tokens", text_tokens + frames}}}};
+      else
+        e = {{"type", "error"}, {"error", {{"message", message}, {"type", "server_error"}}}};
+      out->send("data: " + e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n");
+      out->finish();
+      return;
+    }
+    // After the headers an error can only show as a truncated body.
+    if (!message.empty()) out->abort();
+    else out->finish();
+  }
+};
+
+}  // namespace
+
+void Service::handle_speech(Request&& req, Responder r) {
+  if (!is_json(req[http::field::content_type]))
+    return reply_error(r, "speech", ApiError{415, "Content-Type must be application/json", "invalid_request_error", {}, "unsupported_media_type"});
+  SpeechParse parsed = parse_speech_body(req.body(), options_.limits);
+  if (!parsed.params) return reply_error(r, "speech", parsed.error);
+  SpeechParams& p = *parsed.params;
+  LoadedModel* lm = find_model(p.model);
+  if (!lm) return reply_error(r, "speech", not_found("the model '" + p.model + "' does not exist", "model", "model_not_found"));
+  const engine::Model& m = *lm->model;
+
+  auto job = std::make_shared<SpeechJob>();
+  job->svc = this;
+  job->model = lm;
+  engine::SynthesisRequest& q = job->base;
+  q.language = p.language;
+  q.instruct = p.instructions;
+  q.xvector_only = p.x_vector_only;
+  q.max_frames = p.max_new_tokens;
+  q.seed = p.seed.value_or(0);
+  q.cfg_scale = p.cfg_scale;
+  for (auto* s : {&q.sampler, &q.depth_sampler}) {
+    s->temperature = p.temperature;
+    s->top_k = p.top_k;
+    s->top_p = p.top_p;
+  }
+  q.sampler.repetition_penalty = p.repetition_penalty;
+
+  // The voice: a stored voice id (or name), reference audio in the request, or a preset speaker.
+  std::shared_ptr<const StoredVoice> stored;
+  if (!p.voice.empty()) {
+    stored = voices_->get(p.voice);
+    if (!stored)
+      for (const auto& v : voices_->list())
+        if (v->name == p.voice) stored = v;
+  }
+  const bool looks_stored = p.voice_is_id || p.voice.rfind("voice_", 0) == 0;
+  if (!stored && looks_stored)
+    return reply_error(r, "speech", not_found("no voice '" + p.voice + "'", "voice", "voice_not_found"));
+  if (stored) {
+    if (!p.ref_audio.empty()) return reply_error(r, "speech", bad_request("give either a stored voice or ref_audio, not both", "ref_audio"));
+    if (Status st = m.apply_voice(stored->voice, "voice '" + stored->id + "'", q); !st.ok())
+      return reply_error(r, "speech", api_error_from(st.error(), "voice"));
+  } else if (!p.ref_audio.empty()) {
+    engine::ReferenceAudio ref;
+    ref.bytes = p.ref_audio;
+    ref.label = "ref_audio";
+    auto v = m.create_voice(ref, p.ref_text, !p.x_vector_only);
+    if (!v.ok()) return reply_error(r, "speech", api_error_from(v.error(), "ref_audio"));
+    if (Status st = m.apply_voice(*v, "ref_audio", q); !st.ok()) return reply_error(r, "speech", api_error_from(st.error(), "ref_audio"));
+    q.xvector_only = q.xvector_only || p.x_vector_only;
+  } else if (!p.voice.empty()) {
+    q.speaker = p.voice;
+  } else if (p.task_type != "VoiceDesign" && p.instructions.empty()) {
+    return reply_error(r, "speech", bad_request("'voice' is required", "voice"));
+  }
+
+  job->params = p;
+  job->segments = split_text(p.input, options_.max_segment_chars);
+  if (job->segments.empty()) return reply_error(r, "speech", bad_request("'input' must not be empty", "input"));
+  if (p.speed != 1.0) {
+    auto t = audio::TempoStretcher::create(static_cast<int>(m.codec().sample_rate()), p.speed);
+    if (!t.ok()) return reply_error(r, "speech", api_error_from(t.error(), "speed"));
+    job->tempo = std::move(*t);
+  }
+  auto enc = audio::StreamEncoder::create(p.format, static_cast<int>(m.codec().sample_rate()), [job](const uint8_t* d, size_t n) {
+    job->bytes.append(reinterpret_cast<const char*>(d), n);  // under job->mu (on_chunk and end hold it)
+    return ok_status();
+  });
+  if (!enc.ok()) return reply_error(r, "speech", api_error_from(enc.error(), "response_format"));
+  job->enc = std::move(*enc);
+
+  // Admission: a full queue answers 429 at once; a bad field names it.
+  if (Status st = job->submit_current(); !st.ok()) {
+    if (st.error().code == ErrorCode::kResourceExhausted) {
+      metrics_.refusal("queue_full");
+      return reply_error(r, "speech", ApiError{429, st.error().message, "rate_limit_error", {}, "queue_full"}, "1");
+    }
+    std::string param;
+    ApiError e = api_error_from(st.error());
+    if (st.error().message.find("speaker") != std::string::npos) {
+      e.param = "voice";
+      if (st.error().message.find("unknown speaker") != std::string::npos) e.status = 404, e.code = "voice_not_found";
+    } else if (st.error().message.find("language") != std::string::npos) {
+      e.param = "language";
+    }
+    return reply_error(r, "speech", e);
+  }
+  metrics_.stream_started();
+  std::optional<std::pair<bool, std::string>> early_end;
+  {
+    std::lock_guard<std::mutex> lock(job->mu);
+    if (!p.stream && !p.sse) {
+      job->responder = r;
+    } else {
+      Response head{http::status::ok, 11};
+      head.set(http::field::content_type, p.sse ? "text/event-stream" : audio::stream_format_mime(p.format));
+      head.set(http::field::cache_control, "no-cache");
+      head.set(http::field::server, "chorus");
+      metrics_.request("speech", 200);
+      job->out = r.start_stream(std::move(head));
+    }
+    job->ready = true;
+    job->flush_bytes();
+    early_end.swap(job->pending_end);
+  }
+  if (early_end) job->end(early_end->first, early_end->second);
+  if (!job->out) return;
+  std::weak_ptr<SpeechJob> weak = job;
+  job->out->on_gone([weak] {
+    if (auto j = weak.lock()) {
+      std::lock_guard<std::mutex> l(j->mu);
+      j->gone = true;
+      if (j->current) j->current->cancel();
+    }
+  });
+}
+
+}  // namespace chorus::server

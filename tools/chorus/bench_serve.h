@@ -1,0 +1,39 @@
+// chorus bench --serve: open-loop load on a loaded model through the Synthesizer, as a serving
+// deployment sees it. Requests arrive as a seeded Poisson process at --rate per second for
+// --duration seconds, with utterance lengths drawn from a mix (EOS suppressed, so a request makes
+// exactly its frames); each is played back by a simulated client that starts at first audio at 1x
+// speed. Reports audio seconds made per second, concurrent streams, time to first audio, per-frame
+// gaps, underruns (a frame arriving after its playback time), memory and refusals; --sweep finds the
+// highest rate with no underrun and p99 first audio within --ttfa-bound; --verify N replays N of
+// the requests alone and checks their codes are bit-identical.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/cpu/weight_format.h"
+
+namespace chorus::cli {
+
+struct ServeBenchOptions {
+  bool serve = false;
+  double rate = 1.0;        // requests per second
+  double duration = 10.0;   // seconds of arrivals
+  std::string lengths = "5-30";  // utterance seconds: "A-B" uniform, or a file of seconds, one a line
+  int max_streams = 256;
+  int max_queue = 4096;
+  double ttfa_bound = 0.3;  // seconds, p99, for --sweep
+  bool sweep = false;
+  int64_t verify = 0;
+  std::string json;         // write the results as JSON here
+  void add_to(CLI::App& app);
+};
+
+// Runs the benchmark on `model` (a folder or hub id) on `device` with `threads` CPU threads and the
+// decoder layers' weights in `weights` (engine::LoadOptions::weights).
+int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const std::string& device, int threads,
+                    uint64_t seed, cpu::WeightFormat weights);
+
+}  // namespace chorus::cli
