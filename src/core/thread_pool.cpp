@@ -19,13 +19,12 @@ inline void cpu_relax() {
 
 }  // namespace
 
-// Polls done() for up to spin_us_; true when it became true. After the first few µs each poll
+// Polls done() for up to kSpinMicros; true when it became true. After the first few µs each poll
 // yields the core, so on a machine with more runnable threads than cores the thread being waited
 // for can run.
 template <class Done>
 bool ThreadPool::spin_until(const Done& done) const {
-  if (spin_us_ <= 0) return done();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
   for (int i = 0; i < 256; ++i) {
     if (done()) return true;
     cpu_relax();
@@ -38,7 +37,6 @@ bool ThreadPool::spin_until(const Done& done) const {
 }
 
 ThreadPool::ThreadPool(int threads) {
-  if (const char* env = std::getenv("CHORUS_THREAD_SPIN_US")) spin_us_ = std::clamp(std::atoi(env), 0, 100000);
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }

@@ -39,8 +39,8 @@ Status weights_supported(const Device& device, WeightFormat weights) {
   // Quantised weights exist for the CPU kernels only: a CUDA load asked for them says so rather
   // than running bf16 under another name.
   if (!device.is_cuda() || weights == WeightFormat::kBf16) return ok_status();
-  return make_error(ErrorCode::kUnsupported, std::string("weights ") + cpu::weight_format_name(weights) +
-                                                 " run on the CPU only; the CUDA backend loads bf16 weights");
+  return make_error(ErrorCode::kUnsupported, std::string(cpu::weight_format_name(weights)) +
+                                                 " weights run on the CPU only; the CUDA backend loads bf16 weights");
 }
 
 }  // namespace chorus::engine
