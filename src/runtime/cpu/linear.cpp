@@ -14,7 +14,6 @@ namespace chorus::cpu {
 
 namespace {
 constexpr int64_t kRowTile = 4;  // W rows per dot tile (= kTileMax = kQuantRows)
-constexpr int64_t kXRowTile = 3;  // x rows per float dot tile when M > 1
 // For M > 1, W is walked in blocks of about this many bytes that stay in L2 while every x row
 // passes over them, so W is read from memory once instead of once per x tile.
 constexpr int64_t kWeightBlockBytes = 256 * 1024;
@@ -28,7 +27,7 @@ void dense_tiles(const detail::MicroKernels& mk, const float* x, int64_t M, cons
   const int64_t N = w.rows, K = w.cols;
   const int64_t es = static_cast<int64_t>(dtype_size(w.dtype));
   const auto* wb = static_cast<const uint8_t*>(w.data);
-  const int64_t x_tile = M == 1 ? 1 : kXRowTile;
+  const int64_t x_tile = M == 1 ? 1 : mk.dot_tile_rows;
   const int64_t rows_per_block = std::max<int64_t>(kRowTile, kWeightBlockBytes / (K * es) / kRowTile * kRowTile);
   const int64_t n_begin = t0 * kRowTile, n_end = std::min(N, t1 * kRowTile);
   float out[detail::kTileMax * detail::kTileMax];

@@ -52,6 +52,10 @@ struct MicroKernels {
   // y[i] = x[i] + ib · sin²(a · x[i]) for |a·x[i]| <= kSnakeMaxArg (snake_beta in kernels.h handles
   // the rest); every ISA computes the portable version's operations in its order.
   void (*snake_row)(const float* x, int64_t n, float a, float ib, float* y);
+  // x rows per dot_tile when a product has several (batched streams): as many as the registers
+  // hold without spilling (AVX2: 3 x 4 accumulators; AVX-512, two weight rows per register: 4), so
+  // each weight block is converted and multiplied in as few passes as possible.
+  int dot_tile_rows = 3;
 };
 
 inline constexpr float kSnakeMaxArg = 8000.0f;

@@ -332,7 +332,7 @@ void snake_row(const float* x, int64_t n, float a, float ib, float* y) {
 }  // namespace
 
 const MicroKernels* avx512_kernels() {
-  static const MicroKernels k{"avx512", dot_tile, axpy_panel, qdot_tile, nullptr, snake_row};
+  static const MicroKernels k{"avx512", dot_tile, axpy_panel, qdot_tile, nullptr, snake_row, kTileMax};
   return &k;
 }
 

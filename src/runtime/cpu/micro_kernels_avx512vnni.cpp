@@ -80,6 +80,7 @@ const MicroKernels* avx512_vnni_kernels() {
       t.axpy_panel = base->axpy_panel;
       t.qdot_tile = base->qdot_tile;
       t.snake_row = base->snake_row;
+      t.dot_tile_rows = base->dot_tile_rows;
     }
     return t;
   }();
