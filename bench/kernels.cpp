@@ -1,9 +1,10 @@
 // CPU kernel micro-benchmarks: the talker's decode matrix-vector products (memory bound: reported
 // as weight bytes streamed per second), prefill products, decode attention and codec convolutions.
 //   build-x/bench/bench_kernels --benchmark_filter=Linear
-// Arguments: isa (0 portable, 1 avx2), threads, then the shape.
+// Arguments: isa (0 portable, 1 avx2, 2 avx512, 3 avx512+vnni), threads, then the shape.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "runtime/cpu/kernels.h"
+#include "runtime/cpu/quant.h"
 
 namespace {
 
@@ -39,7 +41,8 @@ ThreadPool* pool_of(int threads) {
 }
 
 bool select_isa(benchmark::State& state) {
-  const auto isa = state.range(0) ? cpu::Isa::kAvx2 : cpu::Isa::kPortable;
+  const cpu::Isa isas[] = {cpu::Isa::kPortable, cpu::Isa::kAvx2, cpu::Isa::kAvx512, cpu::Isa::kAvx512Vnni};
+  const auto isa = isas[std::clamp<int64_t>(state.range(0), 0, 3)];
   if (!cpu::set_isa(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return false;
@@ -103,7 +106,44 @@ void BM_LinearBf16Decode(benchmark::State& state) {
 BENCHMARK(BM_LinearBf16Decode)
     ->ArgNames({"isa", "thr", "N", "K"})
     ->Args({1, 1, 3072, 1024})->Args({1, 2, 3072, 1024})->Args({1, 2, 1024, 3072})
-    ->Args({1, 2, 6144, 2048})->Args({0, 2, 3072, 1024})
+    ->Args({1, 2, 6144, 2048})->Args({0, 2, 3072, 1024})->Args({2, 1, 3072, 1024})->Args({2, 2, 3072, 1024})
+    ->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// isa, threads, format (1 int8, 2 int4), N, K: the decode product of BM_LinearBf16Decode with
+// quantised weights (weight_GB/s counts their bytes: codes and scales).
+void BM_LinearQuantDecode(benchmark::State& state) {
+  if (!select_isa(state)) return;
+  const int threads = static_cast<int>(state.range(1));
+  const auto format = state.range(2) == 1 ? cpu::WeightFormat::kInt8 : cpu::WeightFormat::kInt4;
+  const int64_t N = state.range(3), K = state.range(4);
+  const size_t bytes_per = static_cast<size_t>(N * K * (format == cpu::WeightFormat::kInt8 ? 1 : 0.5));
+  const size_t count = (128 << 20) / bytes_per + 1;
+  std::vector<cpu::QuantMatrix> ws;
+  for (size_t i = 0; i < count; ++i) {
+    const auto h = random_bf16(static_cast<size_t>(N * K), 10 + static_cast<uint32_t>(i));
+    auto q = cpu::QuantMatrix::quantize(cpu::MatrixRef{DType::kBF16, h.data(), N, K}, format);
+    if (!q.ok()) {
+      state.SkipWithError("quantize failed");
+      return;
+    }
+    ws.push_back(std::move(*q));
+  }
+  const auto x = random_floats(static_cast<size_t>(K), 2);
+  std::vector<float> y(static_cast<size_t>(N));
+  size_t i = 0;
+  for (auto _ : state) {
+    cpu::linear(x.data(), 1, ws[i], nullptr, y.data(), pool_of(threads));
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % count;
+  }
+  state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(ws[0].bytes()) * state.iterations(),
+                                                     benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_LinearQuantDecode)
+    ->ArgNames({"isa", "thr", "fmt", "N", "K"})
+    ->Args({2, 1, 1, 3072, 1024})->Args({2, 1, 2, 3072, 1024})->Args({3, 1, 2, 3072, 1024})
+    ->Args({2, 2, 1, 3072, 1024})->Args({2, 2, 2, 3072, 1024})->Args({3, 2, 2, 3072, 1024})
+    ->Args({0, 1, 2, 3072, 1024})
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // Baseline for the decode products: plain reading of 128 MB (integer sum, which the compiler
@@ -159,7 +199,7 @@ void BM_Conv1d(benchmark::State& state) {
 BENCHMARK(BM_Conv1d)
     ->ArgNames({"isa", "thr", "C", "T", "K"})
     ->Args({1, 1, 96, 4800, 7})->Args({1, 2, 96, 4800, 7})->Args({1, 2, 768, 200, 7})
-    ->Args({0, 2, 96, 4800, 7})
+    ->Args({0, 2, 96, 4800, 7})->Args({2, 1, 96, 4800, 7})->Args({2, 2, 768, 200, 7})
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // isa, threads, Cin, Cout, T, stride: a codec decoder upsampling block (K = 2·stride, bf16).

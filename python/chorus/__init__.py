@@ -48,6 +48,7 @@ class ModelInfo:
     sample_rate: int   # of the audio (24000)
     clones_voices: bool
     has_codec: bool
+    weights: str       # "bf16", "int8" or "int4", as loaded
 
 
 # Keyword arguments say(), stream() and astream() accept besides text/voice/instructions/language/seed.
@@ -222,7 +223,9 @@ def load(model: Union[str, os.PathLike], device: str = "cpu", weights: str = "bf
     Hugging Face cache ($HF_HUB_CACHE or $HF_HOME/hub). With ``download=True`` an id missing from the
     cache is fetched into it first (HF_ENDPOINT, HF_TOKEN honoured; HF_HUB_OFFLINE=1 forbids it).
 
-    device: "cpu", "cuda" or "cuda:N". weights: "bf16" (the checkpoint's own weights).
+    device: "cpu", "cuda" or "cuda:N".
+    weights: "bf16" (the checkpoint's own weights, exact), or "int8" / "int4": the decoder layers
+    quantised at load (weight-only, groups of 32 with f16 scales; CPU only, docs/quantization.md).
     threads: CPU worker threads (0: CHORUS_THREADS or every core).
     """
     return Model(_chorus.load(os.fspath(model), device=device, weights=weights, threads=threads, download=download))

@@ -104,7 +104,8 @@ class Qwen3TTSModel:
         """Loads a folder or a Hugging Face id (local cache). Of the Hugging Face kwargs,
         ``device_map`` ("cpu", "cuda", "cuda:N"; "auto" means "cuda" when this build has CUDA) is
         honoured; ``dtype``/``torch_dtype`` and ``attn_implementation`` are accepted and ignored
-        (chorus computes as the official bf16 checkpoint does)."""
+        (chorus computes as the official bf16 checkpoint does). ``weights`` (a chorus addition:
+        "bf16", "int8" or "int4", as in ``chorus.load``) picks the CPU weight format."""
         device = kwargs.pop("device_map", None) or kwargs.pop("device", None) or "cpu"
         device = str(device)
         if device == "auto":
@@ -113,9 +114,10 @@ class Qwen3TTSModel:
         for k in ("dtype", "torch_dtype", "attn_implementation", "low_cpu_mem_usage", "trust_remote_code"):
             kwargs.pop(k, None)
         threads = int(kwargs.pop("threads", 0))
+        weights = str(kwargs.pop("weights", "bf16"))
         if kwargs:
             warnings.warn(f"chorus.compat: ignoring from_pretrained arguments: {', '.join(sorted(kwargs))}", stacklevel=2)
-        return cls(load(pretrained_model_name_or_path, device=device, threads=threads))
+        return cls(load(pretrained_model_name_or_path, device=device, weights=weights, threads=threads))
 
     # -- helpers -----------------------------------------------------------------------------
 

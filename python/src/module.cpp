@@ -368,6 +368,7 @@ py::dict model_info(const Model& model) {
   d["sample_rate"] = i.sample_rate;
   d["clones_voices"] = i.clones_voices != 0;
   d["has_codec"] = i.has_codec != 0;
+  d["weights"] = i.weights ? i.weights : "bf16";
   return d;
 }
 
@@ -487,5 +488,6 @@ PYBIND11_MODULE(_chorus, mod) {
       .def("voice_from_bytes", &voice_from_bytes, py::arg("data"), py::arg("ref_text") = py::none());
 
   mod.def("load", &load, py::arg("spec"), py::arg("device") = "cpu", py::arg("weights") = "bf16",
-          py::arg("threads") = 0, py::arg("codec") = true, py::arg("download") = false);
+          py::arg("threads") = 0, py::arg("codec") = true, py::arg("download") = false,
+          "Loads a checkpoint; weights: \"bf16\" (as stored, exact), \"int8\" or \"int4\" (quantised at load, CPU).");
 }

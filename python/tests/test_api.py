@@ -139,8 +139,8 @@ def test_bad_arguments(chorus_mod, cv_model, tiny_dirs):
         chorus_mod.load("/no/such/model")
     with pytest.raises(ValueError, match="tpu"):
         chorus_mod.load(tiny_dirs["custom_voice"], device="tpu")
-    with pytest.raises(RuntimeError, match="int4"):
-        chorus_mod.load(tiny_dirs["custom_voice"], weights="int4")
+    with pytest.raises(ValueError, match="int3"):
+        chorus_mod.load(tiny_dirs["custom_voice"], weights="int3")
     with pytest.raises(RuntimeError, match="clone"):
         cv_model.create_voice(tone(), 16000)
     with pytest.raises(FileNotFoundError):

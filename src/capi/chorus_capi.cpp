@@ -14,6 +14,7 @@
 #include "engine/model.h"
 #include "engine/synthesizer.h"
 #include "engine/tts_model_cuda.h"
+#include "runtime/cpu/quant.h"
 
 using namespace chorus;
 
@@ -220,14 +221,15 @@ chorus_status chorus_load(const char* spec, const chorus_load_options* options, 
     if (!device.ok()) return fail(device.error());
     if (device->is_cuda() && !engine::cuda_built())
       return fail(CHORUS_UNSUPPORTED, "device " + device->name() + ": this build of chorus has no CUDA backend");
-    const std::string weights = o.weights ? o.weights : "";
-    if (!weights.empty() && weights != "bf16")
-      return fail(CHORUS_UNSUPPORTED, "weights \"" + weights.substr(0, 32) +
-                                          "\": only the checkpoint's own bf16 weights are supported (\"bf16\")");
+    const std::string weights_name = o.weights && *o.weights ? o.weights : "bf16";
+    const auto weights = cpu::weight_format_from_name(weights_name);
+    if (!weights)
+      return fail(CHORUS_INVALID_ARGUMENT, "weights \"" + weights_name.substr(0, 32) + "\": expected bf16, int8 or int4");
     if (o.threads < 0) return fail(CHORUS_OUT_OF_RANGE, "threads must be >= 0 (0: every core)");
     auto state = std::make_shared<ModelState>();
     engine::LoadOptions lo;
     lo.device = *device;
+    lo.weights = *weights;
     if (o.threads > 0) state->pool = std::make_unique<ThreadPool>(o.threads);
     lo.pool = state->pool ? state->pool.get() : &ThreadPool::global();
     lo.codec = o.codec != 0;
@@ -272,6 +274,7 @@ chorus_status chorus_model_get_info(const chorus_model* model, chorus_model_info
     full.sample_rate = static_cast<int>(s.model->has_codec() ? s.model->codec().sample_rate() : mi.sample_rate);
     full.clones_voices = s.model->clones_voices() ? 1 : 0;
     full.has_codec = s.model->has_codec() ? 1 : 0;
+    full.weights = cpu::weight_format_name(s.model->weights());
     write_sized(full, info);
     return CHORUS_OK;
   });

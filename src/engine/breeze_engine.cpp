@@ -45,11 +45,11 @@ class BreezeStream final : public TtsStream {
 
 }  // namespace
 
-Result<std::unique_ptr<BreezeEngine>> BreezeEngine::load(const std::string& dir, ThreadPool* pool) {
+Result<std::unique_ptr<BreezeEngine>> BreezeEngine::load(const std::string& dir, ThreadPool* pool, WeightFormat weights) {
   std::unique_ptr<BreezeEngine> e(new BreezeEngine());
   CHORUS_ASSIGN(bt::ModelFiles files, bt::open_model_files(dir));
   e->files_ = std::make_unique<bt::ModelFiles>(std::move(files));
-  CHORUS_ASSIGN(bt::BreezeModel m, bt::BreezeModel::load(*e->files_));
+  CHORUS_ASSIGN(bt::BreezeModel m, bt::BreezeModel::load(*e->files_, weights, pool));
   e->model_ = std::make_unique<bt::BreezeModel>(std::move(m));
   if (!e->files_->tokenizer_path.empty()) {
     CHORUS_ASSIGN(auto tok, bt::load_tokenizer(e->files_->tokenizer_path, e->files_->config));

@@ -17,7 +17,8 @@ namespace chorus::engine {
 
 class BreezeEngine final : public FamilyEngine {
  public:
-  static Result<std::unique_ptr<BreezeEngine>> load(const std::string& dir, ThreadPool* pool);
+  static Result<std::unique_ptr<BreezeEngine>> load(const std::string& dir, ThreadPool* pool,
+                                                    WeightFormat weights = WeightFormat::kBf16);
 
   const VoiceCloner* voice_cloner() const override { return this; }
   int64_t voice_sample_rate() const override;

@@ -56,6 +56,7 @@ Result<std::shared_ptr<const Model>> load(const std::string& spec, const LoadOpt
   CHORUS_ASSIGN(const std::string dir, model_dir(spec, options));
   std::shared_ptr<Model> m(new Model());
   m->device_ = options.device;
+  m->weights_ = options.weights;
   m->dir_ = dir;
   m->pool_ = options.pool ? options.pool : &ThreadPool::global();
   LoadOptions o = options;

@@ -32,6 +32,7 @@ class Model {
  public:
   const ModelInfo& info() const { return generator_->info(); }
   Device device() const { return device_; }
+  WeightFormat weights() const { return weights_; }  // LoadOptions::weights
   const std::string& dir() const { return dir_; }
   const TtsModel& generator() const { return *generator_; }
   const Codec& codec() const { return *codec_; }
@@ -53,6 +54,7 @@ class Model {
   friend Result<std::shared_ptr<const Model>> load(const std::string& spec, const LoadOptions& options);
   Model() = default;
   Device device_;
+  WeightFormat weights_ = WeightFormat::kBf16;
   std::string dir_;
   ThreadPool* pool_ = nullptr;
   std::unique_ptr<TtsModel> generator_;

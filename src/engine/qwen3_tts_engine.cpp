@@ -58,9 +58,10 @@ int64_t length_cap_frames(const LengthCap& cap, int64_t text_tokens) {
   return frames >= 9.0e18 ? std::numeric_limits<int64_t>::max() : std::max<int64_t>(1, static_cast<int64_t>(frames));
 }
 
-Result<std::unique_ptr<Qwen3TtsEngine>> Qwen3TtsEngine::load(const std::string& dir, ThreadPool* pool) {
+Result<std::unique_ptr<Qwen3TtsEngine>> Qwen3TtsEngine::load(const std::string& dir, ThreadPool* pool,
+                                                            WeightFormat weights) {
   std::unique_ptr<Qwen3TtsEngine> e(new Qwen3TtsEngine());
-  CHORUS_ASSIGN(e->model_, q3::Model::load(dir, pool));
+  CHORUS_ASSIGN(e->model_, q3::Model::load(dir, pool, weights));
   if (has_tokenizer_files(dir)) {
     auto tok = text::Qwen2Tokenizer::load(dir);
     if (tok.ok()) e->tokenizer_ = std::move(*tok);

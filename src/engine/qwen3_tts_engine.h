@@ -19,7 +19,8 @@ namespace chorus::engine {
 
 class Qwen3TtsEngine final : public FamilyEngine {
  public:
-  static Result<std::unique_ptr<Qwen3TtsEngine>> load(const std::string& dir, ThreadPool* pool);
+  static Result<std::unique_ptr<Qwen3TtsEngine>> load(const std::string& dir, ThreadPool* pool,
+                                                      WeightFormat weights = WeightFormat::kBf16);
 
   // Base checkpoints clone voices (x-vector, plus reference codes for in-context cloning).
   const VoiceCloner* voice_cloner() const override;

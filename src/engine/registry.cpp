@@ -4,6 +4,7 @@
 #include "engine/breeze_engine_cuda.h"
 #include "engine/qwen3_tts_engine.h"
 #include "engine/tts_model_cuda.h"
+#include "runtime/cpu/quant.h"
 
 namespace chorus::engine {
 
@@ -11,15 +12,17 @@ namespace {
 
 template <class Engine>
 Result<std::unique_ptr<TtsModel>> load_cpu(const std::string& dir, const LoadOptions& o) {
-  CHORUS_ASSIGN(auto e, Engine::load(dir, o.pool ? o.pool : &ThreadPool::global()));
+  CHORUS_ASSIGN(auto e, Engine::load(dir, o.pool ? o.pool : &ThreadPool::global(), o.weights));
   return std::unique_ptr<TtsModel>(std::move(e));
 }
 
 Result<std::unique_ptr<TtsModel>> qwen3_cuda(const std::string& dir, const LoadOptions& o) {
+  CHORUS_TRY(weights_supported(o.device, o.weights));
   return load_cuda_qwen3_model(dir, {o.device.index, o.pool});
 }
 
 Result<std::unique_ptr<TtsModel>> breeze_cuda(const std::string& dir, const LoadOptions& o) {
+  CHORUS_TRY(weights_supported(o.device, o.weights));
   return load_cuda_breeze_model(dir, {o.device.index, o.pool});
 }
 
@@ -31,5 +34,13 @@ constexpr FamilyLoader kFamilies[] = {
 }  // namespace
 
 std::span<const FamilyLoader> family_loaders() { return kFamilies; }
+
+Status weights_supported(const Device& device, WeightFormat weights) {
+  // Quantised weights exist for the CPU kernels only: a CUDA load asked for them says so rather
+  // than running bf16 under another name.
+  if (!device.is_cuda() || weights == WeightFormat::kBf16) return ok_status();
+  return make_error(ErrorCode::kUnsupported, std::string(cpu::weight_format_name(weights)) +
+                                                 " weights run on the CPU only; the CUDA backend loads bf16 weights");
+}
 
 }  // namespace chorus::engine

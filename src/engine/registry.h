@@ -23,4 +23,7 @@ struct FamilyLoader {
 
 std::span<const FamilyLoader> family_loaders();
 
+// Whether `device` can run a model loaded with `weights` (kUnsupported: quantised weights on CUDA).
+Status weights_supported(const Device& device, WeightFormat weights);
+
 }  // namespace chorus::engine

@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "engine/device.h"
 #include "engine/request.h"
+#include "runtime/cpu/weight_format.h"
 
 namespace chorus::engine {
 
@@ -91,9 +92,16 @@ class TtsModel {
                       StageTimes* times = nullptr) const = 0;
 };
 
+// How the CPU models keep the decoder layers of generation (talker / code predictor, backbone /
+// depth decoder): kBf16 as stored, the exact mode; kInt8 / kInt4 quantised at load (weight-only,
+// groups of 32 with f16 scales; runtime/cpu/quant.h, docs/quantization.md).
+using WeightFormat = cpu::WeightFormat;
+
 struct LoadOptions {
   Device device;               // where generation (and the codec) run
   ThreadPool* pool = nullptr;  // CPU threads (nullptr: ThreadPool::global()); must outlive the model
+  // The CPU decoder layers' weights; the CUDA loaders take only kBf16 (kUnsupported otherwise).
+  WeightFormat weights = WeightFormat::kBf16;
   bool codec = true;           // engine::load: also load the codec (audio out); off for codes only
   // engine::load: a Hugging Face id missing from the local cache is downloaded into it (io/hf_hub.h;
   // HF_HUB_OFFLINE still forbids it). Off by default: loading never touches the network unasked.

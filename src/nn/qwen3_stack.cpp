@@ -8,8 +8,6 @@ namespace chorus::nn {
 
 namespace {
 
-using cpu::MatrixRef;
-
 Result<Tensor> need(const Weights& w, const std::string& name, bool as_f32) {
   if (!w.has(name)) return make_error(ErrorCode::kNotFound, "missing tensor " + name);
   return as_f32 ? w.f32(name) : w.raw(name);
@@ -37,20 +35,28 @@ void add_in_place(float* dst, const float* src, int64_t n) {
 
 }  // namespace
 
-Result<Qwen3Stack> Qwen3Stack::load(const Weights& w, const Qwen3Dims& d, bool qk_norm) {
+Result<Qwen3Stack> Qwen3Stack::load(const Weights& w, const Qwen3Dims& d, bool qk_norm, cpu::WeightFormat format,
+                                    ThreadPool* pool) {
   Qwen3Stack s;
   s.dims_ = d;
+  s.format_ = format;
+  const auto proj = [&](const Weights& lw, const std::string& name) -> Result<cpu::LinearWeight> {
+    CHORUS_ASSIGN(Tensor t, need(lw, name, false));
+    auto r = cpu::LinearWeight::load(std::move(t), format, pool);
+    if (!r.ok()) return make_error(r.error().code, name + ": " + r.error().message);
+    return r;
+  };
   s.layers_.resize(static_cast<size_t>(d.layers));
   for (int64_t i = 0; i < d.layers; ++i) {
     const Weights lw = w.sub("layers." + std::to_string(i) + ".");
     Qwen3LayerWeights& L = s.layers_[static_cast<size_t>(i)];
-    CHORUS_ASSIGN(L.q_proj, need(lw, "self_attn.q_proj.weight", false));
-    CHORUS_ASSIGN(L.k_proj, need(lw, "self_attn.k_proj.weight", false));
-    CHORUS_ASSIGN(L.v_proj, need(lw, "self_attn.v_proj.weight", false));
-    CHORUS_ASSIGN(L.o_proj, need(lw, "self_attn.o_proj.weight", false));
-    CHORUS_ASSIGN(L.gate_proj, need(lw, "mlp.gate_proj.weight", false));
-    CHORUS_ASSIGN(L.up_proj, need(lw, "mlp.up_proj.weight", false));
-    CHORUS_ASSIGN(L.down_proj, need(lw, "mlp.down_proj.weight", false));
+    CHORUS_ASSIGN(L.q_proj, proj(lw, "self_attn.q_proj.weight"));
+    CHORUS_ASSIGN(L.k_proj, proj(lw, "self_attn.k_proj.weight"));
+    CHORUS_ASSIGN(L.v_proj, proj(lw, "self_attn.v_proj.weight"));
+    CHORUS_ASSIGN(L.o_proj, proj(lw, "self_attn.o_proj.weight"));
+    CHORUS_ASSIGN(L.gate_proj, proj(lw, "mlp.gate_proj.weight"));
+    CHORUS_ASSIGN(L.up_proj, proj(lw, "mlp.up_proj.weight"));
+    CHORUS_ASSIGN(L.down_proj, proj(lw, "mlp.down_proj.weight"));
     CHORUS_ASSIGN(L.input_norm, need(lw, "input_layernorm.weight", true));
     CHORUS_ASSIGN(L.post_norm, need(lw, "post_attention_layernorm.weight", true));
     if (qk_norm) {
@@ -75,12 +81,20 @@ Status Qwen3Stack::set_rope_inv_freq(std::vector<float> inv_freq) {
   return ok_status();
 }
 
+size_t Qwen3Stack::projection_bytes() const {
+  size_t n = 0;
+  for (const Qwen3LayerWeights& L : layers_)
+    for (const cpu::LinearWeight* w : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj})
+      n += w->bytes();
+  return n;
+}
+
 KvCache Qwen3Stack::make_cache() const {
   return KvCache(dims_.layers, dims_.kv_heads, dims_.head_dim, dims_.max_positions);
 }
 
 Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, float* out, ThreadPool* pool,
-                           Rounding rounding) const {
+                           Rounding rounding, const LayerTap* tap) const {
   const Qwen3Dims& d = dims_;
   int64_t R = 0;
   for (const SequenceRows& s : seqs) {
@@ -116,9 +130,14 @@ Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, f
     if (b16) bf16::rope(p, R, heads, D, positions.data(), inv_freq_.data());
     else cpu::rope(p, R, heads, D, positions.data(), inv_freq_.data());
   };
-  const auto lin = [&](const float* in, const Tensor& w, float* o, int64_t out_width) {
-    cpu::linear(in, R, MatrixRef::of(w), nullptr, o, pool);
+  const auto lin = [&](const float* in, const cpu::LinearWeight& w, float* o, int64_t out_width) {
+    cpu::linear(in, R, w, nullptr, o, pool);
     round(o, R * out_width);
+  };
+  // Products sharing their input run as one parallel pass (the same values as one by one).
+  const auto lin2 = [&](const float* in, std::initializer_list<cpu::LinearOutput> outs) {
+    cpu::linear_fused(in, R, {outs.begin(), outs.size()}, pool);
+    for (const cpu::LinearOutput& o : outs) round(o.y, R * o.w->rows());
   };
   const auto residual = [&](const float* a) {
     add_in_place(h, a, R * H);
@@ -129,9 +148,7 @@ Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, f
   for (int64_t li = 0; li < d.layers; ++li) {
     const Qwen3LayerWeights& L = layers_[static_cast<size_t>(li)];
     norm(h, L.input_norm, act.a.data(), R, H);
-    lin(act.a.data(), L.q_proj, act.q.data(), qw);
-    lin(act.a.data(), L.k_proj, act.k.data(), kvw);
-    lin(act.a.data(), L.v_proj, act.v.data(), kvw);
+    lin2(act.a.data(), {{&L.q_proj, act.q.data()}, {&L.k_proj, act.k.data()}, {&L.v_proj, act.v.data()}});
     if (!L.q_norm.empty()) {
       norm(act.q.data(), L.q_norm, act.q.data(), R * d.heads, D);
       norm(act.k.data(), L.k_norm, act.k.data(), R * d.kv_heads, D);
@@ -156,15 +173,16 @@ Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, f
     residual(act.a.data());
 
     norm(h, L.post_norm, act.a.data(), R, H);
-    lin(act.a.data(), L.gate_proj, act.gate.data(), d.intermediate);
-    lin(act.a.data(), L.up_proj, act.up.data(), d.intermediate);
+    lin2(act.a.data(), {{&L.gate_proj, act.gate.data()}, {&L.up_proj, act.up.data()}});
     if (b16) bf16::silu_mul(act.gate.data(), act.up.data(), act.gate.data(), R * d.intermediate);
     else cpu::silu_mul(act.gate.data(), act.up.data(), act.gate.data(), R * d.intermediate);
     lin(act.gate.data(), L.down_proj, act.a.data(), H);
     residual(act.a.data());
+    if (tap) (*tap)(li, h, R);
   }
   for (const SequenceRows& s : seqs) s.cache->set_length(s.pos0 + s.rows);
   norm(h, final_norm_, out, R, H);
+  if (tap) (*tap)(d.layers, out, R);
   return ok_status();
 }
 

@@ -8,6 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "runtime/cpu/quant.h"
 #include "server/playground.h"
 
 namespace chorus::server {
@@ -144,7 +145,8 @@ void Service::handle(Request&& req, Responder r) {
       data.push_back({{"id", m->id}, {"object", "model"}, {"created", m->created}, {"owned_by", "chorus"},
                       {"family", info.family}, {"variant", info.variant}, {"sample_rate", info.sample_rate},
                       {"task_types", modes}, {"voices", info.speakers}, {"languages", info.languages},
-                      {"clones_voices", m->model->clones_voices()}});
+                      {"clones_voices", m->model->clones_voices()},
+                      {"weights", cpu::weight_format_name(m->model->weights())}});
     }
     return reply(r, "models", 200, nlohmann::json{{"object", "list"}, {"data", data}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }

@@ -1,8 +1,8 @@
 /* The C API (include/chorus/chorus.h) called from C, against libchorus.so: load, model info,
  * synthesis with a chunk callback, same seed same samples, bad input as a status and a message,
  * cancellation (by chorus_cancel and by the callback), codes only, voices made from samples and
- * through a voice file. Arguments: a make-tiny custom_voice folder, a make-tiny base folder, and a
- * scratch folder. */
+ * through a voice file, quantised weights. Arguments: a make-tiny custom_voice folder, a make-tiny
+ * base folder, and a scratch folder. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -275,6 +275,63 @@ static void test_voice(const char* dir, const char* scratch) {
   chorus_model_free(m);
 }
 
+/* chorus_load_options.weights: int8 loads and says so, gives audio of its own (not the bf16
+ * model's samples for the same request), an unknown name and CUDA with int8 are refused, and an
+ * older caller's shorter chorus_model_info is not written past. */
+static void test_weights(const char* dir) {
+  chorus_model* m = NULL;
+  chorus_load_options lo;
+  chorus_load_options_init(&lo);
+  lo.threads = 2;
+  lo.weights = "int3";
+  CHECK(chorus_load(dir, &lo, &m) == CHORUS_INVALID_ARGUMENT && m == NULL);
+  CHECK(strstr(chorus_last_error(), "int3") != NULL);
+  lo.weights = "int8";
+  lo.device = "cuda";
+  CHECK(chorus_load(dir, &lo, &m) == CHORUS_UNSUPPORTED && m == NULL);
+  lo.device = "cpu";
+  CHECK(chorus_load(dir, &lo, &m) == CHORUS_OK && m != NULL);
+  if (!m) return;
+  chorus_model* exact = load_or_die(dir);
+  chorus_model_info info;
+  memset(&info, 0, sizeof(info));
+  info.size = sizeof(info);
+  CHECK(chorus_model_get_info(m, &info) == CHORUS_OK);
+  CHECK(info.weights != NULL && strcmp(info.weights, "int8") == 0);
+  CHECK(chorus_model_get_info(exact, &info) == CHORUS_OK);
+  CHECK(info.weights != NULL && strcmp(info.weights, "bf16") == 0);
+  {
+    chorus_model_info old;
+    memset(&old, 0, sizeof(old));
+    old.size = offsetof(chorus_model_info, weights);
+    old.weights = "untouched";
+    CHECK(chorus_model_get_info(m, &old) == CHORUS_OK);
+    CHECK(old.codebooks == 16 && strcmp(old.weights, "untouched") == 0);
+  }
+
+  chorus_request r;
+  chorus_request_init(&r);
+  r.text = "Hello there.";
+  r.speaker = "ryan";
+  r.language = "english";
+  r.seed = 7;
+  r.max_frames = 6;
+  r.min_frames = 6;
+  collector q = {0}, e = {0};
+  CHECK(chorus_synthesize(m, &r, collect, &q, NULL) == CHORUS_OK);
+  CHECK(chorus_synthesize(exact, &r, collect, &e, NULL) == CHORUS_OK);
+  CHECK(q.count == 6 * 1920 && e.count == q.count);
+  int finite = 1;
+  for (size_t i = 0; i < q.count; ++i)
+    if (!isfinite(q.samples[i])) finite = 0;
+  CHECK(finite);
+  CHECK(q.count > 0 && memcmp(q.samples, e.samples, q.count * sizeof(float)) != 0);
+  reset(&q);
+  reset(&e);
+  chorus_model_free(exact);
+  chorus_model_free(m);
+}
+
 int main(int argc, char** argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s CUSTOM_VOICE_DIR BASE_DIR SCRATCH_DIR\n", argv[0]);
@@ -282,6 +339,7 @@ int main(int argc, char** argv) {
   }
   test_errors_before_loading();
   test_custom_voice(argv[1]);
+  test_weights(argv[1]);
   test_voice(argv[2], argv[3]);
   if (g_checks < 50) {
     fprintf(stderr, "only %d checks ran\n", g_checks);

@@ -151,8 +151,12 @@ TEST_P(StreamTest, ThreadCountDoesNotChangeSamples) {
   EXPECT_TRUE(bitwise_equal(*pooled, *inline_run));
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, StreamTest, ::testing::Values(cpu::Isa::kPortable, cpu::Isa::kAvx2),
-                         [](const auto& info) { return info.param == cpu::Isa::kPortable ? "portable" : "avx2"; });
+INSTANTIATE_TEST_SUITE_P(Isa, StreamTest, ::testing::Values(cpu::Isa::kPortable, cpu::Isa::kAvx2, cpu::Isa::kAvx512),
+                         [](const auto& info) {
+                           return info.param == cpu::Isa::kPortable ? "portable"
+                                  : info.param == cpu::Isa::kAvx2   ? "avx2"
+                                                                    : "avx512";
+                         });
 
 }  // namespace
 }  // namespace chorus::codec::test

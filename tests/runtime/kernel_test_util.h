@@ -63,12 +63,19 @@ inline TestMatrix random_matrix(DType dt, int64_t rows, int64_t cols, std::mt199
   return m;
 }
 
-// Runs each test once per ISA (the AVX2 instance is skipped on CPUs without it).
+inline const char* isa_label(Isa isa) {
+  return isa == Isa::kAvx512Vnni ? "AVX-512 VNNI"
+         : isa == Isa::kAvx512   ? "AVX-512 F/BW/VL/DQ"
+         : isa == Isa::kAvx2     ? "AVX2/FMA/F16C"
+                                 : "nothing";
+}
+
+// Runs each test once per ISA (the AVX2 / AVX-512 instances are skipped on CPUs without them).
 class IsaTest : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
     saved_ = active_isa();
-    if (!set_isa(GetParam())) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
+    if (!set_isa(GetParam())) GTEST_SKIP() << "this CPU lacks " << isa_label(GetParam());
   }
   void TearDown() override { set_isa(saved_); }
 
@@ -77,13 +84,18 @@ class IsaTest : public ::testing::TestWithParam<Isa> {
 };
 
 inline std::string isa_param_name(const ::testing::TestParamInfo<Isa>& info) {
-  return info.param == Isa::kAvx2 ? "Avx2" : "Portable";
+  return info.param == Isa::kAvx512Vnni ? "Avx512Vnni"
+         : info.param == Isa::kAvx512   ? "Avx512"
+         : info.param == Isa::kAvx2     ? "Avx2"
+                                        : "Portable";
 }
 
 #define CHORUS_INSTANTIATE_ISA(Suite)                                                 \
   INSTANTIATE_TEST_SUITE_P(Isa, Suite,                                                \
                            ::testing::Values(::chorus::cpu::Isa::kPortable,           \
-                                             ::chorus::cpu::Isa::kAvx2),              \
+                                             ::chorus::cpu::Isa::kAvx2,               \
+                                             ::chorus::cpu::Isa::kAvx512,             \
+                                             ::chorus::cpu::Isa::kAvx512Vnni),        \
                            ::chorus::cpu::test::isa_param_name)
 
 // Each |got[i] − ref[i]| must be <= bound[i]; NaN fails. The reference must not be all ~zero,

@@ -85,6 +85,38 @@ TEST_F(Server, HealthReadyModels) {
   EXPECT_EQ(j["data"][0]["id"], "tiny_cv");
   EXPECT_EQ(j["data"][0]["object"], "model");
   EXPECT_EQ(j["data"][1]["id"], "tiny_base");
+  EXPECT_EQ(j["data"][0]["weights"], "bf16");
+}
+
+// A model loaded with quantised weights (what `chorus serve --weights int8` does) is served and
+// listed as such; its audio is its own, not the bf16 model's.
+TEST(ServerWeights, AnInt8ModelIsServedAndListed) {
+  engine::LoadOptions lo;
+  lo.weights = engine::WeightFormat::kInt8;
+  auto m = engine::load(tiny_model_dir("custom_voice"), lo);
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  auto svc = Service::create({{"tiny_int8", *m}}, {});
+  ASSERT_TRUE(svc.ok());
+  Service* p = svc->get();
+  HttpServer http({}, [p](Request&& req, Responder r) { p->handle(std::move(req), std::move(r)); },
+                  [](int status, const std::string& msg) { return ApiError{status, msg, "invalid_request_error", {}, {}}.to_json(); });
+  ASSERT_TRUE(http.listen("127.0.0.1", 0).ok());
+  http.start();
+  auto models = json::parse(http_request(http.port(), "GET", "/v1/models").body);
+  ASSERT_EQ(models["data"].size(), 1u);
+  EXPECT_EQ(models["data"][0]["weights"], "int8");
+  const json body = {{"model", "tiny_int8"}, {"input", "Hello there."}, {"voice", "ryan"}, {"seed", 5},
+                     {"max_new_tokens", 6}, {"response_format", "pcm"}};
+  auto r = http_request(http.port(), "POST", "/v1/audio/speech", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto bf16 = reference_pcm("Hello there.", "ryan", 5, 6);
+  ASSERT_FALSE(bf16.empty());
+  ASSERT_FALSE(r.body.empty());
+  ASSERT_EQ(r.body.size() % 2, 0u);
+  std::vector<int16_t> got(r.body.size() / 2);
+  std::memcpy(got.data(), r.body.data(), r.body.size());
+  EXPECT_NE(got, bf16);
+  http.stop();
 }
 
 TEST_F(Server, PcmEqualsTheSynthesizersOutputForTheSameSeed) {

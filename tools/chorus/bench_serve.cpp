@@ -18,6 +18,7 @@
 #include "command.h"
 #include "engine/model.h"
 #include "engine/synthesizer.h"
+#include "runtime/cpu/quant.h"
 
 namespace chorus::cli {
 
@@ -266,7 +267,7 @@ bool good(const Point& p, const ServeBenchOptions& o) {
 void ServeBenchOptions::add_to(CLI::App& app) { ServeBenchAddOptions(*this, app); }
 
 int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const std::string& device, int threads,
-                    uint64_t seed) {
+                    uint64_t seed, cpu::WeightFormat weights) {
   if (!(o.rate > 0) || !(o.duration > 0) || o.verify < 0) return fail("bench --serve: --rate and --duration must be > 0");
   auto lengths = read_lengths(o.lengths);
   if (!lengths.ok()) return fail(lengths.error());
@@ -277,6 +278,7 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
   engine::LoadOptions lo;
   lo.device = *dev;
   lo.pool = own_pool ? own_pool.get() : &ThreadPool::global();
+  lo.weights = weights;
   auto m = engine::load(model, lo);
   if (!m.ok()) return fail(m.error());
   engine::SynthesizerOptions so;
@@ -284,9 +286,14 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
   so.max_queued = o.max_queue;
   so.codec_threads = o.codec_threads;
   engine::Synthesizer synth(*m, so);
-  std::printf("model  %s (%s %s) on %s; lengths %s s; max %d streams\n", model.c_str(), (*m)->info().family.c_str(),
-              (*m)->info().variant.c_str(), dev->name().c_str(), o.lengths.c_str(), o.max_streams);
-  nlohmann::json out = {{"model", model}, {"device", dev->name()}, {"lengths", o.lengths}, {"points", nlohmann::json::array()}};
+  std::printf("model  %s (%s %s) on %s, %s weights; lengths %s s; max %d streams\n", model.c_str(),
+              (*m)->info().family.c_str(), (*m)->info().variant.c_str(), dev->name().c_str(),
+              cpu::weight_format_name(weights), o.lengths.c_str(), o.max_streams);
+  nlohmann::json out = {{"model", model},
+                        {"device", dev->name()},
+                        {"weights", cpu::weight_format_name(weights)},
+                        {"lengths", o.lengths},
+                        {"points", nlohmann::json::array()}};
   if (!o.sweep) {
     auto p = run_point(synth, o, o.rate, *lengths, seed, true);
     if (!p.ok()) return fail(p.error());

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/cpu/weight_format.h"
+
 namespace chorus::cli {
 
 struct ServeBenchOptions {
@@ -30,8 +32,9 @@ struct ServeBenchOptions {
   void add_to(CLI::App& app);
 };
 
-// Runs the benchmark on `model` (a folder or hub id) on `device` with `threads` CPU threads.
+// Runs the benchmark on `model` (a folder or hub id) on `device` with `threads` CPU threads and the
+// decoder layers' weights in `weights` (engine::LoadOptions::weights).
 int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const std::string& device, int threads,
-                    uint64_t seed);
+                    uint64_t seed, cpu::WeightFormat weights);
 
 }  // namespace chorus::cli

@@ -1,6 +1,8 @@
 // chorus bench: generation speed of a checkpoint (usually a real-size random one from make-tiny):
-// time to first frame, per-frame time split into talker and code predictor, frames/s, real-time
-// factor and peak memory, for a batch of B independent streams stepped together.
+// time to first frame, per-frame time split into talker and code predictor (backbone and depth
+// decoder for Breeze TTS 2), frames/s, real-time factor and peak memory, for a batch of B
+// independent streams stepped together; on the CPU also the codec's time per frame on the
+// generated codes and the end-to-end real-time factor, for --weights bf16 / int8 / int4.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -12,10 +14,14 @@
 #include "bench/engine/cuda_bench.h"
 #include "bench/engine/requests.h"
 #include "command.h"
+#include "engine/breeze_engine.h"
 #include "engine/qwen3_tts_engine.h"
+#include "engine/registry.h"
+#include "models/codec/codec_folder.h"
 #include "ref_audio_command.h"
 #include "voice_input.h"
 #include "runtime/cpu/kernels.h"
+#include "runtime/cpu/quant.h"
 
 namespace {
 
@@ -33,6 +39,8 @@ struct Options {
   int64_t batch_frames = 100;
   float cfg_scale = 1.0f;  // Breeze on cuda: guidance scale (≠ 1: design prompt with CFG)
   std::string activations;  // Breeze on cuda: "bf16", "f32" or "" (the model's default, bf16)
+  std::string weights = "bf16";  // cpu: bf16, int8 or int4
+  int64_t codec_chunk = 4;       // cpu: frames per codec call (0: no codec timing)
   cli::ServeBenchOptions serve;
   bool split_frames = false;  // cuda: two graphs per frame, timed apart
   bool stack_trace = false;   // cuda: the persistent decode kernel's per-phase times
@@ -57,11 +65,52 @@ bench::RequestShape request_shape(const Options& o, engine::ActivationPrecision 
   return r;
 }
 
+// The loaded model's family-specific parts: requests, a description, stage names.
+struct BenchModel {
+  const engine::TtsModel* model = nullptr;
+  const engine::Qwen3TtsEngine* qwen3 = nullptr;
+  const engine::BreezeEngine* breeze = nullptr;
+
+  engine::SynthesisRequest request(const bench::RequestShape& shape, uint64_t seed, int64_t frames) const {
+    return qwen3 ? bench::qwen3_request(qwen3->model().config(), shape, seed, frames)
+                 : bench::breeze_request(breeze->files().config, shape, seed, frames);
+  }
+  std::string describe() const {
+    char buf[256];
+    if (qwen3) {
+      const auto& c = qwen3->model().config();
+      std::snprintf(buf, sizeof buf, "%s, talker %lld x %lld, code predictor %lld x %lld", qwen3->info().variant.c_str(),
+                    (long long)c.talker.dims.layers, (long long)c.talker.dims.hidden, (long long)c.code_predictor.dims.layers,
+                    (long long)c.code_predictor.dims.hidden);
+    } else {
+      const auto& c = breeze->files().config;
+      std::snprintf(buf, sizeof buf, "breeze-tts, backbone %lld x %lld, depth decoder %lld x %lld",
+                    (long long)c.backbone.dims.layers, (long long)c.backbone.dims.hidden, (long long)c.depth.dims.layers,
+                    (long long)c.depth.dims.hidden);
+    }
+    return buf;
+  }
+  // Memory held by the two stacks' projections (what --weights changes).
+  std::pair<double, double> stack_mib() const {
+    const double mib = 1 << 20;
+    if (qwen3)
+      return {qwen3->model().talker().stack().projection_bytes() / mib,
+              qwen3->model().code_predictor().stack().projection_bytes() / mib};
+    return {breeze->model().backbone.stack().projection_bytes() / mib, breeze->model().depth.stack().projection_bytes() / mib};
+  }
+  const char* first_stage() const { return qwen3 ? "talker" : "backbone"; }
+  const char* second_stage() const { return qwen3 ? "code predictor" : "depth decoder"; }
+};
+
 int run(const Options& o) {
-  if (o.serve.serve) return cli::run_serve_bench(o.serve, o.model, o.device, o.threads, o.seed);
-  if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0)
-    return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup >= 0");
+  const auto weights = cli::weight_format_option(o.weights);
+  if (!weights.ok()) return cli::fail(weights.error());
+  if (o.serve.serve) return cli::run_serve_bench(o.serve, o.model, o.device, o.threads, o.seed, *weights);
+  if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0 || o.codec_chunk < 0)
+    return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup and --codec-chunk >= 0");
   if (o.device == "cuda") {  // generation on the GPU: its own report (bench/engine/cuda_bench.h)
+    if (auto st = engine::weights_supported(engine::Device::cuda(), *weights); !st.ok())
+      return cli::fail(st.error());
     auto act = cli::activation_precision_from_name(o.activations);
     if (!act.ok()) return cli::fail(act.error());
     auto rep = bench::cuda_bench({o.model, o.frames, o.warmup, o.batches, o.batch_frames, o.split_frames, o.stack_trace},
@@ -70,19 +119,26 @@ int run(const Options& o) {
     std::fputs(rep->c_str(), stdout);
     return 0;
   }
-  if (o.device != "cpu") return cli::fail("bench: --device must be cpu or cuda");
   std::unique_ptr<ThreadPool> own_pool;
   if (o.threads > 0) own_pool = std::make_unique<ThreadPool>(o.threads);
   ThreadPool* pool = own_pool ? own_pool.get() : &ThreadPool::global();
   const auto t_load = Clock::now();
-  auto loaded = engine::Qwen3TtsEngine::load(o.model, pool);
+  if (o.device != "cpu") return cli::fail("bench: --device must be cpu or cuda");
+  engine::LoadOptions lo;
+  lo.pool = pool;
+  lo.weights = *weights;
+  auto loaded = engine::load_tts_model(o.model, lo);
   if (!loaded.ok()) return cli::fail(loaded.error());
-  const engine::Qwen3TtsEngine& e = **loaded;
+  BenchModel bm{loaded->get(), dynamic_cast<const engine::Qwen3TtsEngine*>(loaded->get()),
+                dynamic_cast<const engine::BreezeEngine*>(loaded->get())};
+  if (!bm.qwen3 && !bm.breeze) return cli::fail("bench: unknown engine");
+  const engine::TtsModel& e = *bm.model;
   const double load_s = seconds_since(t_load);
   const double rss_loaded = peak_rss_mib();
+
   const bench::RequestShape shape = request_shape(o, engine::ActivationPrecision::kModelDefault);
   if (o.warmup > 0) {  // touch every weight once
-    auto s = e.create_stream(bench::qwen3_request(e.model().config(), shape, o.seed + 999, o.warmup));
+    auto s = e.create_stream(bm.request(shape, o.seed + 999, o.warmup));
     if (!s.ok()) return cli::fail(s.error());
     engine::TtsStream* p = s->get();
     std::vector<engine::StepResult> out(1);
@@ -93,12 +149,13 @@ int run(const Options& o) {
   std::vector<std::unique_ptr<engine::TtsStream>> owned;
   std::vector<engine::TtsStream*> batch;
   for (int64_t i = 0; i < o.streams; ++i) {
-    auto s = e.create_stream(bench::qwen3_request(e.model().config(), shape, o.seed + static_cast<uint64_t>(i), o.frames));
+    auto s = e.create_stream(bm.request(shape, o.seed + static_cast<uint64_t>(i), o.frames));
     if (!s.ok()) return cli::fail(s.error());
     owned.push_back(std::move(*s));
     batch.push_back(owned.back().get());
   }
   std::vector<engine::StepResult> out(batch.size());
+  std::vector<int32_t> codes0;  // stream 0's frames, for the codec
   engine::StageTimes times, first;
   const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
@@ -106,6 +163,7 @@ int run(const Options& o) {
   int64_t steps = 0;
   while (std::any_of(batch.begin(), batch.end(), [](auto* s) { return !s->finished(); })) {
     if (auto st = e.step(batch, out, &times); !st.ok()) return cli::fail(st.error());
+    if (out[0].has_frame) codes0.insert(codes0.end(), out[0].codes.begin(), out[0].codes.end());
     if (steps++ == 0) {
       ttff = seconds_since(t0);
       first = times;
@@ -119,22 +177,51 @@ int run(const Options& o) {
   const double talker_ms = (times.backbone_s + times.sampling_s - first.backbone_s - first.sampling_s) / n * 1e3;
   const double cp_ms = (times.depth_s - first.depth_s) / n * 1e3;
   const double step_ms = (wall - ttff) / n * 1e3;
-  const auto& c = e.model().config();
-  std::printf("model            %s (%s, talker %lld x %lld, code predictor %lld x %lld; load %.1f s)\n", o.model.c_str(),
-              e.info().variant.c_str(), (long long)c.talker.dims.layers, (long long)c.talker.dims.hidden,
-              (long long)c.code_predictor.dims.layers, (long long)c.code_predictor.dims.hidden, load_s);
+  const auto [stack1_mib, stack2_mib] = bm.stack_mib();
+  std::printf("model            %s (%s; load %.1f s)\n", o.model.c_str(), bm.describe().c_str(), load_s);
+  std::printf("weights          %s: decoder layers %.0f MiB (%s) + %.0f MiB (%s)\n", cpu::weight_format_name(*weights),
+              stack1_mib, bm.first_stage(), stack2_mib, bm.second_stage());
   std::printf("cpu              %s kernels, %d threads\n", cpu::isa_name(), pool->size());
   std::printf("work             %lld stream(s) x %lld frames, %lld text tokens (prompt %lld rows), %s\n", (long long)B,
               (long long)F, (long long)o.text_tokens, (long long)owned[0]->prompt_rows(),
               o.greedy ? "greedy" : "checkpoint sampler defaults");
   std::printf("first frame      %.3f s (prefill %.3f s)\n", ttff, first.prefill_s);
-  std::printf("per frame        %.1f ms per step of %lld stream(s): talker %.1f ms, code predictor %.1f ms\n", step_ms,
-              (long long)B, talker_ms, cp_ms);
+  std::printf("per frame        %.1f ms per step of %lld stream(s): %s %.1f ms, %s %.1f ms\n", step_ms, (long long)B,
+              bm.first_stage(), talker_ms, bm.second_stage(), cp_ms);
   std::printf("throughput       %.2f frames/s per stream, %.2f frames/s in total (real time: %.1f frames/s)\n",
               static_cast<double>(F) / wall, static_cast<double>(F * B) / wall, frame_rate);
   std::printf("real-time factor %.2f (generation time / audio time, per stream; < 1 is faster than real time)\n",
               wall / (static_cast<double>(F) / frame_rate));
   std::printf("cpu time         %.1f ms per frame per stream (all threads)\n", cpu * 1e3 / static_cast<double>(F * B));
+
+  if (o.codec_chunk > 0) {  // stream 0's codes through the CPU codec, codec_chunk frames per call
+    auto cm = codec::load_codec(o.model);
+    if (!cm.ok()) return cli::fail(cm.error());
+    const codec::Decoder& dec = cm->decoder;
+    cm->decoder.set_thread_pool(pool);
+    const int64_t Q = dec.num_quantizers(), frames = static_cast<int64_t>(codes0.size()) / std::max<int64_t>(1, Q);
+    if (Q != e.info().codebooks) return cli::fail("bench: the codec's codebooks do not match the model's");
+    std::vector<float> samples;
+    auto warm = dec.new_state();  // one untimed call: first-touch of the codec's weights
+    if (auto st = dec.decode(warm, codes0.data(), std::min<int64_t>(frames, o.codec_chunk), samples); !st.ok())
+      return cli::fail(st.error());
+    codec::DecoderState state = dec.new_state();
+    const double ccpu0 = process_cpu_seconds();
+    const auto c0 = Clock::now();
+    for (int64_t f = 0; f < frames; f += o.codec_chunk) {
+      samples.clear();
+      if (auto st = dec.decode(state, codes0.data() + f * Q, std::min(o.codec_chunk, frames - f), samples); !st.ok())
+        return cli::fail(st.error());
+    }
+    const double codec_ms = seconds_since(c0) * 1e3 / static_cast<double>(frames);
+    const double codec_cpu = (process_cpu_seconds() - ccpu0) * 1e3 / static_cast<double>(frames);
+    const double frame_ms = 1e3 / frame_rate;
+    std::printf("codec            %.1f ms per frame (%lld frames, %lld per call; cpu %.1f ms per frame)\n", codec_ms,
+                (long long)frames, (long long)o.codec_chunk, codec_cpu);
+    std::printf("end to end       %.1f ms per frame = generation %.1f + codec %.1f: real-time factor %.2f (one stream)\n",
+                step_ms + codec_ms, step_ms, codec_ms,
+                (step_ms + codec_ms) / frame_ms);
+  }
   std::printf("memory           peak RSS %.0f MiB (%.0f MiB after load), %.1f MiB of state per stream\n", peak_rss_mib(),
               rss_loaded, static_cast<double>(owned[0]->state_bytes()) / (1 << 20));
   return 0;
@@ -142,13 +229,20 @@ int run(const Options& o) {
 
 chorus::cli::Runner setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("--model", o->model, "Qwen3-TTS checkpoint folder (e.g. from make-tiny --dims real-0.6b)")->required();
+  sub.add_option("--model", o->model, "Qwen3-TTS or Breeze TTS 2 checkpoint folder (e.g. from make-tiny --dims real-0.6b)")
+      ->required();
   sub.add_option("--frames", o->frames, "Frames per stream (EOS suppressed)")->capture_default_str();
   sub.add_option("--streams", o->streams, "Independent streams stepped together")->capture_default_str();
   sub.add_option("--text-tokens", o->text_tokens, "Random text tokens in each prompt")->capture_default_str();
   sub.add_option("--warmup", o->warmup, "Frames of an untimed warm-up stream")->capture_default_str();
   sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   sub.add_option("--seed", o->seed, "Seed of stream 0 (stream i uses seed + i)")->capture_default_str();
+  sub.add_option("--weights", o->weights, "CPU: bf16 (as stored), int8 or int4 (decoder layers quantised at load)")
+      ->capture_default_str();
+  sub.add_option("--codec-chunk", o->codec_chunk,
+                 "CPU: decode stream 0's frames through the codec N per call and report codec and end-to-end time "
+                 "(0: skip)")
+      ->capture_default_str();
   sub.add_flag("--greedy", o->greedy, "Argmax instead of the checkpoint's sampler");
   sub.add_option("--device", o->device, "cpu or cuda (generation on the GPU)")->capture_default_str();
   sub.add_option("--batches", o->batches, "With --device cuda: batch sizes to time, e.g. 1,16,64,256")->delimiter(',');
@@ -164,7 +258,7 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_flag("--stack-trace", o->stack_trace,
                "With --device cuda: where the persistent decode kernel spends its time, per phase (diagnostics)");
   sub.footer("Example: chorus make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out /tmp/q06\n"
-             "         chorus bench --model /tmp/q06 --frames 100\n"
+             "         chorus bench --model /tmp/q06 --frames 100 --weights int8\n"
              "         chorus bench --model /tmp/q06 --serve --rate 0.5 --duration 20 --verify 3");
   return [o] { return run(*o); };
 }

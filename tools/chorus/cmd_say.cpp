@@ -41,6 +41,7 @@ struct Options {
   int64_t cap_slack = engine::LengthCap{}.slack_frames;
   int threads = 0;
   std::string device = "cpu";
+  std::string weights = "bf16";
   bool verbose = false, quiet = false, download = false;
   cli::AudioOutputOptions audio_out;
 };
@@ -161,6 +162,9 @@ int run(const Options& o) {
   // The codec is needed for audio output, and for the size of reference codes.
   lo.codec = !o.out.empty() || !o.ref_codes.empty();
   lo.download = o.download;
+  auto weights = cli::weight_format_option(o.weights);
+  if (!weights.ok()) return cli::fail(weights.error());
+  lo.weights = *weights;
   lo.download_progress = !o.quiet && isatty(fileno(stderr));
   auto model = engine::load(o.model, lo);
   if (!model.ok()) return cli::fail(model.error());
@@ -307,6 +311,9 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("-o,--out", o->out, "Write audio (.wav, .flac, .raw, - for stdout)");
   sub.add_option("--decode", o->decode_mode, "full (exact) or official-chunked")->capture_default_str();
   sub.add_option("--device", o->device, "cpu, or cuda: generation and the codec on the GPU (CUDA builds)")
+      ->capture_default_str();
+  sub.add_option("--weights", o->weights,
+                 "CPU: bf16 (weights as stored, exact), int8 or int4 (decoder layers quantised at load; docs/quantization.md)")
       ->capture_default_str();
   sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   o->audio_out.add_to(sub);

@@ -15,6 +15,7 @@
 #include "engine/tts_model_cuda.h"
 #include "server/http_server.h"
 #include "server/service.h"
+#include "voice_input.h"
 
 namespace {
 
@@ -23,6 +24,7 @@ using namespace chorus;
 struct Options {
   std::vector<std::string> models;
   std::string device = "cpu", host = "127.0.0.1", api_key, voices_dir;
+  std::string weights = "bf16";  // every model's decoder layers: bf16, int8 or int4 (CPU)
   int port = 8000, max_streams = 64, max_queue = 256, threads = 2, grace_s = 30;
   size_t max_input_chars = 4096, max_segment_chars = 300, max_body_mb = 32;
 };
@@ -40,10 +42,13 @@ int run(const Options& o) {
   if (device->is_cuda() && !engine::cuda_built())
     return cli::fail(make_error(ErrorCode::kUnsupported, "--device cuda: this build has no CUDA backend (configure with -DCHORUS_CUDA=ON)"));
   if (o.port < 0 || o.port > 65535) return cli::fail("--port must be in [0, 65535]");
+  auto weights = cli::weight_format_option(o.weights);
+  if (!weights.ok()) return cli::fail(weights.error());
   std::vector<std::pair<std::string, std::shared_ptr<const engine::Model>>> models;
   for (const auto& spec : o.models) {
     engine::LoadOptions lo;
     lo.device = *device;
+    lo.weights = *weights;
     auto m = engine::load(spec, lo);
     if (!m.ok()) return cli::fail(m.error());
     models.emplace_back(model_id(spec), *m);
@@ -99,6 +104,10 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--model", o->models, "Checkpoint folder or Hugging Face id; repeat for several (clients name a model by its folder name)")
       ->required();
   sub.add_option("--device", o->device, "cpu, or cuda (CUDA builds)")->capture_default_str();
+  sub.add_option("--weights", o->weights,
+                 "CPU: bf16 (weights as stored, exact), int8 or int4 (decoder layers quantised at load; "
+                 "docs/quantization.md)")
+      ->capture_default_str();
   sub.add_option("--host", o->host, "Address to listen on")->capture_default_str();
   sub.add_option("--port", o->port, "Port (0: any free port, printed)")->capture_default_str();
   sub.add_option("--api-key", o->api_key, "Require Authorization: Bearer KEY (not for /health, /ready, /metrics)");

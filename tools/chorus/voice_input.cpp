@@ -1,6 +1,7 @@
 #include "voice_input.h"
 
 #include "io/json_util.h"
+#include "runtime/cpu/quant.h"
 
 namespace chorus::cli {
 
@@ -36,6 +37,12 @@ Result<engine::ActivationPrecision> activation_precision_from_name(const std::st
   if (name == "bf16") return engine::ActivationPrecision::kBF16;
   if (name == "f32") return engine::ActivationPrecision::kF32;
   return make_error(ErrorCode::kInvalidArgument, "--activations: expected bf16 or f32, not \"" + name.substr(0, 32) + "\"");
+}
+
+Result<engine::WeightFormat> weight_format_option(const std::string& name) {
+  const auto f = cpu::weight_format_from_name(name);
+  if (!f) return make_error(ErrorCode::kInvalidArgument, "--weights: expected bf16, int8 or int4, not \"" + name.substr(0, 32) + "\"");
+  return *f;
 }
 
 Status apply_voice(const engine::Model& model, const VoiceSource& src, engine::SynthesisRequest& r, std::string* note) {

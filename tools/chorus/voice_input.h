@@ -28,6 +28,10 @@ Result<std::vector<int32_t>> read_id_array(const std::string& arg, const char* o
 // --activations: "bf16", "f32", or "" (the model's default).
 Result<engine::ActivationPrecision> activation_precision_from_name(const std::string& name);
 
+// --weights: "bf16" (as stored, exact), "int8" or "int4" (quantised at load, CPU only).
+// CUDA loads refuse the quantised ones (engine/registry.cpp).
+Result<engine::WeightFormat> weight_format_option(const std::string& name);
+
 struct VoiceSource {
   std::string ref_audio;   // encode this file on the fly, or ...
   std::string voice_file;  // ... use a voice made by `chorus voice create`

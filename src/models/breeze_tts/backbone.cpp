@@ -8,12 +8,12 @@
 
 namespace chorus::breeze_tts {
 
-Result<Backbone> Backbone::load(const Config& c, const io::Checkpoint& ckpt) {
+Result<Backbone> Backbone::load(const Config& c, const io::Checkpoint& ckpt, cpu::WeightFormat format, ThreadPool* pool) {
   WeightTable table;
   declare_backbone_weights(c, table);
   CHORUS_TRY(table.check(ckpt, ckpt.label()));
   Backbone b;
-  CHORUS_ASSIGN(b.stack_, nn::Qwen3Stack::load(Weights(ckpt, kBackbonePrefix), c.backbone.dims));
+  CHORUS_ASSIGN(b.stack_, nn::Qwen3Stack::load(Weights(ckpt, kBackbonePrefix), c.backbone.dims, true, format, pool));
   b.lm_head_ = ckpt.tensor(kLmHead);
   return b;
 }

@@ -20,7 +20,9 @@ namespace chorus::breeze_tts {
 class Backbone {
  public:
   // Checks the backbone's tensors (declare_backbone_weights), then binds them.
-  static Result<Backbone> load(const Config& c, const io::Checkpoint& ckpt);
+  // `format`: how the stack's projections are kept (nn::Qwen3Stack::load); the head stays as stored.
+  static Result<Backbone> load(const Config& c, const io::Checkpoint& ckpt,
+                               cpu::WeightFormat format = cpu::WeightFormat::kBf16, ThreadPool* pool = nullptr);
 
   int64_t hidden() const { return stack_.dims().hidden; }
   int64_t classes() const { return lm_head_.dim(0); }  // audio vocab + 1 (EOS)

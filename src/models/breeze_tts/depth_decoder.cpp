@@ -35,7 +35,8 @@ void round_if(Activations act, float* x, int64_t n) {
 
 }  // namespace
 
-Result<DepthDecoder> DepthDecoder::load(const Config& c, const io::Checkpoint& ckpt) {
+Result<DepthDecoder> DepthDecoder::load(const Config& c, const io::Checkpoint& ckpt, cpu::WeightFormat format,
+                                        ThreadPool* pool) {
   WeightTable table;
   declare_depth_weights(c, table);
   CHORUS_TRY(table.check(ckpt, ckpt.label()));
@@ -44,7 +45,7 @@ Result<DepthDecoder> DepthDecoder::load(const Config& c, const io::Checkpoint& c
   d.codebooks_ = c.num_codebooks;
   d.in_width_ = c.audio_embed;
   d.hidden_ = c.depth.dims.hidden;
-  CHORUS_ASSIGN(d.stack_, nn::Qwen3Stack::load(Weights(ckpt, kDepthPrefix), c.depth.dims, /*qk_norm=*/false));
+  CHORUS_ASSIGN(d.stack_, nn::Qwen3Stack::load(Weights(ckpt, kDepthPrefix), c.depth.dims, /*qk_norm=*/false, format, pool));
   CHORUS_TRY(d.stack_.set_rope_inv_freq(depth_rope_inv_freq(c.depth)));
   d.table_ = ckpt.tensor(kAudioTable);
   d.projector_ = ckpt.tensor(kDepthProjector);

@@ -38,11 +38,14 @@ using DepthPicker = std::function<Result<int32_t>(int64_t codebook, std::span<co
 class DepthDecoder {
  public:
   // Checks the depth decoder's tensors (declare_depth_weights), then binds them.
-  static Result<DepthDecoder> load(const Config& c, const io::Checkpoint& ckpt);
+  // `format`: how the stack's projections are kept (nn::Qwen3Stack::load); the rest stays as stored.
+  static Result<DepthDecoder> load(const Config& c, const io::Checkpoint& ckpt,
+                                   cpu::WeightFormat format = cpu::WeightFormat::kBf16, ThreadPool* pool = nullptr);
 
   int64_t vocab() const { return vocab_; }
   int64_t codebooks() const { return codebooks_; }
   nn::KvCache make_cache() const;
+  const nn::Qwen3Stack& stack() const { return stack_; }
 
   // One frame: codes[0] = c0 on entry; codes[1..codebooks−1] are written. When `logits` is given,
   // it receives every step's raw branch logits, [codebooks − 1, branches, vocab].

@@ -42,11 +42,11 @@ Result<std::vector<Layout>> branch_layouts(Layout layout, Guidance guidance) {
   return make_error(ErrorCode::kInvalidArgument, "unknown guidance mode");
 }
 
-Result<BreezeModel> BreezeModel::load(const ModelFiles& files) {
+Result<BreezeModel> BreezeModel::load(const ModelFiles& files, cpu::WeightFormat weights, ThreadPool* pool) {
   CHORUS_ASSIGN(TextEncoder enc, TextEncoder::create(files.config, files.main));
   CHORUS_ASSIGN(TextEncoder enc16, TextEncoder::create(files.config, files.main, Activations::kBF16));
-  CHORUS_ASSIGN(Backbone bb, Backbone::load(files.config, files.main));
-  CHORUS_ASSIGN(DepthDecoder dd, DepthDecoder::load(files.config, files.main));
+  CHORUS_ASSIGN(Backbone bb, Backbone::load(files.config, files.main, weights, pool));
+  CHORUS_ASSIGN(DepthDecoder dd, DepthDecoder::load(files.config, files.main, weights, pool));
   return BreezeModel{files.config,  std::move(enc), std::move(enc16), std::move(bb),
                      std::move(dd), files.main.tensor(kAudioTable)};
 }

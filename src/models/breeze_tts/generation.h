@@ -67,7 +67,9 @@ struct BreezeModel {
   Backbone backbone;
   DepthDecoder depth;
   Tensor audio_table;
-  static Result<BreezeModel> load(const ModelFiles& files);
+  // `weights`: how the backbone's and depth decoder's layers are kept (bf16: as stored).
+  static Result<BreezeModel> load(const ModelFiles& files, cpu::WeightFormat weights = cpu::WeightFormat::kBf16,
+                                  ThreadPool* pool = nullptr);
 };
 
 // One request's state: a backbone and depth cache per branch, the generated codebook-0 history.

@@ -121,57 +121,10 @@ SnakeBeta SnakeBeta::load(const Weights& w, const std::string& name) {
   return s;
 }
 
-namespace {
-
-// sin²(x) for |x| <= kSinMaxArg, with only multiplies and adds so the loop below vectorizes (the
-// library sinf is ~10x slower and dominated the vocoder's non-convolution time). x is reduced to
-// r = x − kπ (π in three parts, k·P1 and k·P2 exact for |k| < 4096); sin²(x) = sin²(r), so the
-// sign of (−1)^k never matters. sin(r) = r + r·u·p(u), u = r², p fitted for relative error on
-// [0, π/2] (about 2 ulp). Every element gets the same operations whatever its position, so the
-// result does not depend on how the input is split.
-constexpr float kSinMaxArg = 8000.0f;
-
-inline float sin_squared(float x) {
-  constexpr float kInvPi = 0.318309873f;
-  constexpr float kRound = 12582912.0f;  // 1.5·2^23: (v + kRound) − kRound rounds v to an integer
-  const float k = (x * kInvPi + kRound) - kRound;
-  float r = x - k * 3.140625f;
-  r = r - k * 9.67502593994140625e-4f;
-  r = r - k * 1.509958025e-7f;
-  const float u = r * r;
-  float p = -2.39174156e-8f;
-  p = p * u + 2.75271282e-6f;
-  p = p * u - 1.98409049e-4f;
-  p = p * u + 8.33333097e-3f;
-  p = p * u - 1.66666672e-1f;
-  const float s = r + (r * u) * p;
-  return s * s;
-}
-
-void snake_row(const float* x, int64_t n, float a, float ib, float* y) {
-  constexpr int64_t kBlock = 256;
-  float in[kBlock];
-  for (int64_t t0 = 0; t0 < n; t0 += kBlock) {
-    const int64_t m = std::min(kBlock, n - t0);
-    std::memcpy(in, x + t0, sizeof(float) * m);  // y may alias x
-    float* out = y + t0;
-    for (int64_t t = 0; t < m; ++t) out[t] = in[t] + ib * sin_squared(in[t] * a);
-    for (int64_t t = 0; t < m; ++t) {
-      const float v = in[t] * a;
-      if (!(std::fabs(v) <= kSinMaxArg)) {  // rare: huge or non-finite argument
-        const float s = std::sin(v);
-        out[t] = in[t] + ib * (s * s);
-      }
-    }
-  }
-}
-
-}  // namespace
-
 void SnakeBeta::apply(const float* x, int64_t n, float* y, ThreadPool* pool) const {
   const int64_t channels = static_cast<int64_t>(alpha.size());
   auto run = [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) snake_row(x + c * n, n, alpha[c], inv_beta[c], y + c * n);
+    for (int64_t c = c0; c < c1; ++c) cpu::snake_beta(x + c * n, n, alpha[c], inv_beta[c], y + c * n);
   };
   constexpr int64_t kMinPerTask = 32768;
   if (pool && pool->size() > 1 && channels * n >= 2 * kMinPerTask) {

@@ -13,12 +13,13 @@ Result<Tensor> need(const Weights& w, const std::string& name, bool as_f32 = fal
 }
 }  // namespace
 
-Result<CodePredictor> CodePredictor::load(const Weights& root, const Config& c) {
+Result<CodePredictor> CodePredictor::load(const Weights& root, const Config& c, cpu::WeightFormat format,
+                                          ThreadPool* pool) {
   CodePredictor p;
   p.cfg_ = c.code_predictor;
   p.input_width_ = c.talker.dims.hidden;
   const Weights w = root.sub("talker.code_predictor.");
-  CHORUS_ASSIGN(p.stack_, nn::Qwen3Stack::load(w.sub("model."), c.code_predictor.dims));
+  CHORUS_ASSIGN(p.stack_, nn::Qwen3Stack::load(w.sub("model."), c.code_predictor.dims, true, format, pool));
   for (int64_t k = 0; k + 1 < p.cfg_.num_code_groups; ++k) {
     CHORUS_ASSIGN(Tensor e, need(w, "model.codec_embedding." + std::to_string(k) + ".weight"));
     CHORUS_ASSIGN(Tensor h, need(w, "lm_head." + std::to_string(k) + ".weight"));
@@ -46,7 +47,7 @@ Status CodePredictor::add_code_embedding(int64_t codebook, int32_t code, float* 
 }
 
 Status CodePredictor::forward(std::span<const nn::SequenceRows> seqs, const float* x, std::span<const int64_t> heads,
-                              float* logits, ThreadPool* pool) const {
+                              float* logits, ThreadPool* pool, const nn::LayerTap* tap) const {
   if (heads.size() != seqs.size()) return make_error(ErrorCode::kInternal, "code predictor: one head per sequence");
   for (int64_t k : heads)
     if (k < 0 || k >= static_cast<int64_t>(heads_.size()))
@@ -60,7 +61,7 @@ Status CodePredictor::forward(std::span<const nn::SequenceRows> seqs, const floa
   } else {
     std::copy(x, x + R * C, h.data());
   }
-  CHORUS_TRY(stack_.forward(seqs, h.data(), h.data(), pool));
+  CHORUS_TRY(stack_.forward(seqs, h.data(), h.data(), pool, nn::Rounding::kNone, tap));
   // Gather each sequence's last row, then one matrix product per run of sequences sharing a head
   // (in a batched walk they all do), so a head's weights are read once per step.
   const size_t S = seqs.size();

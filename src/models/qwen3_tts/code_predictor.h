@@ -31,13 +31,17 @@ struct FrameWalk {
 
 class CodePredictor {
  public:
-  static Result<CodePredictor> load(const Weights& root, const Config& config);
+  // `format`: how the stack's projections are kept (nn::Qwen3Stack::load); embeddings, heads and
+  // the input projection stay as stored.
+  static Result<CodePredictor> load(const Weights& root, const Config& config,
+                                    cpu::WeightFormat format = cpu::WeightFormat::kBf16, ThreadPool* pool = nullptr);
 
   int64_t vocab() const { return cfg_.vocab; }
   int64_t groups() const { return cfg_.num_code_groups; }  // codebooks per frame, incl. codebook 0
   int64_t input_width() const { return input_width_; }      // the talker's hidden size
   bool has_projection() const { return !proj_w_.empty(); }
   nn::KvCache make_cache() const { return stack_.make_cache(); }
+  const nn::Qwen3Stack& stack() const { return stack_; }
 
   // Adds row `code` of codebook `codebook`'s embedding (1 <= codebook < groups) to out[input_width].
   Status add_code_embedding(int64_t codebook, int32_t code, float* out) const;
@@ -49,7 +53,7 @@ class CodePredictor {
   // x [Σ rows, input_width] → projection → stack → final norm → lm_head[heads[s]] on each sequence's
   // last row → logits[s·vocab …]. heads[s] = k predicts codebook k + 1.
   Status forward(std::span<const nn::SequenceRows> seqs, const float* x, std::span<const int64_t> heads,
-                 float* logits, ThreadPool* pool) const;
+                 float* logits, ThreadPool* pool, const nn::LayerTap* tap = nullptr) const;
 
  private:
   CodePredictorConfig cfg_;

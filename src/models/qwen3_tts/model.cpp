@@ -4,18 +4,18 @@
 
 namespace chorus::qwen3_tts {
 
-Result<std::shared_ptr<const Model>> Model::load(const std::string& dir, ThreadPool* pool) {
+Result<std::shared_ptr<const Model>> Model::load(const std::string& dir, ThreadPool* pool, cpu::WeightFormat weights) {
   CHORUS_ASSIGN(ModelFiles files, open_model_files(dir));
-  return from_files(std::move(files), pool);
+  return from_files(std::move(files), pool, weights);
 }
 
-Result<std::shared_ptr<const Model>> Model::from_files(ModelFiles files, ThreadPool* pool) {
+Result<std::shared_ptr<const Model>> Model::from_files(ModelFiles files, ThreadPool* pool, cpu::WeightFormat weights) {
   std::shared_ptr<Model> m(new Model());
   m->files_ = std::move(files);
   m->pool_ = pool;
   const Weights root(m->files_.main);
-  CHORUS_ASSIGN(m->talker_, Talker::load(root, m->files_.config));
-  CHORUS_ASSIGN(m->code_predictor_, CodePredictor::load(root, m->files_.config));
+  CHORUS_ASSIGN(m->talker_, Talker::load(root, m->files_.config, weights, pool));
+  CHORUS_ASSIGN(m->code_predictor_, CodePredictor::load(root, m->files_.config, weights, pool));
   if (m->code_predictor_.groups() != m->files_.config.talker.num_code_groups)
     return make_error(ErrorCode::kInvalidFormat, m->files_.dir + ": talker and code predictor disagree on num_code_groups");
   return std::shared_ptr<const Model>(std::move(m));

@@ -15,11 +15,11 @@ Result<Tensor> need(const Weights& w, const std::string& name, bool as_f32 = fal
 }
 }  // namespace
 
-Result<Talker> Talker::load(const Weights& root, const Config& c) {
+Result<Talker> Talker::load(const Weights& root, const Config& c, cpu::WeightFormat format, ThreadPool* pool) {
   Talker t;
   t.cfg_ = c.talker;
   const Weights w = root.sub("talker.");
-  CHORUS_ASSIGN(t.stack_, nn::Qwen3Stack::load(w.sub("model."), c.talker.dims));
+  CHORUS_ASSIGN(t.stack_, nn::Qwen3Stack::load(w.sub("model."), c.talker.dims, true, format, pool));
   CHORUS_ASSIGN(t.codec_embedding_, need(w, "model.codec_embedding.weight"));
   CHORUS_ASSIGN(t.text_embedding_, need(w, "model.text_embedding.weight"));
   CHORUS_ASSIGN(t.codec_head_, need(w, "codec_head.weight"));
@@ -62,12 +62,12 @@ void Talker::add_codec_row(int32_t id, float* out) const {
 }
 
 Status Talker::forward(std::span<const nn::SequenceRows> seqs, const float* x, float* last_hidden, float* logits,
-                       ThreadPool* pool) const {
+                       ThreadPool* pool, const nn::LayerTap* tap) const {
   const int64_t H = hidden();
   int64_t R = 0;
   for (const auto& s : seqs) R += s.rows;
   std::vector<float> h(static_cast<size_t>(R * H));
-  CHORUS_TRY(stack_.forward(seqs, x, h.data(), pool));
+  CHORUS_TRY(stack_.forward(seqs, x, h.data(), pool, nn::Rounding::kNone, tap));
   const int64_t S = static_cast<int64_t>(seqs.size());
   for (int64_t s = 0, end = 0; s < S; ++s) {
     end += seqs[s].rows;

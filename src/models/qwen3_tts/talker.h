@@ -17,8 +17,10 @@ namespace chorus::qwen3_tts {
 
 class Talker {
  public:
-  // `root` addresses the whole checkpoint (names start with "talker.").
-  static Result<Talker> load(const Weights& root, const Config& config);
+  // `root` addresses the whole checkpoint (names start with "talker."). `format` chooses how the
+  // stack's projections are kept (nn::Qwen3Stack::load); embeddings and the codec head stay as stored.
+  static Result<Talker> load(const Weights& root, const Config& config,
+                             cpu::WeightFormat format = cpu::WeightFormat::kBf16, ThreadPool* pool = nullptr);
 
   int64_t hidden() const { return stack_.dims().hidden; }
   int64_t vocab() const { return cfg_.codec_vocab; }
@@ -38,7 +40,7 @@ class Talker {
   // hidden state of its last row → last_hidden[s·hidden …] and the codec-head logits of that row →
   // logits[s·vocab …].
   Status forward(std::span<const nn::SequenceRows> seqs, const float* x, float* last_hidden, float* logits,
-                 ThreadPool* pool) const;
+                 ThreadPool* pool, const nn::LayerTap* tap = nullptr) const;
 
  private:
   TalkerConfig cfg_;

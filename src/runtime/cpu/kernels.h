@@ -74,6 +74,12 @@ void elu(float* x, int64_t n, float alpha = 1.0f);
 void relu(float* x, int64_t n);
 void tanh_inplace(float* x, int64_t n);
 void sigmoid(float* x, int64_t n);
+// SnakeBeta on one channel: y = x + inv_beta · sin²(alpha · x), y may alias x. sin² is a
+// polynomial after reducing the argument by π (about 2 ulp) where |alpha·x| <= 8000, std::sin
+// beyond. Vectorised per ISA with the same operations in the same order (no fused multiply-adds),
+// so every ISA gives the same values.
+void snake_beta(const float* x, int64_t n, float alpha, float inv_beta, float* y);
+
 // Softmax of each row of length n, in place (max-subtracted). A row whose entries are all −inf
 // becomes all zeros (no probability mass) instead of NaN.
 void softmax(float* x, int64_t rows, int64_t n);
@@ -89,14 +95,25 @@ void conv_transpose1d(const float* x, int64_t Cin, int64_t T,
                       const float* bias, int64_t stride, int64_t groups, float* y,
                       ThreadPool* pool = nullptr);
 
-// Which implementation the matrix kernels (linear, attention, conv) use: "avx2+fma" or "portable".
-// The fastest one the CPU supports (AVX2 + FMA + F16C, detected at run time) is chosen at first
-// use, unless the environment variable CHORUS_CPU_ISA=portable forces the portable one.
+// Which implementation the matrix kernels (linear, attention, conv) use: "avx512+vnni", "avx512",
+// "avx2+fma" or "portable". The fastest one the CPU supports is chosen at first use (AVX-512
+// F/BW/VL/DQ with VNNI, without, else AVX2 + FMA + F16C, detected at run time). The environment
+// variable CHORUS_CPU_ISA=portable|avx2|avx512|avx512vnni caps the choice (a cap above what the CPU
+// has changes nothing).
+//
+// The AVX-512 kernels reproduce the AVX2 ones bit for bit on float weights (same per-element
+// reduction order, both fused); only the quantised kernels (quant.h) differ between them. VNNI
+// changes only int4 weights: their products take x quantised to int8 per group of 32.
 const char* isa_name();
-enum class Isa { kPortable, kAvx2 };
+enum class Isa { kPortable, kAvx2, kAvx512, kAvx512Vnni };
 Isa active_isa();
-// Switches implementation (tests and benchmarks compare both in one process). Returns false and
+// Switches implementation (tests and benchmarks compare them in one process). Returns false and
 // changes nothing when the CPU lacks the instructions. Not meant to race with running kernels.
 bool set_isa(Isa isa);
+// Optional instruction sets the quantised kernels can use on top of AVX-512 (run-time detected).
+struct CpuFeatures {
+  bool avx2 = false, avx512 = false, avx512_bf16 = false, avx512_vnni = false;
+};
+const CpuFeatures& cpu_features();
 
 }  // namespace chorus::cpu

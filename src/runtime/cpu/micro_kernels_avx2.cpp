@@ -191,10 +191,75 @@ void axpy_panel(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, 
   }
 }
 
+// Quantised tiles (layout in micro_kernels.h), the portable tile's 16 lanes as two 8-lane halves
+// (k mod 16 < 8 and >= 8), fused: each row's group is dequantised exactly (q·d, q·d + m) into four
+// vectors of 8, then multiplied into every x row.
+template <int MR, bool kInt4>
+void qdot_t(int64_t groups, const float* a, int64_t lda, const uint8_t* codes, const uint16_t* scales,
+            float* out) {
+  constexpr int kCodeBytes = kInt4 ? kQuantGroup / 2 : kQuantGroup;
+  constexpr int kScales = kInt4 ? 2 * kQuantRows : kQuantRows;
+  __m256 lo[MR][kQuantRows], hi[MR][kQuantRows];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+    for (int r = 0; r < kQuantRows; ++r) lo[m][r] = hi[m][r] = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi32(15);
+  alignas(32) float sf[8];
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint16_t* s = scales + g * kScales;
+    if (kInt4) {
+      _mm256_store_ps(sf, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s))));
+    } else {
+      _mm_store_ps(sf, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s))));
+    }
+    const uint8_t* cg = codes + g * kQuantRows * kCodeBytes;
+#pragma GCC unroll 4
+    for (int r = 0; r < kQuantRows; ++r) {
+      const __m256 d = _mm256_set1_ps(sf[r]);
+      __m256 w[4];  // weights 0–7, 8–15, 16–23, 24–31 of the group
+      if (kInt4) {
+        const __m256 m = _mm256_set1_ps(sf[kQuantRows + r]);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(cg + r * kCodeBytes + 8 * h)));
+          w[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, low4)), d, m);
+          w[h + 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)), d, m);
+        }
+      } else {
+        for (int h = 0; h < 4; ++h)
+          w[h] = _mm256_mul_ps(
+              _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(cg + r * kCodeBytes + 8 * h)))),
+              d);
+      }
+#pragma GCC unroll 4
+      for (int m = 0; m < MR; ++m) {
+        const float* x = a + m * lda + g * kQuantGroup;
+        lo[m][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x), w[0], lo[m][r]);
+        hi[m][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8), w[1], hi[m][r]);
+        lo[m][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + 16), w[2], lo[m][r]);
+        hi[m][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + 24), w[3], hi[m][r]);
+      }
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < kQuantRows; ++r) out[m * kQuantRows + r] = hsum(_mm256_add_ps(lo[m][r], hi[m][r]));
+}
+
+void qdot_tile(WeightFormat f, int mr, int64_t groups, const float* a, int64_t lda, const uint8_t* codes,
+               const uint16_t* scales, float* out) {
+  const bool int4 = f == WeightFormat::kInt4;
+  switch (mr) {
+    case 1: return int4 ? qdot_t<1, true>(groups, a, lda, codes, scales, out) : qdot_t<1, false>(groups, a, lda, codes, scales, out);
+    case 2: return int4 ? qdot_t<2, true>(groups, a, lda, codes, scales, out) : qdot_t<2, false>(groups, a, lda, codes, scales, out);
+    case 3: return int4 ? qdot_t<3, true>(groups, a, lda, codes, scales, out) : qdot_t<3, false>(groups, a, lda, codes, scales, out);
+    default: return int4 ? qdot_t<4, true>(groups, a, lda, codes, scales, out) : qdot_t<4, false>(groups, a, lda, codes, scales, out);
+  }
+}
+
 }  // namespace
 
 const MicroKernels* avx2_kernels() {
-  static const MicroKernels k{"avx2+fma", dot_tile, axpy_panel};
+  static const MicroKernels k{"avx2+fma", dot_tile, axpy_panel, qdot_tile, nullptr, portable_snake_row};
   return &k;
 }
 

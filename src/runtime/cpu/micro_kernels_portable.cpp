@@ -114,10 +114,85 @@ void axpy_panel(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, 
   }
 }
 
+// One row's group of dequantised weights (quant layout in micro_kernels.h).
+void dequant_group(WeightFormat f, const uint8_t* codes, float d, float m, float* w) {
+  if (f == WeightFormat::kInt8) {
+    for (int j = 0; j < kQuantGroup; ++j) w[j] = static_cast<float>(static_cast<int8_t>(codes[j])) * d;
+  } else {
+    // q·d is exact (4-bit × 11-bit significands), so this is the one rounding of q·d + m.
+    for (int j = 0; j < kQuantGroup / 2; ++j) {
+      w[j] = static_cast<float>(codes[j] & 15) * d + m;
+      w[j + kQuantGroup / 2] = static_cast<float>(codes[j] >> 4) * d + m;
+    }
+  }
+}
+
+template <int MR>
+void qdot_t(WeightFormat f, int64_t groups, const float* a, int64_t lda, const uint8_t* codes,
+            const uint16_t* scales, float* out) {
+  const int64_t code_bytes = quant_code_bytes(f), nscales = quant_scales(f);
+  float acc[MR][kQuantRows][16] = {};
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint16_t* s = scales + g * kQuantRows * nscales;
+    for (int r = 0; r < kQuantRows; ++r) {
+      float w[kQuantGroup];
+      const float m = f == WeightFormat::kInt4 ? f16_to_f32(s[kQuantRows + r]) : 0.0f;
+      dequant_group(f, codes + (g * kQuantRows + r) * code_bytes, f16_to_f32(s[r]), m, w);
+      for (int i = 0; i < MR; ++i) {
+        const float* x = a + i * lda + g * kQuantGroup;
+        for (int h = 0; h < kQuantGroup; h += 16)
+          for (int l = 0; l < 16; ++l) acc[i][r][l] += x[h + l] * w[h + l];
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int r = 0; r < kQuantRows; ++r) {
+      float u[8];
+      for (int l = 0; l < 8; ++l) u[l] = acc[i][r][l] + acc[i][r][l + 8];
+      out[i * kQuantRows + r] = lane_tree(u);
+    }
+}
+
+// sin²(x) for |x| <= kSnakeMaxArg, with only multiplies and adds so the loop vectorises (the
+// library sinf is ~10x slower and dominated the codec's non-convolution time). x is reduced to
+// r = x − kπ (π in three parts, k·P1 and k·P2 exact for |k| < 4096); sin²(x) = sin²(r), so the
+// sign of (−1)^k never matters. sin(r) = r + r·u·p(u), u = r², p fitted for relative error on
+// [0, π/2] (about 2 ulp). The AVX-512 version repeats these operations in this order.
+inline float sin_squared(float x) {
+  constexpr float kInvPi = 0.318309873f;
+  constexpr float kRound = 12582912.0f;  // 1.5·2^23: (v + kRound) − kRound rounds v to an integer
+  const float k = (x * kInvPi + kRound) - kRound;
+  float r = x - k * 3.140625f;
+  r = r - k * 9.67502593994140625e-4f;
+  r = r - k * 1.509958025e-7f;
+  const float u = r * r;
+  float p = -2.39174156e-8f;
+  p = p * u + 2.75271282e-6f;
+  p = p * u - 1.98409049e-4f;
+  p = p * u + 8.33333097e-3f;
+  p = p * u - 1.66666672e-1f;
+  const float s = r + (r * u) * p;
+  return s * s;
+}
+
 }  // namespace
 
+void portable_snake_row(const float* x, int64_t n, float a, float ib, float* y) {
+  for (int64_t t = 0; t < n; ++t) y[t] = x[t] + ib * sin_squared(x[t] * a);
+}
+
+void portable_qdot_tile(WeightFormat f, int mr, int64_t groups, const float* a, int64_t lda,
+                        const uint8_t* codes, const uint16_t* scales, float* out) {
+  switch (mr) {
+    case 1: return qdot_t<1>(f, groups, a, lda, codes, scales, out);
+    case 2: return qdot_t<2>(f, groups, a, lda, codes, scales, out);
+    case 3: return qdot_t<3>(f, groups, a, lda, codes, scales, out);
+    default: return qdot_t<4>(f, groups, a, lda, codes, scales, out);
+  }
+}
+
 const MicroKernels& portable_kernels() {
-  static const MicroKernels k{"portable", dot_tile, axpy_panel};
+  static const MicroKernels k{"portable", dot_tile, axpy_panel, portable_qdot_tile, nullptr, portable_snake_row};
   return k;
 }
 

@@ -6,8 +6,33 @@
 #include <limits>
 
 #include "runtime/cpu/kernels.h"
+#include "runtime/cpu/micro_kernels.h"
 
 namespace chorus::cpu {
+
+void snake_beta(const float* x, int64_t n, float alpha, float inv_beta, float* y) {
+  const auto& mk = detail::active_kernels();
+  constexpr int64_t kBlock = 256;
+  float in[kBlock];
+  for (int64_t t0 = 0; t0 < n; t0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - t0);
+    // Arguments beyond the polynomial's range (or not finite) are rare: look for one first, in a
+    // loop that vectorises, and keep a copy of x only then (y may alias x).
+    int large = 0;
+    for (int64_t t = 0; t < m; ++t) large |= !(std::fabs(x[t0 + t] * alpha) <= detail::kSnakeMaxArg);
+    if (large) std::copy(x + t0, x + t0 + m, in);
+    float* out = y + t0;
+    mk.snake_row(x + t0, m, alpha, inv_beta, out);
+    if (!large) continue;
+    for (int64_t t = 0; t < m; ++t) {
+      const float v = in[t] * alpha;
+      if (!(std::fabs(v) <= detail::kSnakeMaxArg)) {
+        const float s = std::sin(v);
+        out[t] = in[t] + inv_beta * (s * s);
+      }
+    }
+  }
+}
 
 void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) {
   if (dim <= 0) return;
