@@ -113,6 +113,8 @@ typedef struct chorus_model_info {
   int clones_voices;     /* nonzero: chorus_voice_create_* works with this model */
   int has_codec;         /* nonzero: requests give audio */
   const char* weights;   /* "bf16", "int8", "int4" (chorus_load_options.weights); API version 2 */
+  const char* speakers;  /* preset speakers (CustomVoice), comma-separated; "" when none; version 2 */
+  const char* languages; /* languages besides "auto", comma-separated; version 2 */
 } chorus_model_info;
 
 /* Fills `info` (set info->size first, e.g. with sizeof). */

@@ -49,6 +49,8 @@ class ModelInfo:
     clones_voices: bool
     has_codec: bool
     weights: str       # "bf16", "int8" or "int4", as loaded
+    speakers: Tuple[str, ...] = ()   # preset voices (CustomVoice), for say(voice=...)
+    languages: Tuple[str, ...] = ()  # accepted language names besides "auto"
 
 
 # Keyword arguments say(), stream() and astream() accept besides text/voice/instructions/language/seed.

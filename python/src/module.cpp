@@ -369,6 +369,22 @@ py::dict model_info(const Model& model) {
   d["clones_voices"] = i.clones_voices != 0;
   d["has_codec"] = i.has_codec != 0;
   d["weights"] = i.weights ? i.weights : "bf16";
+  const auto split = [](const char* list) {
+    py::list out;
+    std::string item;
+    for (const char* c = list ? list : ""; ; ++c) {
+      if (*c == ',' || *c == '\0') {
+        if (!item.empty()) out.append(item);
+        item.clear();
+        if (*c == '\0') break;
+      } else {
+        item += *c;
+      }
+    }
+    return py::tuple(out);
+  };
+  d["speakers"] = split(i.speakers);
+  d["languages"] = split(i.languages);
   return d;
 }
 

@@ -18,6 +18,15 @@ def test_info(cv_model, tiny_dirs):
     assert i.frame_rate == 12.5 and i.codebooks == 16
     assert i.device == "cpu" and i.has_codec and not i.clones_voices
     assert i.dir == tiny_dirs["custom_voice"]
+    # The preset voices are the checkpoint's speaker table (config.json), sorted; a say() with the
+    # first one works.
+    import json, os
+    with open(os.path.join(tiny_dirs["custom_voice"], "config.json")) as f:
+        table = json.load(f)["talker_config"]["spk_id"]
+    assert len(i.speakers) > 0 and list(i.speakers) == sorted(k.lower() for k in table)
+    assert "auto" not in i.languages and len(i.languages) > 0
+    audio, _ = cv_model.say(TEXT, voice=i.speakers[0], seed=1, max_frames=3)
+    assert audio.size > 0
 
 
 @pytest.mark.parametrize("py_kwargs,cli_args", [

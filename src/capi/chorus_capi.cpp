@@ -25,6 +25,7 @@ struct ModelState {
   std::shared_ptr<const engine::Model> model;
   std::unique_ptr<engine::Synthesizer> synth;
   std::string family, variant, dir, device;
+  std::string speakers, languages;  // comma-separated (chorus_model_info)
 };
 
 struct chorus_model {
@@ -243,6 +244,8 @@ chorus_status chorus_load(const char* spec, const chorus_load_options* options, 
     state->variant = info.variant;
     state->dir = state->model->dir();
     state->device = device->name();
+    for (const std::string& v : info.speakers) state->speakers += (state->speakers.empty() ? "" : ",") + v;
+    for (const std::string& v : info.languages) state->languages += (state->languages.empty() ? "" : ",") + v;
     *out = new chorus_model{std::move(state)};
     return CHORUS_OK;
   });
@@ -275,6 +278,8 @@ chorus_status chorus_model_get_info(const chorus_model* model, chorus_model_info
     full.clones_voices = s.model->clones_voices() ? 1 : 0;
     full.has_codec = s.model->has_codec() ? 1 : 0;
     full.weights = cpu::weight_format_name(s.model->weights());
+    full.speakers = s.speakers.c_str();
+    full.languages = s.languages.c_str();
     write_sized(full, info);
     return CHORUS_OK;
   });
