@@ -239,8 +239,10 @@ void Service::handle_speech(Request&& req, Responder r) {
     if (!t.ok()) return reply_error(r, "speech", api_error_from(t.error(), "speed"));
     job->tempo = std::move(*t);
   }
-  auto enc = audio::StreamEncoder::create(p.format, static_cast<int>(m.codec().sample_rate()), [job](const uint8_t* d, size_t n) {
-    job->bytes.append(reinterpret_cast<const char*>(d), n);  // under job->mu (on_chunk and end hold it)
+  // The job owns the encoder, so a plain pointer (a shared one would keep the job, its connection
+  // and the encoder alive forever through the cycle).
+  auto enc = audio::StreamEncoder::create(p.format, static_cast<int>(m.codec().sample_rate()), [j = job.get()](const uint8_t* d, size_t n) {
+    j->bytes.append(reinterpret_cast<const char*>(d), n);  // under j->mu (on_chunk and end hold it)
     return ok_status();
   });
   if (!enc.ok()) return reply_error(r, "speech", api_error_from(enc.error(), "response_format"));
