@@ -193,6 +193,10 @@ void Service::handle_speech(Request&& req, Responder r) {
   q.instruct = p.instructions;
   q.xvector_only = p.x_vector_only;
   q.max_frames = p.max_new_tokens;
+  if (p.min_new_tokens > 0) {
+    q.min_frames = p.min_new_tokens;
+    q.length_cap.frames_per_token = 0;  // a length asked for exactly is not capped by the text's
+  }
   q.seed = p.seed.value_or(0);
   q.cfg_scale = p.cfg_scale;
   for (auto* s : {&q.sampler, &q.depth_sampler}) {

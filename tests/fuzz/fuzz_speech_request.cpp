@@ -63,6 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!(p.speed >= 0.25 && p.speed <= 4.0)) std::abort();
     if (p.ref_audio.size() > limits.max_ref_audio_bytes) std::abort();
     if (p.max_new_tokens < 0 || p.max_new_tokens > limits.max_new_tokens) std::abort();
+    if (p.min_new_tokens < 0 || (p.max_new_tokens > 0 && p.min_new_tokens > p.max_new_tokens)) std::abort();
     if (p.temperature && !(*p.temperature >= 0 && *p.temperature <= 2)) std::abort();
     if (p.top_p && !(*p.top_p > 0 && *p.top_p <= 1)) std::abort();
     if (p.top_k && *p.top_k < 0) std::abort();
