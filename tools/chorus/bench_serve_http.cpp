@@ -7,10 +7,14 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/connect.hpp>
@@ -176,14 +180,27 @@ Result<Point> run_point(const Target& target, const ServeBenchOptions& o, const 
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  std::vector<std::thread> clients;
-  clients.reserve(plan.size());
+  // Detached client threads, counted: a long run must not keep every finished thread until the end.
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t running_clients = 0;
   const Clock::time_point t0 = Clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
     std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(plan[i].at_s)));
-    clients.emplace_back([&, i] { run_request(target, model, o.voice, plan[i], timings[i]); });
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++running_clients;
+    }
+    std::thread([&, i] {
+      run_request(target, model, o.voice, plan[i], timings[i]);
+      std::lock_guard<std::mutex> lock(mu);
+      if (--running_clients == 0) cv.notify_all();
+    }).detach();
   }
-  for (auto& c : clients) c.join();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return running_clients == 0; });
+  }
   const double wall = secs(Clock::now() - t0);
   sampling = false;
   sampler.join();
