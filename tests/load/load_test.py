@@ -191,7 +191,7 @@ def main():
         failures += t.errors[:20]
         if not ok:
             failures.append(f"not idle {a.settle_s} s after the run: {st}")
-        if t.ok < a.requests // 2:
+        if t.ok < a.requests // 5:  # vacuity guard: overload must not turn every request away
             failures.append(f"only {t.ok} whole streams")
         if t.refused == 0 or refusals == 0:
             failures.append("the queue never overflowed (no 429): raise --concurrency")
