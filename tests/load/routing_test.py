@@ -3,9 +3,9 @@
 loopback ports, balanced by least_conn, configured as docs/routing.md describes (streaming without
 buffering, passive health: a refused connection or a 503 sends the request to the other replica).
 
-A load run of streamed speech requests goes through nginx; part-way through, replica A gets SIGTERM.
-Checks: both replicas served requests; A's /ready answers 503 on a connection opened before the
-signal; A finishes the streams it had and exits 0; every client request succeeds (a whole 200 PCM
+A load run of streamed speech requests goes through nginx; part-way through, replica A gets SIGTERM
+while a stream of its own is running. Checks: both replicas served requests; A's /ready answers 503
+on a connection opened before the signal; A finishes the streams it had (that one whole) and exits 0; every client request succeeds (a whole 200 PCM
 stream), the ones sent after the signal included, which A's refusals or its closed port pushed on
 to replica B.
 
@@ -15,6 +15,7 @@ all live there, and it listens on 127.0.0.1 only.
 import argparse
 import asyncio
 import http.client
+import json
 import os
 import random
 import shutil
@@ -27,6 +28,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib as sl  # noqa: E402
+
+HELD_FRAMES = 300
 
 NGINX_CONF = """\
 {user}worker_processes 1;
@@ -177,6 +180,14 @@ def main():
             if drained or done < a.requests * a.drain_at:
                 return
             nonlocal m_a
+            # A stream of A's own, running when the signal comes, so the drain has one to finish.
+            held = http.client.HTTPConnection("127.0.0.1", ra.port, timeout=60)
+            held.request("POST", "/v1/audio/speech", body=json.dumps(
+                {"model": model, "input": "A stream that outlives the signal.", "voice": "ryan",
+                 "response_format": "pcm", "max_new_tokens": HELD_FRAMES, "min_new_tokens": HELD_FRAMES}),
+                headers={"Content-Type": "application/json"})
+            held_response = held.getresponse()
+            first = held_response.read(3840)
             m_a = sl.metrics(ra.port)
             drained["active_at_signal"] = m_a.get("chorus_active_streams", 0)
             ra.proc.send_signal(signal.SIGTERM)
@@ -191,6 +202,8 @@ def main():
             rr = probe.getresponse()
             rr.read()
             drained["ready_status"] = rr.status
+            drained["held_bytes"] = len(first) + len(held_response.read()) if held_response.status == 200 else -1
+            held.close()
 
         t = Tally()
         t0 = time.monotonic()
@@ -226,6 +239,9 @@ def main():
             failures.append("replica A was never drained")
         elif drained.get("ready_status") != 503:
             failures.append(f"A's /ready answered {drained.get('ready_status')} while draining")
+        if drained and drained.get("held_bytes") != HELD_FRAMES * 3840:
+            failures.append(f"the stream running on A at the signal ended after {drained.get('held_bytes')} bytes, "
+                            f"not {HELD_FRAMES * 3840}")
         if rc_a != 0:
             failures.append(f"replica A exited with {rc_a} after SIGTERM")
         if sl.get(port, "/health")[0] != 200:
