@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package chorus needs to build, test and fuzz. Idempotent.
+# Installs every Debian 12 package chorus needs to build, test and fuzz. Idempotent. nginx is only
+# the routing test's proxy (tests/load/routing_test.py runs it from a temporary prefix as the calling
+# user); the packaged service is never used.
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
@@ -13,6 +15,7 @@ PKGS=(
   python3-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
   libboost1.81-dev prometheus-cpp-dev libmp3lame-dev libopus-dev libopusenc-dev libsoundtouch-dev curl
   chromium  # the playground's browser test (tests/node/playground.test.mjs, headless via puppeteer-core)
+  nginx
 )
 # Node (the OpenAI SDK tests) comes from Debian unless a newer nodejs (with its own npm) is there.
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs)

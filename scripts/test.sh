@@ -3,10 +3,14 @@
 # nvcc is present), runs every unit/golden test (not the GPU suite, label `gpu`: it needs a GPU,
 # scripts/device/gpu_tests.sh), the planted-bug checks (tests/planted/run.sh), then the parser tests
 # under AddressSanitizer + UndefinedBehaviorSanitizer, then each libFuzzer target for a bounded time.
+# `chorus serve` is also driven from outside (tests/load: clients hanging up under load, nginx
+# routing over two replicas with a drain, bench --url), and the load test runs again against chorus
+# built with ASan+UBSan and with TSan.
 #   CHORUS_FUZZ_SECONDS=N   seconds per fuzz target (default 60; 0 skips fuzzing)
 #   CHORUS_FUZZ_SEED=N      libFuzzer seed (default 1, so a CI finding replays; 0 = random, for
 #                           longer exploratory runs)
-#   CHORUS_SKIP_ASAN=1      skip the sanitizer build
+#   CHORUS_SKIP_ASAN=1      skip the ASan+UBSan build
+#   CHORUS_SKIP_TSAN=1      skip the TSan build of chorus
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -31,6 +35,13 @@ run_ctest() {  # run_ctest BUILD_DIR [ctest args...]: adds the counts to the tot
   total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
   passed=$((passed + total - nf)); failed=$((failed + nf))
   rm -f "$log"
+}
+run_check() {  # run_check NAME COMMAND...: one pass or one failure, with its time
+  local name=$1; shift
+  local t0=$SECONDS
+  echo "-- $name"
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "-- $name FAILED"; fi
+  echo "-- $name: $((SECONDS - t0)) s"
 }
 
 echo "== build (release)"
@@ -94,16 +105,44 @@ else
   echo "node/npm missing: counted as one failure"; failed=$((failed + 1))
 fi
 
+# Black-box checks of chorus serve (Debian's python3 and nginx; each script is one check).
+echo "== chorus serve from outside (tests/load: hang-ups under load, nginx over two replicas, bench --url)"
+run_check load /usr/bin/python3 tests/load/load_test.py --chorus build/chorus
+run_check routing /usr/bin/python3 tests/load/routing_test.py --chorus build/chorus
+run_check bench_url /usr/bin/python3 tests/load/bench_url_test.py --chorus build/chorus
+
 if [ "${CHORUS_SKIP_ASAN:-0}" != 1 ]; then
-  echo "== tests under ASan+UBSan (parsers, loaders, tokenizer, audio input)"
+  echo "== tests under ASan+UBSan (parsers, loaders, tokenizer, audio input; chorus serve under load)"
+  t0=$SECONDS
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_CUDA=OFF \
-        -DCHORUS_SANITIZE=address,undefined >/dev/null
+        -DCHORUS_SANITIZE=address,undefined "${launcher[@]}" >/dev/null
   asan_targets=$(ninja -C build-asan -t targets all 2>/dev/null | grep -oE '^test_(io|text|audio|core)[a-z_]*:' | tr -d ':' | sort -u || true)
   if [ -n "$asan_targets" ]; then
     # shellcheck disable=SC2086
     ninja -C build-asan $asan_targets
     run_ctest build-asan -L '^(io|text|audio|core)$'
   fi
+  ninja -C build-asan chorus
+  # Leaks are reported when the server exits after its drain (a leak fails the check); the memory
+  # bound is loose because ASan's quarantine holds freed memory.
+  run_check load_asan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    /usr/bin/python3 tests/load/load_test.py --chorus build-asan/chorus --settle-s 60 --refusal-bound-ms 2000 --rss-slack-mib 512
+  echo "-- ASan+UBSan section: $((SECONDS - t0)) s"
+fi
+
+if [ "${CHORUS_SKIP_TSAN:-0}" != 1 ]; then
+  # The chorus binary alone (the threads that matter are the server's), and fewer requests and
+  # clients against a smaller server: TSan slows synthesis enough that 24 clients would mostly be
+  # turned away.
+  echo "== chorus serve under TSan (the load test)"
+  t0=$SECONDS
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_CUDA=OFF -DCHORUS_TESTS=OFF \
+        -DCHORUS_PYTHON=OFF -DCHORUS_SANITIZE=thread "${launcher[@]}" >/dev/null
+  ninja -C build-tsan chorus
+  run_check load_tsan env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    /usr/bin/python3 tests/load/load_test.py --chorus build-tsan/chorus --requests 200 --warmup 50 --concurrency 8 \
+    --max-streams 2 --max-queue 2 --settle-s 60 --refusal-bound-ms 5000 --rss-slack-mib 512
+  echo "-- TSan section: $((SECONDS - t0)) s"
 fi
 
 if [ "$fuzz_seconds" -gt 0 ] && [ -d tests/fuzz ]; then

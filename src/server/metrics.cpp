@@ -32,6 +32,7 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   queued_ = &q.Add({{"state", "queued"}});
   running_ = &q.Add({{"state", "running"}});
   rss_ = &BuildGauge().Name("chorus_resident_memory_bytes").Help("Resident memory of the server process").Register(*registry_).Add({});
+  connections_ = &BuildGauge().Name("chorus_http_connections").Help("Open HTTP connections, this scrape's own included").Register(*registry_).Add({});
   ttfa_ = &BuildHistogram().Name("chorus_time_to_first_audio_seconds").Help("From admission request to the first audio").Register(*registry_)
                .Add({}, Histogram::BucketBoundaries{0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10});
   rtf_ = &BuildHistogram().Name("chorus_real_time_factor").Help("Synthesis time over audio time per request").Register(*registry_)
@@ -62,6 +63,7 @@ int Metrics::active_streams() const { return static_cast<int>(active_->Value());
 
 std::string Metrics::render() {
   rss_->Set(resident_bytes());
+  if (connections_source_) connections_->Set(connections_source_());
   prometheus::TextSerializer s;
   return s.Serialize(registry_->Collect());
 }

@@ -1,8 +1,10 @@
 // The server's Prometheus metrics (prometheus-cpp), rendered in the text exposition format for
 // GET /metrics: requests by endpoint and status, streams active and queued, refusals, cancels,
-// time to first audio and real-time factor histograms, audio seconds made, resident memory.
+// time to first audio and real-time factor histograms, audio seconds made, resident memory, open
+// connections.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,6 +26,8 @@ class Metrics {
   void synthesis(double first_audio_s, double audio_s, double total_s);
   // Set just before rendering.
   void set_queued(int queued, int running);
+  // Read at each render: open HTTP connections (the metrics layer does not know the HTTP server).
+  void count_connections(std::function<int()> f) { connections_source_ = std::move(f); }
   std::string render();
   int active_streams() const;
 
@@ -37,6 +41,8 @@ class Metrics {
   prometheus::Gauge* queued_;
   prometheus::Gauge* running_;
   prometheus::Gauge* rss_;
+  prometheus::Gauge* connections_;
+  std::function<int()> connections_source_;
   prometheus::Histogram* ttfa_;
   prometheus::Histogram* rtf_;
 };

@@ -39,6 +39,7 @@ struct SpeechParams {
   std::string ref_text;
   bool x_vector_only = false;
   int64_t max_new_tokens = 0;  // 0: the model's limit
+  int64_t min_new_tokens = 0;  // end of speech ignored before this many frames (benchmarks); 0: the default
   std::optional<uint64_t> seed;
   std::optional<float> temperature, top_p, repetition_penalty, cfg_scale;
   std::optional<int32_t> top_k;

@@ -184,6 +184,10 @@ std::optional<ApiError> Service::prepare_request(const SpeechParams& p, LoadedMo
   q.instruct = p.instructions;
   q.xvector_only = p.x_vector_only;
   q.max_frames = p.max_new_tokens;
+  if (p.min_new_tokens > 0) {
+    q.min_frames = p.min_new_tokens;
+    q.length_cap.frames_per_token = 0;  // a length asked for exactly is not capped by the text's
+  }
   q.seed = p.seed.value_or(0);
   q.cfg_scale = p.cfg_scale;
   for (auto* s : {&q.sampler, &q.depth_sampler}) {
@@ -261,8 +265,10 @@ void Service::handle_speech(Request&& req, Responder r) {
     if (!t.ok()) return reply_error(r, "speech", api_error_from(t.error(), "speed"));
     job->tempo = std::move(*t);
   }
-  auto enc = audio::StreamEncoder::create(p.format, static_cast<int>(m.codec().sample_rate()), [job](const uint8_t* d, size_t n) {
-    job->bytes.append(reinterpret_cast<const char*>(d), n);  // under job->mu (on_chunk and end hold it)
+  // The job owns the encoder, so a plain pointer (a shared one would keep the job, its connection
+  // and the encoder alive forever through the cycle).
+  auto enc = audio::StreamEncoder::create(p.format, static_cast<int>(m.codec().sample_rate()), [j = job.get()](const uint8_t* d, size_t n) {
+    j->bytes.append(reinterpret_cast<const char*>(d), n);  // under j->mu (on_chunk and end hold it)
     return ok_status();
   });
   if (!enc.ok()) return reply_error(r, "speech", api_error_from(enc.error(), "response_format"));

@@ -45,6 +45,47 @@ bool VoiceStore::valid_id(std::string_view id) {
   });
 }
 
+// One stored voice read from `dir`; nullptr when its files are missing or do not parse.
+std::shared_ptr<const StoredVoice> VoiceStore::load(const std::string& id) const {
+  auto meta = io::read_json_file((fs::path(dir_) / (id + ".json")).string(), {.max_bytes = 1 << 20, .max_depth = 4});
+  if (!meta.ok() || !meta->is_object()) return nullptr;
+  auto voice = voice::read_voice_file((fs::path(dir_) / (id + ".voice")).string());
+  if (!voice.ok()) return nullptr;
+  auto v = std::make_shared<StoredVoice>();
+  v->id = id;
+  v->name = meta->value("name", std::string());
+  v->model = meta->value("model", std::string());
+  v->consent = meta->value("consent", std::string());
+  v->created_at = meta->value("created_at", int64_t{0});
+  v->voice = std::move(*voice);
+  return v;
+}
+
+bool VoiceStore::on_disk(const std::string& id) const {
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(dir_) / (id + ".json"), ec);
+}
+
+void VoiceStore::rescan() const {
+  std::error_code ec;
+  std::map<std::string, bool> seen;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    if (!e.is_regular_file() || e.path().extension() != ".json") continue;
+    const std::string id = e.path().stem().string();
+    if (valid_id(id)) seen[id] = true;
+  }
+  if (ec) return;  // an unreadable folder keeps what is known
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = voices_.begin(); it != voices_.end();) it = seen.count(it->first) ? std::next(it) : voices_.erase(it);
+  size_t skipped = 0;
+  for (const auto& [id, _] : seen) {
+    if (voices_.count(id)) continue;
+    if (auto v = load(id)) voices_[id] = std::move(v);
+    else ++skipped;
+  }
+  skipped_ = skipped;
+}
+
 Result<std::unique_ptr<VoiceStore>> VoiceStore::open(const std::string& dir) {
   std::unique_ptr<VoiceStore> s(new VoiceStore());
   s->dir_ = dir;
@@ -52,25 +93,7 @@ Result<std::unique_ptr<VoiceStore>> VoiceStore::open(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) return make_error(ErrorCode::kIo, dir + ": cannot create the voices folder");
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (!e.is_regular_file() || e.path().extension() != ".json") continue;
-    const std::string id = e.path().stem().string();
-    if (!valid_id(id)) continue;
-    auto meta = io::read_json_file(e.path().string(), {.max_bytes = 1 << 20, .max_depth = 4});
-    auto voice = voice::read_voice_file((fs::path(dir) / (id + ".voice")).string());
-    if (!meta.ok() || !meta->is_object() || !voice.ok()) {
-      ++s->skipped_;
-      continue;
-    }
-    auto v = std::make_shared<StoredVoice>();
-    v->id = id;
-    v->name = meta->value("name", std::string());
-    v->model = meta->value("model", std::string());
-    v->consent = meta->value("consent", std::string());
-    v->created_at = meta->value("created_at", int64_t{0});
-    v->voice = std::move(*voice);
-    s->voices_[id] = std::move(v);
-  }
+  s->rescan();
   return s;
 }
 
@@ -93,12 +116,30 @@ Result<std::shared_ptr<const StoredVoice>> VoiceStore::add(StoredVoice v) {
 
 std::shared_ptr<const StoredVoice> VoiceStore::get(const std::string& id) const {
   if (!valid_id(id)) return nullptr;
+  if (!dir_.empty()) {
+    // The folder is the truth (other replicas may share it): a voice another process deleted is
+    // gone here too, one it made is read on first use. Voices never change once written.
+    if (!on_disk(id)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      voices_.erase(id);
+      return nullptr;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = voices_.find(id); it != voices_.end()) return it->second;
+    }
+    auto v = load(id);
+    if (!v) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    return voices_.emplace(id, std::move(v)).first->second;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = voices_.find(id);
   return it == voices_.end() ? nullptr : it->second;
 }
 
 std::vector<std::shared_ptr<const StoredVoice>> VoiceStore::list() const {
+  if (!dir_.empty()) rescan();
   std::vector<std::shared_ptr<const StoredVoice>> out;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -112,15 +153,20 @@ Result<bool> VoiceStore::remove(const std::string& id) {
   if (!valid_id(id)) return false;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = voices_.find(id);
-  if (it == voices_.end()) return false;
   if (!dir_.empty()) {
+    if (!on_disk(id)) {  // unknown, or deleted by another process sharing the folder
+      if (it != voices_.end()) voices_.erase(it);
+      return false;
+    }
     std::error_code ec;
     // The metadata first: a lone .voice file is ignored on load.
     fs::remove(fs::path(dir_) / (id + ".json"), ec);
     if (ec) return make_error(ErrorCode::kIo, id + ": cannot delete the voice");
     fs::remove(fs::path(dir_) / (id + ".voice"), ec);
+  } else if (it == voices_.end()) {
+    return false;
   }
-  voices_.erase(it);
+  if (it != voices_.end()) voices_.erase(it);
   return true;
 }
 

@@ -4,7 +4,8 @@
 //   <id>.voice   the voice file format (models/voice/voice_file.h)
 //   <id>.json    name, model, creation time, consent
 // Ids are generated ("voice_" + 16 hex digits) and checked on every lookup, so no request can
-// name a path. Without a folder the store lives in memory only.
+// name a path. Without a folder the store lives in memory only. With one, the folder is the
+// truth: replicas sharing it (a shared volume) see each other's voices and deletions.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,7 @@ struct StoredVoice {
 class VoiceStore {
  public:
   // Loads every voice found in `dir` (created if missing); "" keeps voices in memory. Files that do
-  // not parse are skipped and counted in skipped().
+  // not parse are skipped and counted in skipped() (as of the last scan: open() and list()).
   static Result<std::unique_ptr<VoiceStore>> open(const std::string& dir);
 
   // Letters, digits, '_' and '-', 1 to 64 of them.
@@ -41,17 +42,20 @@ class VoiceStore {
   // Gives `v` a new id, persists it and returns it.
   Result<std::shared_ptr<const StoredVoice>> add(StoredVoice v);
   std::shared_ptr<const StoredVoice> get(const std::string& id) const;  // nullptr when unknown
-  std::vector<std::shared_ptr<const StoredVoice>> list() const;         // by creation time
+  std::vector<std::shared_ptr<const StoredVoice>> list() const;         // by creation time (rescans the folder)
   // false when unknown.
   Result<bool> remove(const std::string& id);
   size_t skipped() const { return skipped_; }
 
  private:
   VoiceStore() = default;
+  std::shared_ptr<const StoredVoice> load(const std::string& id) const;
+  bool on_disk(const std::string& id) const;
+  void rescan() const;  // the cache made equal to the folder
   std::string dir_;
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const StoredVoice>> voices_;
-  size_t skipped_ = 0;
+  mutable std::map<std::string, std::shared_ptr<const StoredVoice>> voices_;
+  mutable size_t skipped_ = 0;
 };
 
 }  // namespace chorus::server

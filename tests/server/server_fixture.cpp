@@ -124,6 +124,8 @@ RunningServer start_server(ServiceOptions options, HttpOptions http_options) {
       http_options, [p](Request&& req, Responder r) { p->handle(std::move(req), std::move(r)); },
       [](int status, const std::string& m) { return ApiError{status, m, "invalid_request_error", {}, {}}.to_json(); });
   if (!s.http->listen("127.0.0.1", 0).ok()) return s;
+  HttpServer* h = s.http.get();
+  p->metrics().count_connections([h] { return h->connections(); });
   s.http->start();
   return s;
 }

@@ -5,7 +5,9 @@
 // speed. Reports audio seconds made per second, concurrent streams, time to first audio, per-frame
 // gaps, underruns (a frame arriving after its playback time), memory and refusals; --sweep finds the
 // highest rate with no underrun and p99 first audio within --ttfa-bound; --verify N replays N of
-// the requests alone and checks their codes are bit-identical.
+// the requests alone and checks their codes are bit-identical. With --url the same load goes over
+// HTTP to a running `chorus serve` (bench_serve_http.cpp): streamed PCM, time to first audio from the
+// request's start to its first audio byte, refusals as 429s.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,6 +21,8 @@ namespace chorus::cli {
 
 struct ServeBenchOptions {
   bool serve = false;
+  std::string url;          // a running server's base URL: load over HTTP instead of in process
+  std::string voice;        // --url: the voice of every request
   double rate = 1.0;        // requests per second
   double duration = 10.0;   // seconds of arrivals
   std::string lengths = "5-30";  // utterance seconds: "A-B" uniform, or a file of seconds, one a line
@@ -36,5 +40,7 @@ struct ServeBenchOptions {
 // decoder layers' weights in `weights` (engine::LoadOptions::weights).
 int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const std::string& device, int threads,
                     uint64_t seed, cpu::WeightFormat weights);
+// Runs it against the server at o.url; `model` is the server's name for the model.
+int run_serve_bench_http(const ServeBenchOptions& o, const std::string& model, uint64_t seed);
 
 }  // namespace chorus::cli

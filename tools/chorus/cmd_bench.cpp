@@ -105,6 +105,7 @@ struct BenchModel {
 int run(const Options& o) {
   const auto weights = cli::weight_format_option(o.weights);
   if (!weights.ok()) return cli::fail(weights.error());
+  if (o.serve.serve && !o.serve.url.empty()) return cli::run_serve_bench_http(o.serve, o.model, o.seed);
   if (o.serve.serve) return cli::run_serve_bench(o.serve, o.model, o.device, o.threads, o.seed, *weights);
   if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0 || o.codec_chunk < 0)
     return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup and --codec-chunk >= 0");
@@ -259,7 +260,8 @@ chorus::cli::Runner setup(CLI::App& sub) {
                "With --device cuda: where the persistent decode kernel spends its time, per phase (diagnostics)");
   sub.footer("Example: chorus make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out /tmp/q06\n"
              "         chorus bench --model /tmp/q06 --frames 100 --weights int8\n"
-             "         chorus bench --model /tmp/q06 --serve --rate 0.5 --duration 20 --verify 3");
+             "         chorus bench --model /tmp/q06 --serve --rate 0.5 --duration 20 --verify 3\n"
+             "         chorus bench --model q06 --serve --url http://127.0.0.1:8000 --voice ryan --rate 0.5 --duration 20");
   return [o] { return run(*o); };
 }
 

@@ -73,6 +73,7 @@ int run(const Options& o) {
         return server::ApiError{status, message, "invalid_request_error", {}, {}}.to_json();
       });
   if (auto st = http.listen(o.host, static_cast<uint16_t>(o.port)); !st.ok()) return cli::fail(st.error());
+  svc.metrics().count_connections([&http] { return http.connections(); });
   std::signal(SIGPIPE, SIG_IGN);
 
   // Signals are waited for on a context of their own, so the I/O threads never run the drain.

@@ -1,0 +1,77 @@
+// What the two serving benchmarks share (in process through the Synthesizer, bench_serve.cpp; over
+// HTTP against a running server, bench_serve_http.cpp): the open-loop arrival plan, what a
+// simulated client records, the statistics made from it, their printout and JSON, and the rate
+// sweep. Both drive the same plan for the same seed, so their numbers compare directly.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_serve.h"
+#include "core/error.h"
+
+namespace chorus::cli::serve_bench {
+
+using Clock = std::chrono::steady_clock;
+inline double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Utterance seconds: {A, B} for "A-B" (uniform), else the lengths of a file, one a line.
+Result<std::vector<double>> read_lengths(const std::string& spec);
+
+// One request of the plan: when it is sent (seconds after the start) and what it asks for.
+struct Arrival {
+  double at_s = 0;
+  std::string text;
+  std::string speaker;  // empty: none
+  int64_t frames = 0;   // exactly this many (EOS suppressed)
+  uint64_t seed = 0;
+};
+
+// Poisson arrivals at `rate` per second for `duration` seconds, lengths drawn from `lengths`,
+// speakers round a list (may be empty), request seeds derived from `seed`.
+std::vector<Arrival> plan_arrivals(double rate, double duration, const std::vector<double>& lengths,
+                                   const std::vector<std::string>& speakers, double frame_rate, uint64_t seed);
+
+// What one simulated client saw.
+struct Timing {
+  std::vector<double> frame_at;  // seconds after the request started, one per frame received
+  double first_audio_s = 0;
+  bool refused = false;  // queue full (kResourceExhausted / 429)
+  bool failed = false;
+  std::string error;     // when failed
+};
+
+struct Point {
+  double rate = 0, duration = 0, audio_s_per_s = 0, mean_streams = 0, ttfa_p50 = 0, ttfa_p90 = 0, ttfa_p99 = 0;
+  double gap_p99_ms = 0, underrun_pct = 0, late_frames_pct = 0, rss_mib = 0;
+  // In process only: the scheduler's mean step and its parts (0 through HTTP).
+  double step_ms = 0, generate_ms = 0, decode_ms = 0;
+  int max_streams = 0;
+  int64_t requests = 0, refused = 0, failed = 0, verified = 0, verify_mismatches = 0;
+};
+
+// The statistics of one run: `wall` seconds from the first arrival's clock to the last end,
+// `running` the sampled counts of streams in progress. Playback of a request starts when its
+// first frame arrives; frame k is late (an underrun) when it arrives after start + k frames.
+Point summarize(const std::vector<const Timing*>& timings, double frame_rate, double rate, double duration, double wall,
+                const std::vector<int>& running);
+
+void print_point(const Point& p);
+nlohmann::json to_json(const Point& p);
+// No refusal, failure or underrun, and p99 TTFA within the bound.
+bool good(const Point& p, const ServeBenchOptions& o);
+
+// Runs one point (--rate) or the sweep (--sweep) with `run_point(rate, seed)`, adding each point
+// to out["points"] (and out["sweep_rate"]).
+Status run_points(const ServeBenchOptions& o, uint64_t seed, const std::function<Result<Point>(double, uint64_t)>& run_point,
+                  nlohmann::json& out);
+
+// Writes `out` to o.json if set.
+Status write_json(const ServeBenchOptions& o, const nlohmann::json& out);
+
+}  // namespace chorus::cli::serve_bench
