@@ -6,7 +6,7 @@
 # `chorus serve` is also driven from outside (tests/load: clients hanging up under load, nginx
 # routing over two replicas with a drain, bench --url), and the load test runs again against chorus
 # built with ASan+UBSan and with TSan.
-#   CHORUS_FUZZ_SECONDS=N   seconds per fuzz target (default 60; 0 skips fuzzing)
+#   CHORUS_FUZZ_SECONDS=N   seconds per fuzz target (default 30; 0 skips fuzzing)
 #   CHORUS_FUZZ_SEED=N      libFuzzer seed (default 1, so a CI finding replays; 0 = random, for
 #                           longer exploratory runs)
 #   CHORUS_SKIP_ASAN=1      skip the ASan+UBSan build
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-fuzz_seconds=${CHORUS_FUZZ_SECONDS:-60}
+fuzz_seconds=${CHORUS_FUZZ_SECONDS:-30}
 fuzz_seed=${CHORUS_FUZZ_SEED:-1}
 "$(pwd)/scripts/install-deps.sh"
 
