@@ -23,7 +23,9 @@ std::string text_for(double seconds, std::mt19937_64& rng) {
   static const char* kWords[] = {"the", "morning", "light", "fell", "across", "quiet", "streets", "while", "people",
                                  "walked", "to", "work", "talking", "about", "plans", "for", "a", "long", "weekend",
                                  "by", "sea", "and", "how", "summer", "had", "gone", "so", "quickly", "this", "year"};
-  const int words = std::max(3, static_cast<int>(seconds * 2.5));
+  // At most 36 words (under 300 characters): a server speaks longer input as several segments, and
+  // each would be held to the request's exact length (min_new_tokens), multiplying the audio.
+  const int words = std::clamp(static_cast<int>(seconds * 2.5), 3, 36);
   std::string t;
   for (int i = 0; i < words; ++i) {
     if (i) t += ' ';
