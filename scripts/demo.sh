@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs packages, builds chorus, and synthesizes speech into demo.wav. With --model DIR it uses
+# Installs packages, builds chorus, synthesizes speech into demo.wav, and installs the Python
+# package into .venv. With --model DIR it uses
 # that checkpoint (e.g. a Qwen3-TTS-12Hz-0.6B-CustomVoice folder); without, it makes a tiny
 # random-weight demo model first, whose audio is noise.
 set -euo pipefail
@@ -21,3 +22,8 @@ if build/chorus inspect "$model" | grep -q '^speakers .*ryan'; then speaker_args
 build/chorus say --model "$model" --text "${CHORUS_DEMO_TEXT:-Hello! This is chorus, speaking from a C++ engine.}" \
   "${speaker_args[@]}" -o demo.wav
 echo "demo.sh: wrote demo.wav"
+# The Python package (import chorus), offline, into .venv with Debian's numpy and pybind11.
+/usr/bin/python3 -m venv --system-site-packages .venv
+CHORUS_BUILD_DIR="$(pwd)/build" .venv/bin/pip install -q --no-build-isolation ./python
+.venv/bin/python -c "import chorus; print('demo.sh: Python package in .venv:', chorus.build_info())"
+echo "demo.sh: next: build/chorus serve --model $model  (then open the printed URL for the playground)"
