@@ -137,3 +137,32 @@ def test_say_downloads_only_when_asked(hub, tmp_path):
     assert r.returncode == 0, r.stderr
     assert out.stat().st_size == 2 * 1920 * 4
     assert (cache / "models--Test--Tiny" / "refs" / "main").read_text() == COMMIT
+
+
+def test_serve_downloads_only_when_asked(hub, tmp_path):
+    import json
+    import re
+    import signal
+    import urllib.request
+    cache = tmp_path / "hub"
+    env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(cache))
+    env.pop("HF_HUB_OFFLINE", None)
+    args = [CHORUS_BIN, "serve", "--model", "Test/Tiny", "--port", "0", "--host", "127.0.0.1"]
+    r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode != 0 and "chorus pull" in r.stderr
+    assert not hub.requests("/api/")
+    p = subprocess.Popen(args + ["--download"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        url = None
+        for line in p.stdout:
+            m = re.search(r"listening on (http://\S+)", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url, "the server did not start"
+        models = json.load(urllib.request.urlopen(url + "/v1/models", timeout=10))
+        assert [m["id"] for m in models["data"]] == ["Tiny"]
+        assert (cache / "models--Test--Tiny" / "refs" / "main").read_text() == COMMIT
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)

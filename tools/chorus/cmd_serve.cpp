@@ -11,6 +11,10 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "command.h"
+#include <unistd.h>
+
+#include <cstdio>
+
 #include "engine/model.h"
 #include "engine/tts_model_cuda.h"
 #include "server/http_server.h"
@@ -27,6 +31,7 @@ struct Options {
   std::string weights = "bf16";  // every model's decoder layers: bf16, int8 or int4 (CPU)
   int port = 8000, max_streams = 64, max_queue = 256, threads = 2, grace_s = 30;
   size_t max_input_chars = 4096, max_segment_chars = 300, max_body_mb = 32;
+  bool download = false;  // a Hugging Face id missing from the cache is downloaded (as chorus pull)
 };
 
 std::string model_id(const std::string& spec) {
@@ -49,6 +54,8 @@ int run(const Options& o) {
     engine::LoadOptions lo;
     lo.device = *device;
     lo.weights = *weights;
+    lo.download = o.download;
+    lo.download_progress = o.download && isatty(fileno(stderr));
     auto m = engine::load(spec, lo);
     if (!m.ok()) return cli::fail(m.error());
     models.emplace_back(model_id(spec), *m);
@@ -105,6 +112,8 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--model", o->models, "Checkpoint folder or Hugging Face id; repeat for several (clients name a model by its folder name)")
       ->required();
   sub.add_option("--device", o->device, "cpu, or cuda (CUDA builds)")->capture_default_str();
+  sub.add_flag("--download", o->download,
+               "Download a Hugging Face --model id missing from the local cache first (as `chorus pull`)");
   sub.add_option("--weights", o->weights,
                  "CPU: bf16 (weights as stored, exact), int8 or int4 (decoder layers quantised at load; "
                  "docs/quantization.md)")
