@@ -11,9 +11,9 @@
 #                           longer exploratory runs)
 #   CHORUS_SKIP_ASAN=1      skip the ASan+UBSan build
 #   CHORUS_SKIP_TSAN=1      skip the TSan build of chorus
-#   CHORUS_TSAN_AFTER_MIN=N the TSan build (a full build, ~8 min on 2 cores) starts only while the run
-#                           has taken less than N minutes (default 34), so that a run on a cold
-#                           machine still ends within CI's hour; it says so when it skips
+#   CHORUS_RUN_BUDGET_MIN=N the sanitized builds of chorus (ASan+UBSan ~22 min, TSan ~18 min on 2
+#                           cores, cold) run only when they and the fuzzing still fit in N minutes
+#                           (default 55, under CI's hour); a skipped one says so
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -114,6 +114,13 @@ run_check load /usr/bin/python3 tests/load/load_test.py --chorus build/chorus
 run_check routing /usr/bin/python3 tests/load/routing_test.py --chorus build/chorus
 run_check bench_url /usr/bin/python3 tests/load/bench_url_test.py --chorus build/chorus
 
+# Whether a stage of about $1 minutes, and the fuzzing after it, still fit in the run's budget.
+budget_min=${CHORUS_RUN_BUDGET_MIN:-55}
+fits() {
+  local fuzz_min=$(( fuzz_seconds * 7 / 60 + 3 ))
+  [ $(( SECONDS / 60 + $1 + fuzz_min )) -le "$budget_min" ]
+}
+
 if [ "${CHORUS_SKIP_ASAN:-0}" != 1 ]; then
   echo "== tests under ASan+UBSan (parsers, loaders, tokenizer, audio input; chorus serve under load)"
   t0=$SECONDS
@@ -125,17 +132,20 @@ if [ "${CHORUS_SKIP_ASAN:-0}" != 1 ]; then
     ninja -C build-asan $asan_targets
     run_ctest build-asan -L '^(io|text|audio|core)$'
   fi
-  ninja -C build-asan chorus
-  # Leaks are reported when the server exits after its drain (a leak fails the check); the memory
-  # bound is loose because ASan's quarantine holds freed memory.
-  run_check load_asan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    /usr/bin/python3 tests/load/load_test.py --chorus build-asan/chorus --settle-s 60 --refusal-bound-ms 2000 --rss-slack-mib 512
+  if fits 22; then
+    ninja -C build-asan chorus
+    # Leaks are reported when the server exits after its drain (a leak fails the check); the memory
+    # bound is loose because ASan's quarantine holds freed memory.
+    run_check load_asan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      /usr/bin/python3 tests/load/load_test.py --chorus build-asan/chorus --settle-s 60 --refusal-bound-ms 2000 --rss-slack-mib 512
+  else
+    echo "-- chorus serve under ASan+UBSan: skipped, the run has taken $((SECONDS / 60)) min (CHORUS_RUN_BUDGET_MIN=$budget_min)"
+  fi
   echo "-- ASan+UBSan section: $((SECONDS - t0)) s"
 fi
 
-tsan_after_min=${CHORUS_TSAN_AFTER_MIN:-34}
-if [ "${CHORUS_SKIP_TSAN:-0}" != 1 ] && [ "$SECONDS" -ge $((tsan_after_min * 60)) ]; then
-  echo "== chorus serve under TSan: skipped, the run has taken $((SECONDS / 60)) min (CHORUS_TSAN_AFTER_MIN=$tsan_after_min)"
+if [ "${CHORUS_SKIP_TSAN:-0}" != 1 ] && ! fits 18; then
+  echo "== chorus serve under TSan: skipped, the run has taken $((SECONDS / 60)) min (CHORUS_RUN_BUDGET_MIN=$budget_min)"
 elif [ "${CHORUS_SKIP_TSAN:-0}" != 1 ]; then
   # The chorus binary alone (the threads that matter are the server's), and fewer requests and
   # clients against a smaller server: TSan slows synthesis enough that 24 clients would mostly be
