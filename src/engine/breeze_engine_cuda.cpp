@@ -150,18 +150,11 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
   const bt::gpu::DeviceModel& device_model() const { return *dev_; }
 
  private:
-  // At most `slots` slots of `branches` sequences of `positions` positions, as many as the free
-  // device memory holds (keeping a reserve for the codec and the other pools).
+  // A slot's backbone caches: K and V of every layer per position, for each guidance branch.
   Result<int> pool_slots_that_fit(int slots, int branches, int64_t positions) const {
-    size_t free_bytes = 0, total = 0;
-    CHORUS_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
     const nn::Qwen3Dims& d = dev_->backbone().dims();
-    const double per_slot = static_cast<double>(branches) * static_cast<double>(positions) * sizeof(float) * 2.0 *
-                            static_cast<double>(d.layers * d.kv_heads * d.head_dim);
-    const double room = static_cast<double>(free_bytes) - 0.1 * static_cast<double>(total);
-    const int fit = room > 0 ? static_cast<int>(room / per_slot) : 0;
-    if (fit < 1) return make_error(ErrorCode::kResourceExhausted, "no device memory left for another stream");
-    return std::min(slots, fit);
+    return slots_that_fit(slots, static_cast<double>(branches) * static_cast<double>(positions) * sizeof(float) * 2.0 *
+                                     static_cast<double>(d.layers * d.kv_heads * d.head_dim));
   }
 
   std::shared_ptr<const bt::gpu::DeviceModel> dev_;

@@ -117,6 +117,17 @@ Status deliver_frame(Frames& fb, const std::vector<S*>& ss, const std::vector<si
   return ok_status();
 }
 
+// At most `slots` slots of `bytes_per_slot` device bytes each, as many as the free device memory
+// holds with a tenth of the device kept back (the codec's states, other pools' growth).
+inline Result<int> slots_that_fit(int slots, double bytes_per_slot) {
+  size_t free_bytes = 0, total = 0;
+  CHORUS_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
+  const double room = static_cast<double>(free_bytes) - 0.1 * static_cast<double>(total);
+  const int fit = room > 0 && bytes_per_slot > 0 ? static_cast<int>(std::min(room / bytes_per_slot, 1e9)) : 0;
+  if (fit < 1) return make_error(ErrorCode::kResourceExhausted, "no device memory left for another stream");
+  return std::min(slots, fit);
+}
+
 // The pools of a GPU engine (continuous batching): a new stream takes the lowest free slot of the
 // first pool with room (`positions` covering its prompt and frames), else a new pool is made by
 // `create(slots, positions)`: room for all the step's newcomers and twice the largest pool (first_slots

@@ -95,21 +95,13 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
   }
 
  private:
-  // At most `slots` slots of `positions` positions, as many as the free device memory holds
-  // (keeping a reserve for the codec and the other pools' growth).
+  // The talker's cache dominates a slot: K and V of every layer per position, then the trailing
+  // text rows.
   Result<int> pool_slots_that_fit(int slots, int64_t positions) const {
-    size_t free_bytes = 0, total = 0;
-    CHORUS_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
-    const q3::Config& c = model_->config();
-    const auto& d = c.talker.dims;
-    // The talker's cache dominates: K and V of every layer per position; the trailing text rows next.
-    const double per_slot = static_cast<double>(positions) * sizeof(float) *
-                            (2.0 * static_cast<double>(d.layers * d.kv_heads * d.head_dim) + static_cast<double>(d.hidden));
-    const double reserve = 0.1 * static_cast<double>(total);
-    const double room = static_cast<double>(free_bytes) - reserve;
-    const int fit = room > 0 ? static_cast<int>(room / per_slot) : 0;
-    if (fit < 1) return make_error(ErrorCode::kResourceExhausted, "no device memory left for another stream");
-    return std::min(slots, fit);
+    const auto& d = model_->config().talker.dims;
+    return slots_that_fit(slots, static_cast<double>(positions) * sizeof(float) *
+                                     (2.0 * static_cast<double>(d.layers * d.kv_heads * d.head_dim) +
+                                      static_cast<double>(d.hidden)));
   }
 
   std::shared_ptr<const q3::Model> model_;
