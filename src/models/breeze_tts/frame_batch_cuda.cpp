@@ -12,6 +12,17 @@ namespace {
 
 int32_t expected_mode(size_t branches) { return branches == 1 ? 0 : branches == 2 ? 1 : 2; }
 
+// A stream's slot settings without its prompt rows (the caller adds one per branch).
+frame_core::gpu::SlotSetup slot_setup(const StreamSetup& st) {
+  return {.prompt_rows = {},
+          .min_frames = std::clamp<int64_t>(st.min_frames, 0, 1 << 30),
+          .backbone = st.backbone,
+          .depth = st.depth,
+          .depth_penalty = false,
+          .seed = st.seed,
+          .rng_stream = st.rng_stream};
+}
+
 }  // namespace
 
 using frame_core::gpu::upload;
@@ -40,13 +51,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
     if (st.max_frames < 1) return make_error(ErrorCode::kInternal, "breeze frame batch: max_frames must be >= 1");
     if (st.act != streams[0].act)
       return make_error(ErrorCode::kUnsupported, "breeze cuda: every stream of a batch needs the same activation precision");
-    frame_core::gpu::SlotSetup slot{.prompt_rows = {},
-                                    .min_frames = std::clamp<int64_t>(st.min_frames, 0, 1 << 30),
-                                    .backbone = st.backbone,
-                                    .depth = st.depth,
-                                    .depth_penalty = false,
-                                    .seed = st.seed,
-                                    .rng_stream = st.rng_stream};
+    frame_core::gpu::SlotSetup slot = slot_setup(st);
     for (const Tensor* t : st.branches) {
       if (!t || t->rank() != 2 || t->dim(1) != H || t->dim(0) < 1 || t->dtype() != DType::kF32)
         return make_error(ErrorCode::kInternal, "breeze frame batch: prompt rows of another model");
@@ -122,13 +127,7 @@ Status FrameBatch::admit(std::span<const int> slots, std::span<const StreamSetup
     if (static_cast<int>(st.branches.size()) != NB_ || st.guide.mode != expected_mode(st.branches.size()) ||
         (st.act == Activations::kBF16) != bf16_)
       return make_error(ErrorCode::kInternal, "breeze frame pool: a stream of another guidance or precision");
-    frame_core::gpu::SlotSetup slot{.prompt_rows = {},
-                                    .min_frames = std::clamp<int64_t>(st.min_frames, 0, 1 << 30),
-                                    .backbone = st.backbone,
-                                    .depth = st.depth,
-                                    .depth_penalty = false,
-                                    .seed = st.seed,
-                                    .rng_stream = st.rng_stream};
+    frame_core::gpu::SlotSetup slot = slot_setup(st);
     for (const Tensor* t : st.branches) {
       if (!t || t->rank() != 2 || t->dim(1) != H_ || t->dim(0) < 1 || t->dtype() != DType::kF32 ||
           t->dim(0) + st.max_frames > cap_)

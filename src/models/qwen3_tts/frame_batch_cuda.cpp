@@ -11,6 +11,20 @@ namespace chorus::qwen3_tts::gpu {
 
 using frame_core::gpu::upload;
 
+namespace {
+
+// A stream's slot settings: its prompt length, minimum length, samplers and random stream.
+frame_core::gpu::SlotSetup slot_setup(const Prompt& p, const GenerationSettings& g) {
+  return {.prompt_rows = {p.prefill_rows},
+          .min_frames = std::min<int64_t>(g.min_frames, 1 << 30),
+          .backbone = g.talker,
+          .depth = g.code_predictor,
+          .seed = g.seed,
+          .rng_stream = g.rng_stream};
+}
+
+}  // namespace
+
 FrameBatch::~FrameBatch() {
   if (stream_.get()) cudaStreamSynchronize(stream_.get());  // this class's buffers go first
 }
@@ -33,12 +47,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create(std::shared_ptr<const Dev
     cap = std::max(cap, s.prompt->prefill_rows + s.settings.max_frames);
     trailing += s.prompt->trailing_rows;
     const GenerationSettings& g = s.settings;
-    slots.push_back({.prompt_rows = {s.prompt->prefill_rows},
-                     .min_frames = std::min<int64_t>(g.min_frames, 1 << 30),
-                     .backbone = g.talker,
-                     .depth = g.code_predictor,
-                     .seed = g.seed,
-                     .rng_stream = g.rng_stream});
+    slots.push_back(slot_setup(*s.prompt, g));
   }
   if (cap > std::numeric_limits<int32_t>::max() / 2) return make_error(ErrorCode::kOutOfRange, "frame batch: context too long");
   CHORUS_TRY(f.init(f.recipe(), slots, cap));
@@ -128,12 +137,7 @@ Status FrameBatch::admit(std::span<const int> slots, std::span<const StreamSetup
     CHORUS_CUDA_TRY(cudaMemcpy(text_count_.as<int32_t>() + slot, &count, sizeof(count), cudaMemcpyHostToDevice));
     CHORUS_CUDA_TRY(cudaMemcpy(pad_.as<float>() + slot * H_, p->pad.data(), static_cast<size_t>(H_) * sizeof(float),
                                cudaMemcpyHostToDevice));
-    setups.push_back({.prompt_rows = {p->prefill_rows},
-                      .min_frames = std::min<int64_t>(g.min_frames, 1 << 30),
-                      .backbone = g.talker,
-                      .depth = g.code_predictor,
-                      .seed = g.seed,
-                      .rng_stream = g.rng_stream});
+    setups.push_back(slot_setup(*p, g));
     seqs.push_back({p->prefill.data(), p->prefill_rows});
   }
   return admit_slots(slots, setups, seqs);
