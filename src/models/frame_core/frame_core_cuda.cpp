@@ -239,39 +239,10 @@ Status FrameCore::admit_slots(std::span<const int> slots, std::span<const SlotSe
     CHORUS_CUDA_TRY(cudaMemset(history_.as<uint8_t>() + slot * BV_, 0, static_cast<size_t>(BV_)));
   }
 
-  // The prompts in chunks of at most bb_rows_ rows; each sequence's last row goes to its z row.
-  const nn::Qwen3Dims& bd = r_.backbone->dims();
-  const KvCacheRef kv{bb_kv_.as<float>(), Q_, cap_, bd.kv_heads * bd.head_dim};
+  std::vector<int> seq_index;  // the sequence q of each prompt
+  for (size_t k = 0; k < seqs.size(); ++k) seq_index.push_back(slots[k / NB_] * NB_ + static_cast<int>(k % NB_));
   CHORUS_TRY(ev_[0].record(s));
-  for (size_t a = 0; a < seqs.size();) {
-    size_t b = a;
-    int64_t rows = 0;
-    while (b < seqs.size() && (b == a || rows + seqs[b].rows <= bb_rows_)) rows += seqs[b++].rows;
-    std::vector<float> x;
-    x.reserve(static_cast<size_t>(rows * H_));
-    std::vector<int32_t> seq, pos, last;
-    for (size_t k = a; k < b; ++k) {
-      const int q = slots[k / NB_] * NB_ + static_cast<int>(k % NB_);
-      x.insert(x.end(), seqs[k].data, seqs[k].data + seqs[k].rows * H_);
-      for (int64_t t = 0; t < seqs[k].rows; ++t) {
-        seq.push_back(q);
-        pos.push_back(static_cast<int32_t>(t));
-      }
-      last.push_back(static_cast<int32_t>(seq.size() - 1));
-    }
-    CHORUS_TRY(stream_.synchronize());  // the previous chunk may still read these buffers
-    CHORUS_TRY(upload(bb_h_, x));
-    CHORUS_TRY(upload(prefill_seq_, seq));
-    CHORUS_TRY(upload(prefill_pos_, pos));
-    CHORUS_TRY(upload(last_row_, last));
-    const cuda::RowMap map{prefill_seq_.as<int32_t>(), prefill_pos_.as<int32_t>(), rows, false};
-    CHORUS_TRY(r_.backbone->forward(bb_h_.as<float>(), bb_out_.as<float>(), map, kv, bb_scratch_, ws_, s, r_.bf16));
-    for (size_t k = a; k < b; ++k) {
-      const int q = slots[k / NB_] * NB_ + static_cast<int>(k % NB_);
-      CHORUS_TRY(gather_rows(bb_out_.as<float>(), last_row_.as<int32_t>() + (k - a), H_, 1, z_.as<float>() + q * H_, s));
-    }
-    a = b;
-  }
+  CHORUS_TRY(prefill_prompts(seq_index, seqs, s));
   // Codebook 0 of the new slots alone: the running slots' codes and penalty histories stay as they are.
   CHORUS_ASSIGN(float* logits, backbone_logits(top * NB_, s));
   for (const int slot : slots) {
@@ -292,24 +263,20 @@ Status FrameCore::admit_slots(std::span<const int> slots, std::span<const SlotSe
   return ok_status();
 }
 
-Status FrameCore::prefill_sequences(std::span<const SeqRows> seqs) {
-  if (static_cast<int>(seqs.size()) != Q_) return make_error(ErrorCode::kInternal, "frame batch: one prompt per sequence");
-  cudaStream_t s = stream_.get();
+Status FrameCore::prefill_prompts(std::span<const int> seq_index, std::span<const SeqRows> seqs, cudaStream_t s) {
   const nn::Qwen3Dims& bd = r_.backbone->dims();
   const KvCacheRef kv{bb_kv_.as<float>(), Q_, cap_, bd.kv_heads * bd.head_dim};
-  CHORUS_TRY(ev_[0].record(s));
-  for (int q0 = 0; q0 < Q_;) {
-    int q1 = q0;  // sequences q0..q1−1 form one chunk
+  for (size_t a = 0; a < seqs.size();) {
+    size_t b = a;  // prompts a..b−1 form one chunk
     int64_t rows = 0;
-    while (q1 < Q_ && (q1 == q0 || rows + seqs[q1].rows <= bb_rows_)) rows += seqs[q1++].rows;
+    while (b < seqs.size() && (b == a || rows + seqs[b].rows <= bb_rows_)) rows += seqs[b++].rows;
     std::vector<float> x;
     x.reserve(static_cast<size_t>(rows * H_));
     std::vector<int32_t> seq, pos, last;
-    for (int q = q0; q < q1; ++q) {
-      const SeqRows& p = seqs[q];
-      x.insert(x.end(), p.data, p.data + p.rows * H_);
-      for (int64_t t = 0; t < p.rows; ++t) {
-        seq.push_back(q);
+    for (size_t k = a; k < b; ++k) {
+      x.insert(x.end(), seqs[k].data, seqs[k].data + seqs[k].rows * H_);
+      for (int64_t t = 0; t < seqs[k].rows; ++t) {
+        seq.push_back(seq_index[k]);
         pos.push_back(static_cast<int32_t>(t));
       }
       last.push_back(static_cast<int32_t>(seq.size() - 1));
@@ -321,9 +288,21 @@ Status FrameCore::prefill_sequences(std::span<const SeqRows> seqs) {
     CHORUS_TRY(upload(last_row_, last));
     const cuda::RowMap map{prefill_seq_.as<int32_t>(), prefill_pos_.as<int32_t>(), rows, false};
     CHORUS_TRY(r_.backbone->forward(bb_h_.as<float>(), bb_out_.as<float>(), map, kv, bb_scratch_, ws_, s, r_.bf16));
-    CHORUS_TRY(gather_rows(bb_out_.as<float>(), last_row_.as<int32_t>(), H_, q1 - q0, z_.as<float>() + q0 * H_, s));
-    q0 = q1;
+    for (size_t k = a; k < b; ++k)
+      CHORUS_TRY(gather_rows(bb_out_.as<float>(), last_row_.as<int32_t>() + (k - a), H_, 1,
+                             z_.as<float>() + static_cast<int64_t>(seq_index[k]) * H_, s));
+    a = b;
   }
+  return ok_status();
+}
+
+Status FrameCore::prefill_sequences(std::span<const SeqRows> seqs) {
+  if (static_cast<int>(seqs.size()) != Q_) return make_error(ErrorCode::kInternal, "frame batch: one prompt per sequence");
+  cudaStream_t s = stream_.get();
+  std::vector<int> seq_index(static_cast<size_t>(Q_));
+  std::iota(seq_index.begin(), seq_index.end(), 0);
+  CHORUS_TRY(ev_[0].record(s));
+  CHORUS_TRY(prefill_prompts(seq_index, seqs, s));
   CHORUS_TRY(sample_backbone(s));
   CHORUS_TRY(ev_[1].record(s));
   CHORUS_TRY(pipe_.publish_and_wait(s));

@@ -177,6 +177,9 @@ class FrameCore {
   const int32_t* shown() const { return static_cast<const int32_t*>(pipe_.report()); }
   // Buffers for S slots of NB sequences, `prefill_rows` prompt rows per prefill chunk.
   Status allocate(const FrameRecipe& r, int S, int NB, int64_t capacity, int64_t prefill_rows);
+  // Prompts through the backbone in chunks of at most bb_rows_ rows into the caches of sequences
+  // seq_index[k]; each prompt's last output row goes to z_ row seq_index[k].
+  Status prefill_prompts(std::span<const int> seq_index, std::span<const SeqRows> seqs, cudaStream_t s);
   Status enqueue_backbone(cudaStream_t s);
   // The backbone head over the first `rows` sequences' z rows and their combined logits.
   Result<float*> backbone_logits(int rows, cudaStream_t s);
