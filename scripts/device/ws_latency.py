@@ -128,10 +128,14 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--label", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--model-layout", action="store_true",
+                    help="keep the model's default text layout (else non_streaming_mode=false: one text token per frame)")
     a = ap.parse_args()
     config = {"model": a.model, "response_format": "pcm"}
     if a.voice:
         config["voice"] = a.voice
+    if not a.model_layout:
+        config["non_streaming_mode"] = False
     text = "Hello there, this is a streaming test. It goes on for a while so that it can be cancelled midway."
     first, cancel = [], []
     for i in range(a.runs):
