@@ -35,9 +35,10 @@ struct SlotList {
   int n;
 };
 
-// Block (i, r): region r of slot list.slot[i].
+// Block (i, r): region r of slot list.slot[i]. It lets no later kernel start before it has ended
+// (no launch_dependents): what follows is a frame that reads, or writes, the slots it copies.
 __global__ void slot_state_kernel(SlotRegions regions, SlotList list, uint8_t* stash, int64_t total, bool restore) {
-  cuda::dev::pdl_wait();
+  cuda::dev::pdl_wait_only();
   const int i = blockIdx.x, r = blockIdx.y;
   int64_t off = 0;
   for (int k = 0; k < r; ++k) off += regions.bytes[k];
