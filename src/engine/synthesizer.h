@@ -129,7 +129,7 @@ class Synthesizer {
   // handle's append_text() and finish_text(). The codes (and audio) equal those of submit() with
   // the whole text, however the text is cut and timed; while the next text token has not arrived
   // the request waits, without holding up the others. kUnsupported for models that need the whole
-  // text first (Breeze TTS 2, Qwen3-TTS in the full-text layout, the CUDA engines).
+  // text first (Breeze TTS 2, Qwen3-TTS in the full-text layout).
   Result<std::shared_ptr<Synthesis>> submit_text(const SynthesisRequest& request, ChunkCallback on_chunk,
                                                  const SynthesisOptions& options = {});
   // submit() and wait().

@@ -268,7 +268,7 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--text", o->text, "Text to speak (needs the checkpoint's text tokenizer)");
   sub.add_flag("--stdin-stream", o->stdin_stream,
                "Speak standard input while it is still being written (e.g. piped from an LLM): Qwen3-TTS in the "
-               "streaming text layout (--streaming-text, the default for voice clone), CPU");
+               "streaming text layout (--streaming-text, the default for voice clone), CPU or CUDA");
   sub.add_option("--text-ids", o->text_ids,
                  "Token ids wrapped as the official wrapper does (<|im_start|>assistant\\n ... <|im_end|>\\n"
                  "<|im_start|>assistant\\n): a JSON array inline or a .json file");

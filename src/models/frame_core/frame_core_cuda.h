@@ -18,6 +18,14 @@
 // combine (combine_backbone). All active slots always compute; finished streams' codes are ignored
 // by the caller (their positions are clamped inside their caches).
 //
+// A stream that waits for input (Qwen3-TTS text that has not arrived) keeps its slot but must not
+// advance: its slot is parked (set_parked_slots). The frames still compute it, like a free slot of
+// the bucket, so their graphs and the other slots' results do not change; the core saves the
+// slot's state before the frame and puts it back after, outside the graph. Parking lives in the
+// core, once for every family, because the state a frame advances is the core's (codes, counters,
+// positions, penalty history, the backbone's last output row); a recipe's own per-slot buffers
+// are only read by frames (text rows, guidance settings) or are per-frame scratch.
+//
 // A batch is either fixed (init: its streams start together) or a pool (init_pool: streams join
 // free slots between frames and leave when they end; continuous batching). Built only with CUDA.
 #pragma once
@@ -104,9 +112,20 @@ class FrameCore {
   // codes, but the backbone's device time is measured apart. Set before the first run_frame.
   void set_split_frames(bool split) { pipe_.set_split_halves(split); }
 
+  // Slots whose streams sit out the frames run from now on, until the next call (they wait for
+  // input): each such frame leaves their codes, frame counters, positions, penalty histories and
+  // backbone output rows as it found them, so their next frame is the one they would have made.
+  // Their reported codes mean nothing. The backbone cache row such a frame writes for them is the
+  // one their real frame writes again before reading it. Never with a frame launched ahead
+  // (kInternal). Costs nothing while no slot is parked.
+  Status set_parked_slots(std::span<const int> slots);
+  const std::vector<int32_t>& parked_slots() const { return parked_; }
+
   const int32_t* frame_codes(int s) const { return shown() + s * G_; }
   int32_t next_c0(int s) const { return shown()[(S_ + s) * G_]; }
   int32_t error(int s) const { return shown()[2 * S_ * G_ + s]; }
+  // error(s) as a Status: the sampler's complaint about slot s, if any.
+  Status slot_status(int s) const;
   const FrameTiming& timing() const { return times_; }
   size_t device_bytes() const { return bytes_; }
 
@@ -187,6 +206,11 @@ class FrameCore {
   cuda::SampleArgs backbone_sampler(float* logits) const;
   Status sample_backbone(cudaStream_t s);
 
+  // Saves (or with `restore` puts back) the parked slots' state around a frame, on `s`.
+  Status copy_parked(bool restore, cudaStream_t s);
+
+  std::vector<int32_t> parked_;
+  cuda::DeviceBuffer park_stash_;  // the parked slots' saved state, allocated at the first parking
   cuda::Event ev_[2];  // the prefill's start and end
   cuda::FramePipeline pipe_;
   FrameTiming times_;
