@@ -412,7 +412,7 @@ PoolRun pool_run(const std::shared_ptr<const q3::gpu::DeviceModel>& dev, const q
 
 TEST(GpuTextInput, AParkedSlotComesOutAsItWentIn) {
   REQUIRE_GPU();
-  const std::string dir = test::reference_path("qwen3_tts/models/tiny_custom_voice");
+  const std::string dir = "models/tiny_custom_voice";
   auto dev = q3::gpu::upload_model(test::tiny_model(dir));
   ASSERT_TRUE(dev.ok()) << dev.error().to_string();
   q3::PromptInputs in;
@@ -441,7 +441,7 @@ TEST(GpuTextInput, AParkedSlotComesOutAsItWentIn) {
 // slot's frame it could not undo.
 TEST(GpuTextInput, AParkedSlotInAFrameLaunchedAheadIsRefused) {
   REQUIRE_GPU();
-  const std::string dir = test::reference_path("qwen3_tts/models/tiny_custom_voice");
+  const std::string dir = "models/tiny_custom_voice";
   auto dev = q3::gpu::upload_model(test::tiny_model(dir));
   ASSERT_TRUE(dev.ok());
   q3::PromptInputs in;
