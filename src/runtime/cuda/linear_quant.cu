@@ -76,8 +76,11 @@ __device__ __forceinline__ void load_x16(const QParams& p, const float* xr, int6
   }
 }
 
+// One and two rows (single-stream decode, guidance's two branches): at most 128 registers, so two
+// blocks (16 warps of loads in flight) fit an SM; left to itself ptxas gave the single-row int8
+// kernel 80 registers and a spill.
 template <int MT, int EPI, int QF>
-__global__ void __launch_bounds__(kWarps * 32) gemvq_kernel(QParams p) {
+__global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1) gemvq_kernel(QParams p) {
   constexpr int NW = EPI == 2 ? 2 : 1;
   __shared__ float inv_s[MT];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
