@@ -86,7 +86,7 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     ThreadPool* pool = o.pool ? o.pool : &ThreadPool::global();
     CHORUS_ASSIGN(e->cpu_, Qwen3TtsEngine::load(dir, pool));
     e->model_ = std::shared_ptr<const q3::Model>(std::shared_ptr<const q3::Model>(), &e->cpu_->model());
-    CHORUS_ASSIGN(e->dev_, q3::gpu::upload_model(e->model_));
+    CHORUS_ASSIGN(e->dev_, q3::gpu::upload_model(e->model_, o.weights, pool));
     e->info_ = e->cpu_->info();
     e->split_frames_ = o.split_frames;
     return e;

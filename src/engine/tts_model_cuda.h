@@ -26,6 +26,9 @@ struct CudaLoadOptions {
   // Each frame as two graphs (the depth walk, then the backbone step) instead of one, so StageTimes
   // gives their device times apart (`chorus bench --split-frames`); a little slower.
   bool split_frames = false;
+  // The decoder layers' weights: bf16 as stored, or int8 / fp8 quantised at load (LoadOptions::weights;
+  // int4 is kUnsupported on CUDA).
+  WeightFormat weights = WeightFormat::kBf16;
 };
 
 // A checkpoint of any family with generation on the GPU (load_tts_model with a CUDA device).

@@ -2,7 +2,8 @@
 // time to first frame, per-frame time split into talker and code predictor (backbone and depth
 // decoder for Breeze TTS 2), frames/s, real-time factor and peak memory, for a batch of B
 // independent streams stepped together; on the CPU also the codec's time per frame on the
-// generated codes and the end-to-end real-time factor, for --weights bf16 / int8 / int4.
+// generated codes and the end-to-end real-time factor, for --weights bf16 / int8 / int4 (CUDA:
+// bf16 / int8 / fp8, with the weights' GPU memory).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -39,7 +40,7 @@ struct Options {
   int64_t batch_frames = 100;
   float cfg_scale = 1.0f;  // Breeze on cuda: guidance scale (≠ 1: design prompt with CFG)
   std::string activations;  // Breeze on cuda: "bf16", "f32" or "" (the model's default, bf16)
-  std::string weights = "bf16";  // cpu: bf16, int8 or int4
+  std::string weights = "bf16";  // bf16, int8, int4 (cpu) or fp8 (cuda)
   int64_t codec_chunk = 4;       // cpu: frames per codec call (0: no codec timing)
   cli::ServeBenchOptions serve;
   bool split_frames = false;  // cuda: two graphs per frame, timed apart
@@ -114,7 +115,8 @@ int run(const Options& o) {
       return cli::fail(st.error());
     auto act = cli::activation_precision_from_name(o.activations);
     if (!act.ok()) return cli::fail(act.error());
-    auto rep = bench::cuda_bench({o.model, o.frames, o.warmup, o.batches, o.batch_frames, o.split_frames, o.stack_trace},
+    auto rep = bench::cuda_bench({o.model, o.frames, o.warmup, o.batches, o.batch_frames, o.split_frames, o.stack_trace,
+                                  *weights},
                                  request_shape(o, *act));
     if (!rep.ok()) return cli::fail(rep.error());
     std::fputs(rep->c_str(), stdout);
@@ -238,7 +240,8 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--warmup", o->warmup, "Frames of an untimed warm-up stream")->capture_default_str();
   sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   sub.add_option("--seed", o->seed, "Seed of stream 0 (stream i uses seed + i)")->capture_default_str();
-  sub.add_option("--weights", o->weights, "CPU: bf16 (as stored), int8 or int4 (decoder layers quantised at load)")
+  sub.add_option("--weights", o->weights,
+                 "bf16 (as stored), or decoder layers quantised at load: int8, int4 (CPU only), fp8 (CUDA only)")
       ->capture_default_str();
   sub.add_option("--codec-chunk", o->codec_chunk,
                  "CPU: decode stream 0's frames through the codec N per call and report codec and end-to-end time "
