@@ -245,6 +245,13 @@ std::shared_ptr<const q3::gpu::DeviceModel> qwen_device_model(const std::string&
   auto& m = cache[{dir, f}];
   if (!m) {
     auto up = q3::gpu::upload_model(test::tiny_model(dir), f);
+    // The quantised kernels read 16 codes at a time: a tiny model with a layer width that is not a
+    // multiple of 16 (the voice-design one) is refused with that reason, never run wrongly.
+    if (!up.ok() && f != WeightFormat::kBf16) {
+      EXPECT_EQ(up.error().code, ErrorCode::kUnsupported);
+      EXPECT_NE(up.error().message.find("multiple of 16"), std::string::npos) << up.error().to_string();
+      return nullptr;
+    }
     EXPECT_TRUE(up.ok()) << up.error().to_string();
     if (up.ok()) m = *up;
   }
@@ -284,6 +291,7 @@ TEST(GpuQuantModel, Qwen3Int8EqualsTheCpuInt8Model) {
   REQUIRE_GPU();
   ASSERT_EQ(test::gen_cases().size(), 9u);
   double worst0 = 0, worst1 = 0, min_top0 = 1, min_top1 = 1;
+  int ran = 0;
   for (const auto& c : test::gen_cases()) {
     SCOPED_TRACE(c->id);
     const QwenCase q = qwen_case(*c);
@@ -292,7 +300,8 @@ TEST(GpuQuantModel, Qwen3Int8EqualsTheCpuInt8Model) {
     auto want = qwen_cpu_pass(**cpu_model, q.prompt, q.codes);
     ASSERT_TRUE(want.ok()) << want.error().to_string();
     auto dm = qwen_device_model(c->model_dir, WeightFormat::kInt8);
-    ASSERT_TRUE(dm);
+    if (!dm) continue;  // refused for its widths (checked above)
+    ++ran;
     auto got = qwen_gpu_pass(*dm, **cpu_model, q.prompt, q.codes, kQwenFrames);
     ASSERT_TRUE(got.ok()) << got.error().to_string();
     const Agreement a = agreement(want->first, got->first), b = agreement(want->second, got->second);
@@ -305,8 +314,9 @@ TEST(GpuQuantModel, Qwen3Int8EqualsTheCpuInt8Model) {
     min_top0 = std::min(min_top0, a.top1);
     min_top1 = std::min(min_top1, b.top1);
   }
-  std::printf("[gpu quant] qwen3 int8, GPU vs CPU over 9 cases: logit error c0 %.2e cp %.2e, top-1 c0 >= %.3f cp >= %.3f\n",
-              worst0, worst1, min_top0, min_top1);
+  EXPECT_GE(ran, 6);  // the custom-voice and base cases at least
+  std::printf("[gpu quant] qwen3 int8, GPU vs CPU over %d cases: logit error c0 %.2e cp %.2e, top-1 c0 >= %.3f cp >= %.3f\n",
+              ran, worst0, worst1, min_top0, min_top1);
 }
 
 TEST(GpuQuantModel, Qwen3QuantisedStaysWithinTheBoundsOfBf16) {
@@ -315,11 +325,13 @@ TEST(GpuQuantModel, Qwen3QuantisedStaysWithinTheBoundsOfBf16) {
   for (const auto& c : test::gen_cases()) cases.push_back(qwen_case(*c));
   for (WeightFormat f : {WeightFormat::kInt8, WeightFormat::kFp8}) {
     double worst0 = 0, worst1 = 0, min_top0 = 1, min_top1 = 1;
+    int ran = 0;
     for (size_t i = 0; i < cases.size(); ++i) {
       const test::GenCase& c = *test::gen_cases()[i];
       SCOPED_TRACE(c.id + " " + cpu::weight_format_name(f));
       auto dm = qwen_device_model(c.model_dir, f);
-      ASSERT_TRUE(dm);
+      if (!dm) continue;  // refused for its widths (checked in qwen_device_model)
+      ++ran;
       EXPECT_EQ(dm->talker().weights(), f);
       auto got = qwen_gpu_pass(*dm, *test::tiny_model(c.model_dir), cases[i].prompt, cases[i].codes, kQwenFrames);
       ASSERT_TRUE(got.ok()) << got.error().to_string();
@@ -332,8 +344,9 @@ TEST(GpuQuantModel, Qwen3QuantisedStaysWithinTheBoundsOfBf16) {
       min_top0 = std::min(min_top0, a.top1);
       min_top1 = std::min(min_top1, b.top1);
     }
-    std::printf("[gpu quant] qwen3 %s vs bf16 over 9 cases: logit error c0 %.4f cp %.4f, top-1 c0 >= %.3f cp >= %.3f\n",
-                cpu::weight_format_name(f), worst0, worst1, min_top0, min_top1);
+    EXPECT_GE(ran, 6);
+    std::printf("[gpu quant] qwen3 %s vs bf16 over %d cases: logit error c0 %.4f cp %.4f, top-1 c0 >= %.3f cp >= %.3f\n",
+                cpu::weight_format_name(f), ran, worst0, worst1, min_top0, min_top1);
   }
 }
 
