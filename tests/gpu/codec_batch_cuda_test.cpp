@@ -234,7 +234,7 @@ TEST(GpuCodecBatchIsolation, PerturbingOneStreamChangesOnlyItsOutput) {
   EXPECT_EQ(0, std::memcmp(x.data(), y.data(), cut * sizeof(float))) << "samples before the changed frame changed";
   size_t changed = 0;
   for (size_t k = cut; k < cut + static_cast<size_t>(spf); ++k) changed += x[k] != y[k];
-  EXPECT_GT(changed, static_cast<size_t>(spf) / 2) << "the changed frame's samples did not change";
+  EXPECT_GT(changed, static_cast<size_t>(spf) / 4) << "the changed frame's samples did not change";
 }
 
 TEST(GpuCodecBatchErrors, BadInputFailsTheCallAndTouchesNothing) {
