@@ -75,11 +75,19 @@ class GpuCodec final : public Codec {
     // others still get their samples.
     return Codec::decode_streams(streams, codes, frames, outs);
   }
+  // Both paths once: decode() and decode_batch() (whose first call makes the batch workspace, about
+  // 1.5 GiB at real size, here rather than in a request's first step).
   Status warm_up() const {
     CHORUS_ASSIGN(codec::CudaDecoderState s, d_.new_state());
+    CHORUS_ASSIGN(codec::CudaDecoderState t, d_.new_state());
     const std::vector<int32_t> zeros(static_cast<size_t>(d_.num_quantizers()), 0);
     std::vector<float> out;
-    return d_.decode(s, zeros.data(), 1, out);
+    CHORUS_TRY(d_.decode(s, zeros.data(), 1, out));
+    codec::CudaDecoderState* states[] = {&t};
+    const int32_t* codes[] = {zeros.data()};
+    const int64_t frames[] = {1};
+    std::vector<float>* outs[] = {&out};
+    return d_.decode_batch(states, codes, frames, outs);
   }
 
  private:

@@ -53,7 +53,8 @@ class Codec {
 };
 
 // The codec of the checkpoint folder `dir` (codec::find_codec_dir), on `device`. The GPU decoder
-// runs one throw-away frame at load so that no request pays for loading its kernels.
+// runs a throw-away frame at load, alone and batched, so that no request pays for loading its
+// kernels or making its workspaces.
 Result<std::unique_ptr<Codec>> load_codec(const std::string& dir, Device device, ThreadPool* pool);
 
 }  // namespace chorus::engine

@@ -172,7 +172,8 @@ Status CudaDecoder::decode(CudaDecoderState& state, const int32_t* codes, int64_
   if (frames == 0) return ok_status();
   CHORUS_TRY(check_room(out, frames, samples_per_frame()));
   // A free workspace of this block size, a new one while there are fewer than kPerBlock, else a
-  // busy one in turn.
+  // busy one in turn. It holds up to kBatchFrames frames per step (a larger block only takes more
+  // steps: the samples are the same).
   std::unique_lock<std::mutex> lock;
   detail::Workspaces::Entry* entry = nullptr;
   {
@@ -188,7 +189,7 @@ Status CudaDecoder::decode(CudaDecoderState& state, const int32_t* codes, int64_
     }
     if (!entry && list.size() < detail::Workspaces::kPerBlock) {
       auto e = std::make_unique<detail::Workspaces::Entry>();
-      Status made = detail::make_workspace(model_, s->block, e->w);
+      Status made = detail::make_workspace(model_, std::min(s->block, kBatchFrames), e->w);
       if (made.ok()) {
         entry = e.get();
         lock = std::unique_lock<std::mutex>(entry->mu);

@@ -291,7 +291,8 @@ CHORUS_HD void gemm_load_stage(const GemmArgs& g, float* As, float* Bs, int64_t 
   }
 }
 
-// acc[i][j] of thread tid: output (m0 + ty·TM + i, n0 + tx·TN + j).
+// acc[i][j] of thread tid: output (m0 + ty·TM + i, n0 + tx + j·(BN / TN)): a warp's threads take
+// consecutive columns, so their shared-memory reads hit distinct banks and their stores coalesce.
 template <class T>
 CHORUS_HD void gemm_thread_origin(int tid, int& ty, int& tx) {
   tx = tid % (T::BN / T::TN);
@@ -309,7 +310,7 @@ CHORUS_HD void gemm_mac_stage(const float* As, const float* Bs, float (&acc)[T::
     CHORUS_UNROLL
     for (int i = 0; i < T::TM; ++i) a[i] = As[k * T::LDA + ty * T::TM + i];
     CHORUS_UNROLL
-    for (int j = 0; j < T::TN; ++j) b[j] = Bs[k * T::LDB + tx * T::TN + j];
+    for (int j = 0; j < T::TN; ++j) b[j] = Bs[k * T::LDB + tx + j * (T::BN / T::TN)];
     CHORUS_UNROLL
     for (int i = 0; i < T::TM; ++i) {
       CHORUS_UNROLL
@@ -336,7 +337,7 @@ CHORUS_HD void gemm_store(const GemmArgs& g, const float (&acc)[T::TM][T::TN], i
     const int64_t m = m0 + ty * T::TM + i;
     CHORUS_UNROLL
     for (int j = 0; j < T::TN; ++j) {
-      const int64_t n = n0 + tx * T::TN + j;
+      const int64_t n = n0 + tx + j * (T::BN / T::TN);
       if (m < g.M && n < g.N) {
         if (g.splits == 1) g.C[m * g.ldc + n] = gemm_epilogue(g, acc[i][j], m, n);
         else g.partial[(split * g.M + m) * g.N + n] = acc[i][j];
