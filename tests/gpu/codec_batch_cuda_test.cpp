@@ -84,9 +84,10 @@ std::vector<StreamPlan> stream_plans(const CodecConfig& c, int streams, uint32_t
 }
 
 // Decodes all plans with one decode_batch() per call; frames per call 1–3, sometimes 0 (a stream
-// waiting for input), all streams that have joined and not finished in every call.
+// waiting for input), or always 1 with `one_each`; all streams that have joined and not finished
+// in every call.
 std::vector<std::vector<float>> run_batched(const CudaDecoder& dec, std::vector<StreamPlan>& plans,
-                                            int64_t* calls_made = nullptr) {
+                                            int64_t* calls_made = nullptr, bool one_each = false) {
   const int64_t Q = dec.num_quantizers();
   std::vector<CudaDecoderState> states;
   for (const StreamPlan& p : plans) {
@@ -108,7 +109,8 @@ std::vector<std::vector<float>> run_batched(const CudaDecoder& dec, std::vector<
       StreamPlan& p = plans[i];
       if (call < p.start || done[i] == p.total) continue;
       left = true;
-      const int64_t k = (static_cast<int64_t>(i) + call) % 5 == 4 ? 0 : 1 + (static_cast<int64_t>(i) + call) % 3;
+      const int64_t r = static_cast<int64_t>(i) + call;
+      const int64_t k = one_each ? 1 : r % 5 == 4 ? 0 : 1 + r % 3;
       const int64_t n = std::min(k, p.total - done[i]);
       s.push_back(&states[i]);
       codes.push_back(p.codes.data() + done[i] * Q);
@@ -325,7 +327,8 @@ TEST(GpuCodecBatchCapacity, MoreStreamsThanOneStepHolds) {
     plans[static_cast<size_t>(i)].block = i % 2 ? 8 : 1;
     plans[static_cast<size_t>(i)].codes = random_codes(plans[static_cast<size_t>(i)].total, L.codec.config, 700 + i);
   }
-  const auto got = run_batched(dec, plans);
+  // One frame each: 150 streams of n = 1 in every call, two steps of one group per call.
+  const auto got = run_batched(dec, plans, nullptr, /*one_each=*/true);
   ASSERT_EQ(got.size(), plans.size());
   for (size_t i = 0; i < plans.size(); ++i)
     EXPECT_TRUE(same_bits(got[i], run_alone(dec, plans[i]))) << "stream " << i;
