@@ -16,6 +16,8 @@ namespace chorus::codec::detail {
 
 namespace ops = cuda::codec_ops;
 
+static_assert(sizeof(void*) == 8 && sizeof(int64_t) == 8, "StreamArrays holds 8-byte entries");
+
 StreamArrays StreamArrays::at(void* base, int64_t streams) {
   auto* p = static_cast<char*>(base);
   const size_t n = static_cast<size_t>(streams) * 8;
