@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "bench_serve.h"
+#include "bench/engine/codec_batch_bench.h"
 #include "bench/engine/cuda_bench.h"
 #include "bench/engine/requests.h"
 #include "command.h"
@@ -45,6 +46,8 @@ struct Options {
   cli::ServeBenchOptions serve;
   bool split_frames = false;  // cuda: two graphs per frame, timed apart
   bool stack_trace = false;   // cuda: the persistent decode kernel's per-phase times
+  std::vector<int64_t> codec_streams;  // cuda: the codec alone, per stream vs batched, at these counts
+  int64_t codec_frames = 16;
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -110,6 +113,12 @@ int run(const Options& o) {
   if (o.serve.serve) return cli::run_serve_bench(o.serve, o.model, o.device, o.threads, o.seed, *weights);
   if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0 || o.codec_chunk < 0)
     return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup and --codec-chunk >= 0");
+  if (o.device == "cuda" && !o.codec_streams.empty()) {  // the codec alone (bench/engine/codec_batch_bench.h)
+    auto rep = bench::codec_batch_bench({o.model, o.codec_streams, o.codec_frames, o.warmup});
+    if (!rep.ok()) return cli::fail(rep.error());
+    std::fputs(rep->c_str(), stdout);
+    return 0;
+  }
   if (o.device == "cuda") {  // generation on the GPU: its own report (bench/engine/cuda_bench.h)
     if (auto st = engine::weights_supported(engine::Device::cuda(), *weights); !st.ok())
       return cli::fail(st.error());
@@ -255,6 +264,12 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--cfg-scale", o->cfg_scale, "Breeze with --device cuda: CFG scale (design prompt) when not 1")
       ->capture_default_str();
   sub.add_option("--activations", o->activations, "Breeze with --device cuda: bf16 or f32 (default: bf16, the model's)");
+  sub.add_option("--codec-streams", o->codec_streams,
+                 "With --device cuda: time only the GPU codec, one new frame per stream per step, decoded stream by "
+                 "stream and in one batched pass, for these stream counts, e.g. 1,8,32,64,128")
+      ->delimiter(',');
+  sub.add_option("--codec-frames", o->codec_frames, "With --codec-streams: timed steps per stream count")
+      ->capture_default_str();
   o->serve.add_to(sub);
   sub.add_flag("--split-frames", o->split_frames,
                "With --device cuda: each frame as two graphs, so the talker (backbone) and the code predictor "
@@ -263,6 +278,7 @@ chorus::cli::Runner setup(CLI::App& sub) {
                "With --device cuda: where the persistent decode kernel spends its time, per phase (diagnostics)");
   sub.footer("Example: chorus make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out /tmp/q06\n"
              "         chorus bench --model /tmp/q06 --frames 100 --weights int8\n"
+             "         chorus bench --model /tmp/q06 --device cuda --codec-streams 1,8,32,64,128\n"
              "         chorus bench --model /tmp/q06 --serve --rate 0.5 --duration 20 --verify 3\n"
              "         chorus bench --model q06 --serve --url http://127.0.0.1:8000 --voice ryan --rate 0.5 --duration 20");
   return [o] { return run(*o); };
