@@ -246,7 +246,7 @@ std::shared_ptr<const q3::gpu::DeviceModel> qwen_device_model(const std::string&
   if (!m) {
     auto up = q3::gpu::upload_model(test::tiny_model(dir), f);
     // The quantised kernels read 16 codes at a time: a tiny model with a layer width that is not a
-    // multiple of 16 (the voice-design one) is refused with that reason, never run wrongly.
+    // multiple of 16 (two of the three) is refused with that reason, never run wrongly.
     if (!up.ok() && f != WeightFormat::kBf16) {
       EXPECT_EQ(up.error().code, ErrorCode::kUnsupported);
       EXPECT_NE(up.error().message.find("multiple of 16"), std::string::npos) << up.error().to_string();
@@ -314,7 +314,7 @@ TEST(GpuQuantModel, Qwen3Int8EqualsTheCpuInt8Model) {
     min_top0 = std::min(min_top0, a.top1);
     min_top1 = std::min(min_top1, b.top1);
   }
-  EXPECT_GE(ran, 6);  // the custom-voice and base cases at least
+  EXPECT_GE(ran, 3);  // the three cases of the one tiny model whose widths are multiples of 16, at least
   std::printf("[gpu quant] qwen3 int8, GPU vs CPU over %d cases: logit error c0 %.2e cp %.2e, top-1 c0 >= %.3f cp >= %.3f\n",
               ran, worst0, worst1, min_top0, min_top1);
 }
@@ -344,7 +344,7 @@ TEST(GpuQuantModel, Qwen3QuantisedStaysWithinTheBoundsOfBf16) {
       min_top0 = std::min(min_top0, a.top1);
       min_top1 = std::min(min_top1, b.top1);
     }
-    EXPECT_GE(ran, 6);
+    EXPECT_GE(ran, 3);
     std::printf("[gpu quant] qwen3 %s vs bf16 over %d cases: logit error c0 %.4f cp %.4f, top-1 c0 >= %.3f cp >= %.3f\n",
                 cpu::weight_format_name(f), ran, worst0, worst1, min_top0, min_top1);
   }
