@@ -252,18 +252,39 @@ struct GemmArgs {
   int64_t splits = 1;
 };
 
+// A chunk's fmaf chain runs over k = begin .. begin + round_up(length, kGemmKPad), the terms past
+// the chunk's end being fmaf(0, 0, acc): a no-op except that it turns a −0 sum into +0, so every
+// kernel must run exactly this many terms to give the same bits.
+constexpr int64_t kGemmKPad = 8;
+
 // A tile shape: BM × BN outputs per block of (BM / TM)·(BN / TN) threads, each TM × TN of them;
 // BK k per shared-memory stage (kGemmKChunk is a multiple of it, so only K's end is ragged).
-template <int BM_, int BN_, int TM_, int TN_>
+template <int BM_, int BN_, int TM_, int TN_, int BK_ = 8>
 struct GemmTile {
-  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = 8;
+  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = BK_;
   static constexpr int kThreads = (BM / TM) * (BN / TN);
   static constexpr int LDA = BM + 4, LDB = BN + 4;  // padded shared rows (k-major)
   static constexpr int kSmemA = BK * LDA, kSmemB = BK * LDB;
+  // Per-thread share of a stage when it is staged through registers (gemm_fetch_stage).
+  static constexpr int kPerA = BM * BK / kThreads, kPerB = BK * BN / kThreads;
   static_assert(kGemmKChunk % BK == 0, "chunks must start on a stage boundary");
+  static_assert(BK % kGemmKPad == 0, "a stage must hold whole pad granules");
 };
 using GemmTileLarge = GemmTile<128, 128, 8, 8>;
 using GemmTileSmall = GemmTile<64, 64, 4, 4>;
+// Narrow N (a few streams' columns of one step): all N columns in one block, parallel over M
+// (32 rows a block) and over the chunks; deep stages, since per stage there is little to multiply.
+using GemmSkinny8 = GemmTile<32, 8, 1, 1, 64>;
+using GemmSkinny32 = GemmTile<32, 32, 2, 2, 64>;
+using GemmSkinny64 = GemmTile<32, 64, 2, 4, 64>;
+constexpr int64_t kGemmSkinnyMaxN = 64;
+
+// The number of chain terms of the stage at k0 of a chunk ending at k_end (at most BK).
+template <class T>
+CHORUS_HD int gemm_stage_steps(int64_t k0, int64_t k_end) {
+  const int64_t padded = (k_end - k0 + kGemmKPad - 1) / kGemmKPad * kGemmKPad;
+  return padded < T::BK ? static_cast<int>(padded) : T::BK;
+}
 
 CHORUS_HD float gemm_a(const GemmArgs& g, bool ta, int64_t m, int64_t k) {
   return ta ? g.A[k * g.lda + m] : g.A[m * g.lda + k];
@@ -291,6 +312,47 @@ CHORUS_HD void gemm_load_stage(const GemmArgs& g, float* As, float* Bs, int64_t 
   }
 }
 
+// gemm_load_stage in two halves, so that the next stage's global loads are in flight while the
+// current one is multiplied: thread tid's share into registers, then into shared memory (the same
+// elements at the same places as gemm_load_stage).
+template <class T, bool TA, bool TB>
+CHORUS_HD void gemm_fetch_stage(const GemmArgs& g, float (&ra)[T::kPerA], float (&rb)[T::kPerB], int64_t m0,
+                                int64_t n0, int64_t k0, int64_t k_end, int tid) {
+  CHORUS_UNROLL
+  for (int r = 0; r < T::kPerA; ++r) {
+    const int e = tid + r * T::kThreads;
+    const int m = TA ? e % T::BM : e / T::BK, k = TA ? e / T::BM : e % T::BK;
+    const int64_t gm = m0 + m, gk = k0 + k;
+    ra[r] = gm < g.M && gk < k_end ? gemm_a(g, TA, gm, gk) : 0.0f;
+  }
+  CHORUS_UNROLL
+  for (int r = 0; r < T::kPerB; ++r) {
+    const int e = tid + r * T::kThreads;
+    const int n = TB ? e / T::BK : e % T::BN, k = TB ? e % T::BK : e / T::BN;
+    const int64_t gn = n0 + n, gk = k0 + k;
+    rb[r] = gn < g.N && gk < k_end ? gemm_b(g, TB, gk, gn) : 0.0f;
+  }
+}
+
+template <class T, bool TA, bool TB>
+CHORUS_HD void gemm_put_stage(float* As, float* Bs, const float (&ra)[T::kPerA], const float (&rb)[T::kPerB],
+                              int tid) {
+  static_assert(T::kPerA * T::kThreads == T::BM * T::BK && T::kPerB * T::kThreads == T::BK * T::BN,
+                "a stage must split evenly over the threads");
+  CHORUS_UNROLL
+  for (int r = 0; r < T::kPerA; ++r) {
+    const int e = tid + r * T::kThreads;
+    const int m = TA ? e % T::BM : e / T::BK, k = TA ? e / T::BM : e % T::BK;
+    As[k * T::LDA + m] = ra[r];
+  }
+  CHORUS_UNROLL
+  for (int r = 0; r < T::kPerB; ++r) {
+    const int e = tid + r * T::kThreads;
+    const int n = TB ? e / T::BK : e % T::BN, k = TB ? e % T::BK : e / T::BN;
+    Bs[k * T::LDB + n] = rb[r];
+  }
+}
+
 // acc[i][j] of thread tid: output (m0 + ty·TM + i, n0 + tx + j·(BN / TN)): a warp's threads take
 // consecutive columns, so their shared-memory reads hit distinct banks and their stores coalesce.
 template <class T>
@@ -299,13 +361,16 @@ CHORUS_HD void gemm_thread_origin(int tid, int& ty, int& tx) {
   ty = tid / (T::BN / T::TN);
 }
 
+// The first `steps` k of a stage (gemm_stage_steps; all BK of them when BK == kGemmKPad).
 template <class T>
-CHORUS_HD void gemm_mac_stage(const float* As, const float* Bs, float (&acc)[T::TM][T::TN], int tid) {
+CHORUS_HD void gemm_mac_stage(const float* As, const float* Bs, float (&acc)[T::TM][T::TN], int tid,
+                              int steps = T::BK) {
   int ty, tx;
   gemm_thread_origin<T>(tid, ty, tx);
   // Fully unrolled, so that acc stays in registers.
   CHORUS_UNROLL
   for (int k = 0; k < T::BK; ++k) {
+    if (k >= steps) break;
     float a[T::TM], b[T::TN];
     CHORUS_UNROLL
     for (int i = 0; i < T::TM; ++i) a[i] = As[k * T::LDA + ty * T::TM + i];
