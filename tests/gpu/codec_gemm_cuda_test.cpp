@@ -1,5 +1,5 @@
 // The codec's batch-invariant GEMM on the device (runtime/cuda/conv_ops.h): the tile kernels and
-// the skinny (N <= kGemmSkinnyMaxN) kernels, each forced through gemm_on_path, must give the same
+// the skinny kernels (N or M <= kGemmSkinnyMaxN), each forced through gemm_on_path, must give the same
 // bits on the same inputs, and those bits must be the promised arithmetic written out here on the
 // host (per chunk one fma chain in ascending k padded to kGemmKPad terms, chunk sums added in
 // order, then the epilogue), which a double-precision product bounds so that the check is not
@@ -138,15 +138,48 @@ TEST(GpuCodecGemm, SkinnyAndTileKernelsGiveTheSameBits) {
   EXPECT_EQ(cases, 80);
 }
 
+// Few rows (M <= kGemmSkinnyMaxN, N wide): the skinny kernel on the transposed product
+// (kSkinnyRows) gives the tile kernel's bits, written into C's own layout.
+TEST(GpuCodecGemm, SkinnyRowsAndTileKernelsGiveTheSameBits) {
+  REQUIRE_GPU();
+  struct Shape {
+    int64_t M, N, K;
+  };
+  const Shape shapes[] = {{1, 65, 1},      {1, 300, 2500}, {4, 129, 37},   {8, 1000, 1024},
+                          {17, 100, 1025}, {33, 257, 40},  {64, 96, 3000}, {5, 80, 0}};
+  int cases = 0;
+  for (const Shape& s : shapes)
+    for (int layout = 0; layout < 4; ++layout)
+      for (float beta : {0.0f, 0.5f}) {
+        const Problem p = make_problem(layout & 1, layout & 2, s.M, s.N, s.K, cases % 3 == 2 ? -1.5f : 1.0f, beta,
+                                       static_cast<uint32_t>(900 + cases));
+        SCOPED_TRACE("M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) + " K=" + std::to_string(s.K) +
+                     " ta=" + std::to_string(p.ta) + " tb=" + std::to_string(p.tb) + " beta=" + std::to_string(beta));
+        const std::vector<float> want = host_chain(p);
+        const std::vector<float> tiles = run_on(ops::GemmPath::kTiles, p),
+                                 rows = run_on(ops::GemmPath::kSkinnyRows, p), picked = run_on(ops::GemmPath::kAuto, p);
+        EXPECT_LT(relative_error(p, rows), 1e-4);
+        EXPECT_EQ(differing(tiles, want), 0) << "tile kernel differs from the host chain";
+        EXPECT_EQ(differing(rows, tiles), 0) << "skinny kernel (rows) differs from the tile kernel";
+        EXPECT_TRUE(same_bits(picked, tiles)) << "gemm's own choice differs";
+        ++cases;
+      }
+  EXPECT_EQ(cases, 64);
+}
+
 // Codec-like shapes of one stream and one frame: a conv of 1024 channels with kernel 7 at N = 1, a
-// transposed conv's product (A stored transposed) at N = 2, a conv at N = 32.
+// transposed conv's product (A stored transposed) at N = 2, a conv at N = 32, and the decoder
+// transformer's qkv and down projections of one row (weights stored [N, K]).
 TEST(GpuCodecGemm, SkinnyKernelMatchesTheTilesOnCodecShapes) {
   REQUIRE_GPU();
-  for (auto [ta, M, N, K] : {std::tuple<bool, int64_t, int64_t, int64_t>{false, 1024, 1, 7168},
-                             {true, 4096, 2, 1024},
-                             {false, 96, 32, 3 * 96}}) {
-    const Problem p = make_problem(ta, false, M, N, K, 1.0f, 0.0f, static_cast<uint32_t>(M + N));
-    const std::vector<float> tiles = run_on(ops::GemmPath::kTiles, p), skinny = run_on(ops::GemmPath::kSkinny, p);
+  for (auto [ta, tb, M, N, K] : {std::tuple<bool, bool, int64_t, int64_t, int64_t>{false, false, 1024, 1, 7168},
+                                 {true, false, 4096, 2, 1024},
+                                 {false, false, 96, 32, 3 * 96},
+                                 {false, true, 1, 3072, 512},
+                                 {false, true, 1, 512, 1024}}) {
+    const Problem p = make_problem(ta, tb, M, N, K, 1.0f, 0.0f, static_cast<uint32_t>(M + N));
+    const ops::GemmPath path = N <= ops::kGemmSkinnyMaxN ? ops::GemmPath::kSkinny : ops::GemmPath::kSkinnyRows;
+    const std::vector<float> tiles = run_on(ops::GemmPath::kTiles, p), skinny = run_on(path, p);
     EXPECT_LT(relative_error(p, skinny), 1e-4) << M << "x" << N << "x" << K;
     EXPECT_EQ(differing(skinny, tiles), 0) << M << "x" << N << "x" << K;
   }
@@ -161,7 +194,7 @@ TEST(GpuCodecGemm, BothKernelsPadTheChainAlike) {
     Problem p = make_problem(false, false, 40, 3, K, 1.0f, 0.0f, 1);
     for (float& v : p.A) v = -1e-30f;
     for (float& v : p.B) v = 1e-30f;
-    for (ops::GemmPath path : {ops::GemmPath::kTiles, ops::GemmPath::kSkinny}) {
+    for (ops::GemmPath path : {ops::GemmPath::kTiles, ops::GemmPath::kSkinny, ops::GemmPath::kSkinnyRows}) {
       const std::vector<float> C = run_on(path, p);
       int64_t wrong = 0;
       for (int64_t m = 0; m < p.M; ++m)
@@ -169,18 +202,21 @@ TEST(GpuCodecGemm, BothKernelsPadTheChainAlike) {
           const float v = C[static_cast<size_t>(m * p.ldc + n)];
           wrong += v != 0.0f || std::signbit(v) != negative;
         }
-      EXPECT_EQ(wrong, 0) << "K=" << K << " skinny=" << (path == ops::GemmPath::kSkinny);
+      EXPECT_EQ(wrong, 0) << "K=" << K << " path=" << static_cast<int>(path);
     }
   }
 }
 
-TEST(GpuCodecGemm, SkinnyPathRefusesWideN) {
+TEST(GpuCodecGemm, SkinnyPathsRefuseWideShapes) {
   REQUIRE_GPU();
   const Problem p = make_problem(false, false, 8, ops::kGemmSkinnyMaxN + 1, 8, 1.0f, 0.0f, 2);
   const cuda::DeviceBuffer A = to_device(p.A), B = to_device(p.B), C = to_device(p.C0);
   const Status s = ops::gemm_on_path(ops::GemmPath::kSkinny, false, false, p.M, p.N, p.K, 1.0f, A.as<const float>(),
                                      p.lda, B.as<const float>(), p.ldb, 0.0f, C.as<float>(), p.ldc, nullptr, 0, nullptr);
   EXPECT_FALSE(s.ok());
+  const Status r = ops::gemm_on_path(ops::GemmPath::kSkinnyRows, true, true, p.N, p.M, p.K, 1.0f, B.as<const float>(),
+                                     p.ldb, A.as<const float>(), p.lda, 0.0f, C.as<float>(), p.ldc, nullptr, 0, nullptr);
+  EXPECT_FALSE(r.ok());
 }
 
 }  // namespace

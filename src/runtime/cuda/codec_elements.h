@@ -250,7 +250,27 @@ struct GemmArgs {
   int64_t ldc = 0;
   float* partial = nullptr;  // [splits, M, N] chunk sums when splits > 1
   int64_t splits = 1;
+  bool trans_c = false;  // C stored transposed: element (m, n) at C[n·ldc + m]
 };
+
+CHORUS_HD int64_t gemm_c_index(const GemmArgs& g, int64_t m, int64_t n) {
+  return g.trans_c ? n * g.ldc + m : m * g.ldc + n;
+}
+
+// The same product as Cᵀ = op(B)ᵀ·op(A)ᵀ (run with trans_a = !trans_b and trans_b = !trans_a), so
+// that a product with few rows can take the kernels for few columns. Each output's chain is the
+// same: fmaf(b, a, acc) and fmaf(a, b, acc) round the same exact product-plus-sum.
+CHORUS_HD GemmArgs gemm_swapped(const GemmArgs& g) {
+  GemmArgs t = g;
+  t.M = g.N;
+  t.N = g.M;
+  t.A = g.B;
+  t.lda = g.ldb;
+  t.B = g.A;
+  t.ldb = g.lda;
+  t.trans_c = !g.trans_c;
+  return t;
+}
 
 // A chunk's fmaf chain runs over k = begin .. begin + round_up(length, kGemmKPad), the terms past
 // the chunk's end being fmaf(0, 0, acc): a no-op except that it turns a −0 sum into +0, so every
@@ -386,7 +406,7 @@ CHORUS_HD void gemm_mac_stage(const float* As, const float* Bs, float (&acc)[T::
 
 CHORUS_HD float gemm_epilogue(const GemmArgs& g, float sum, int64_t m, int64_t n) {
   float v = g.alpha == 1.0f ? sum : mul_rn(g.alpha, sum);
-  if (g.beta != 0.0f) v = add_rn(v, mul_rn(g.beta, g.C[m * g.ldc + n]));
+  if (g.beta != 0.0f) v = add_rn(v, mul_rn(g.beta, g.C[gemm_c_index(g, m, n)]));
   return v;
 }
 
@@ -404,7 +424,7 @@ CHORUS_HD void gemm_store(const GemmArgs& g, const float (&acc)[T::TM][T::TN], i
     for (int j = 0; j < T::TN; ++j) {
       const int64_t n = n0 + tx + j * (T::BN / T::TN);
       if (m < g.M && n < g.N) {
-        if (g.splits == 1) g.C[m * g.ldc + n] = gemm_epilogue(g, acc[i][j], m, n);
+        if (g.splits == 1) g.C[gemm_c_index(g, m, n)] = gemm_epilogue(g, acc[i][j], m, n);
         else g.partial[(split * g.M + m) * g.N + n] = acc[i][j];
       }
     }
@@ -416,7 +436,7 @@ CHORUS_HD void gemm_reduce_element(const GemmArgs& g, int64_t idx) {
   const int64_t m = idx / g.N, n = idx % g.N, mn = g.M * g.N;
   float sum = g.partial[idx];
   for (int64_t s = 1; s < g.splits; ++s) sum = add_rn(sum, g.partial[s * mn + idx]);
-  g.C[m * g.ldc + n] = gemm_epilogue(g, sum, m, n);
+  g.C[gemm_c_index(g, m, n)] = gemm_epilogue(g, sum, m, n);
 }
 
 // The k range [begin, end) of chunk `split`.

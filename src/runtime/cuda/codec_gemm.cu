@@ -2,8 +2,9 @@
 // register-blocked outputs, K cut into fixed chunks whose sums a second kernel adds in order. The
 // per-element arithmetic is fixed by codec_elements.h; this file only launches it. The tile shape
 // follows the problem size (large tiles when there are enough of them to fill the GPU twice; for
-// at most kGemmSkinnyMaxN columns a kernel parallel over rows and chunks instead of tiles), which
-// changes the speed, never a result.
+// at most kGemmSkinnyMaxN columns a kernel parallel over rows and chunks instead of tiles, and for
+// at most that many rows the same kernel on the transposed product), which changes the speed, never
+// a result.
 #include <string>
 
 #include "runtime/cuda/conv_ops.h"
@@ -119,9 +120,9 @@ Status gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float a
 Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                     float* partial, size_t partial_floats, cudaStream_t s) {
-  if (path == GemmPath::kSkinny && N > kGemmSkinnyMaxN)
+  if ((path == GemmPath::kSkinny && N > kGemmSkinnyMaxN) || (path == GemmPath::kSkinnyRows && M > kGemmSkinnyMaxN))
     return make_error(ErrorCode::kInvalidArgument, "codec gemm: the skinny kernel takes at most " +
-                                                       std::to_string(kGemmSkinnyMaxN) + " columns");
+                                                       std::to_string(kGemmSkinnyMaxN) + " columns (or rows)");
   if (M < 0 || N < 0 || K < 0) return make_error(ErrorCode::kInvalidArgument, "codec gemm: negative dimension");
   if (M == 0 || N == 0) return ok_status();
   GemmArgs g;
@@ -145,15 +146,20 @@ Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_
   }
   // K == 0 still runs one (empty) chunk so that C gets the epilogue of a zero sum.
   const int64_t large_tiles = (M + GemmTileLarge::BM - 1) / GemmTileLarge::BM * ((N + GemmTileLarge::BN - 1) / GemmTileLarge::BN) * g.splits;
-  const bool skinny = path == GemmPath::kSkinny || (path == GemmPath::kAuto && N <= kGemmSkinnyMaxN);
-  if (skinny && N <= GemmSkinny8::BN) CHORUS_TRY(launch_skinny<GemmSkinny8>(trans_a, trans_b, g, s));
-  else if (skinny && N <= GemmSkinny32::BN) CHORUS_TRY(launch_skinny<GemmSkinny32>(trans_a, trans_b, g, s));
-  else if (skinny) CHORUS_TRY(launch_skinny<GemmSkinny64>(trans_a, trans_b, g, s));
-  else if (large_tiles >= 2 * sm_count()) CHORUS_TRY(launch_tiles<GemmTileLarge>(trans_a, trans_b, g, s));
-  else CHORUS_TRY(launch_tiles<GemmTileSmall>(trans_a, trans_b, g, s));
+  if (path == GemmPath::kAuto && N <= kGemmSkinnyMaxN) path = GemmPath::kSkinny;
+  else if (path == GemmPath::kAuto && M <= kGemmSkinnyMaxN) path = GemmPath::kSkinnyRows;
+  const bool rows = path == GemmPath::kSkinnyRows;
+  const GemmArgs sk = rows ? gemm_swapped(g) : g;
+  const bool sta = rows ? !trans_b : trans_a, stb = rows ? !trans_a : trans_b;
+  if (path == GemmPath::kTiles || path == GemmPath::kAuto) {
+    if (large_tiles >= 2 * sm_count()) CHORUS_TRY(launch_tiles<GemmTileLarge>(trans_a, trans_b, g, s));
+    else CHORUS_TRY(launch_tiles<GemmTileSmall>(trans_a, trans_b, g, s));
+  } else if (sk.N <= GemmSkinny8::BN) CHORUS_TRY(launch_skinny<GemmSkinny8>(sta, stb, sk, s));
+  else if (sk.N <= GemmSkinny32::BN) CHORUS_TRY(launch_skinny<GemmSkinny32>(sta, stb, sk, s));
+  else CHORUS_TRY(launch_skinny<GemmSkinny64>(sta, stb, sk, s));
   if (g.splits == 1) return ok_status();
   const int64_t total = M * N;
-  gemm_reduce_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, s>>>(g);
+  gemm_reduce_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, s>>>(rows ? sk : g);
   return check(cudaGetLastError(), "codec gemm reduce");
 }
 

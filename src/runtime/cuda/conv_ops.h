@@ -33,8 +33,9 @@ Status gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float a
             const float* B, int64_t ldb, float beta, float* C, int64_t ldc, float* partial, size_t partial_floats,
             cudaStream_t s);
 // gemm on a given kernel (kAuto: gemm's own choice by size), for tests that check that the kernels
-// agree bit for bit; kSkinny takes N <= kGemmSkinnyMaxN only.
-enum class GemmPath { kAuto, kTiles, kSkinny };
+// agree bit for bit. kSkinny: the kernel for N <= kGemmSkinnyMaxN columns; kSkinnyRows: the same
+// kernel on the transposed product (codec_elements.h gemm_swapped), for M <= kGemmSkinnyMaxN.
+enum class GemmPath { kAuto, kTiles, kSkinny, kSkinnyRows };
 Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                     float* partial, size_t partial_floats, cudaStream_t s);
