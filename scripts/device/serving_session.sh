@@ -18,7 +18,8 @@ steps=${STEPS:-weights codecbatch serve ws}
 has() { [[ " $steps " == *" $1 "* ]]; }
 for p in .devcarry/pack/*.tar.xz; do [ -f "$p" ] && [ ! -d .devcarry/gpu ] && tar xJf "$p" -C .devcarry; done
 cublas=$(find /usr/local /usr/lib /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$PWD/.devcarry/gpu/lib:$(dirname "${cublas:-/usr/local/cuda/lib64/x}"):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+cublas_dir=$(dirname "${cublas:-/usr/local/cuda/lib64/x}")
+export LD_LIBRARY_PATH=$PWD/.devcarry/gpu/lib:$cublas_dir:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 B=$PWD/.devcarry/gpu
 model=/tmp/q06
 [ -d "$model" ] || "$B/chorus" make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out "$model" > /dev/null
