@@ -82,14 +82,14 @@ if has ws; then
   server=$!
   if wait_ready http://127.0.0.1:8000; then
     url=ws://127.0.0.1:8000/v1/audio/speech/stream
-    timeout 60 python3 scripts/device/ws_latency.py --url "$url" --model q06 --voice "$voice" --runs 3 --label alone \
+    timeout 60 python3 -u scripts/device/ws_latency.py --url "$url" --model q06 --voice "$voice" --runs 3 --label alone \
       > "$out/ws.txt" 2>&1
     timeout 90 "$B/chorus" bench --model q06 --serve --url http://127.0.0.1:8000 --voice "$voice" --rate "${WS_RATE:-16}" \
       --duration 30 --lengths 20-30 > "$out/ws_load.txt" 2>&1 &
     load=$!
     sleep 14
     active_streams >> "$out/ws.txt"
-    timeout 60 python3 scripts/device/ws_latency.py --url "$url" --model q06 --voice "$voice" --runs 3 --label under-load \
+    timeout 60 python3 -u scripts/device/ws_latency.py --url "$url" --model q06 --voice "$voice" --runs 3 --label under-load \
       >> "$out/ws.txt" 2>&1
     active_streams >> "$out/ws.txt"
     wait "$load"
