@@ -79,6 +79,13 @@ int64_t KvPageTable::held_pages() const {
   return n;
 }
 
+int64_t KvPageTable::slot_pages(int slot) const {
+  if (slot < 0 || slot >= S_) return 0;
+  int64_t n = 0;
+  for (int j = 0; j < NB_; ++j) n += count_[static_cast<size_t>(int64_t{slot} * NB_ + j)];
+  return n;
+}
+
 void KvPageTable::set(int64_t entry, int32_t id) {
   page_[static_cast<size_t>(entry)] = id;
   if (!dirty_[static_cast<size_t>(entry)]) {

@@ -15,6 +15,10 @@ namespace chorus::frame_core::gpu {
 Status advance_frames(int32_t* frames, const int32_t* prompt_rows, int32_t capacity, int32_t* pos, int B,
                       const int32_t* codes, int G, int32_t* saved, cudaStream_t s);
 
+// table[index[i]] = page[i] for i < n, in stream order (kernel arguments: the host's arrays may go
+// at once). Paged caches' table entries change between frames this way.
+Status set_table_entries(float** table, const int64_t* index, float* const* page, int n, cudaStream_t s);
+
 // dst[i] = src[index[i]] for rows of `width` floats.
 Status gather_rows(const float* src, const int32_t* index, int64_t width, int n, float* dst, cudaStream_t s);
 

@@ -242,10 +242,20 @@ __device__ void grid_exit(const DecodeStackArgs& a, int phase) {
 // new q/k/v row comes from L2 (each dependent L2 read there cost ~0.6 µs, measured).
 constexpr int kPreKeys = 32;
 
-// Layer `layer`'s cached keys of sequence `seq` (all kv heads, position-major); its values follow
-// kv_layer_floats later.
-__device__ __forceinline__ float* sequence_keys(const DecodeStackArgs& a, int layer, int seq) {
-  return a.kv_base + 2 * static_cast<int64_t>(layer) * a.kv_layer_floats + seq * a.kv_seq_stride;
+// Layer `layer`'s cached keys (or values) of sequence `seq` at columns col.. (a kv head's).
+__device__ __forceinline__ dev::KvRows layer_rows(const DecodeStackArgs& a, int layer, int seq, int64_t col,
+                                                  bool values) {
+  dev::KvRows r;
+  r.step = static_cast<int64_t>(a.kv_heads) * a.head_dim;
+  const int64_t off = (2 * static_cast<int64_t>(layer) + (values ? 1 : 0)) * a.kv_layer_floats + col;
+  if (a.kv_pages) {
+    r.pages = a.kv_pages + seq * (a.kv_capacity >> a.kv_page_shift);
+    r.off = off;
+    r.shift = a.kv_page_shift;
+  } else {
+    r.base = a.kv_base + off + seq * a.kv_seq_stride;
+  }
+  return r;
 }
 struct AttnPreload {
   float *keys, *values, *q_norm, *k_norm, *inv_freq;  // [kPreKeys][D] ×2, [D] ×2, [D/2]
@@ -263,15 +273,15 @@ __device__ inline bool preloads(const DecodeStackArgs& a, int pos) {
 __device__ void issue_preload(const DecodeStackArgs& a, const StackLayerWeights& L, int layer, int seq,
                                            int pos, const AttnPreload& p, uint64_t* bar) {
   const int D = a.head_dim, g = static_cast<int>(blockIdx.x) / (a.q_heads / a.kv_heads);
-  const int64_t kstride = static_cast<int64_t>(a.kv_heads) * D, row = D * sizeof(float);
-  const float* kb = sequence_keys(a, layer, seq) + static_cast<int64_t>(g) * D;
-  const float* vb = kb + a.kv_layer_floats;
+  const int64_t row = D * sizeof(float);
+  const dev::KvRows kb = layer_rows(a, layer, seq, static_cast<int64_t>(g) * D, false);
+  const dev::KvRows vb = layer_rows(a, layer, seq, static_cast<int64_t>(g) * D, true);
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   const int64_t bytes = 2 * pos * row + (L.q_norm ? 2 * row : 0) + row / 2;
   mbar_expect_bytes(bar, bytes);
   for (int j = 0; j < pos; ++j) {
-    bulk_copy(p.keys + j * D, kb + j * kstride, row, bar);
-    bulk_copy(p.values + j * D, vb + j * kstride, row, bar);
+    bulk_copy(p.keys + j * D, kb.row(j), row, bar);
+    bulk_copy(p.values + j * D, vb.row(j), row, bar);
   }
   if (L.q_norm) {
     bulk_copy(p.q_norm, L.q_norm, row, bar);
@@ -283,10 +293,15 @@ __device__ void issue_preload(const DecodeStackArgs& a, const StackLayerWeights&
 // Long contexts (not preloaded): this block's share of layer `layer`'s cached keys and values of
 // the earlier positions into L2, two phases before its attention reads them. Thread 32.
 __device__ void prefetch_layer_kv(const DecodeStackArgs& a, int layer, int seq, int pos) {
-  const float* k = sequence_keys(a, layer, seq);
   const int64_t earlier = min(static_cast<int64_t>(pos), a.kv_capacity);
-  if (earlier > 0)
-    dev::prefetch_kv_l2(k, k + a.kv_layer_floats, earlier * a.kv_heads * a.head_dim, static_cast<int>(blockIdx.x),
+  if (earlier <= 0) return;
+  const int64_t row = static_cast<int64_t>(a.kv_heads) * a.head_dim;
+  const dev::KvRows k = layer_rows(a, layer, seq, 0, false);
+  if (k.pages)
+    dev::prefetch_kv_pages_l2(k.pages, k.off, k.off + a.kv_layer_floats, k.shift, earlier, row,
+                              static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+  else
+    dev::prefetch_kv_l2(k.base, k.base + a.kv_layer_floats, earlier * row, static_cast<int>(blockIdx.x),
                         static_cast<int>(gridDim.x));
 }
 
@@ -309,21 +324,19 @@ __device__ void attend_head(const DecodeStackArgs& a, const StackLayerWeights& L
   const dev::HeadScratch w = dev::head_scratch(sm, D, n);
   float *qs = w.q, *knew = w.knew, *vnew = w.vnew, *sc = w.scores, *part = w.part;
   const int g = h / (Hq / Hkv);
-  const int64_t kstride = static_cast<int64_t>(Hkv) * D;
-  float* kcache = sequence_keys(a, layer, seq) + static_cast<int64_t>(g) * D;
-  float* vcache = kcache + a.kv_layer_floats;
-  const int64_t off = static_cast<int64_t>(pos) * kstride;
+  const dev::KvRows kcache = layer_rows(a, layer, seq, static_cast<int64_t>(g) * D, false);
+  const dev::KvRows vcache = layer_rows(a, layer, seq, static_cast<int64_t>(g) * D, true);
+  const bool store = h % (Hq / Hkv) == 0 && pos < a.kv_capacity;
   dev::head_new_row(a.qkv, h, g, Hq, Hkv, D, pre && L.q_norm ? pre->q_norm : L.q_norm,
                     pre && L.k_norm ? pre->k_norm : L.k_norm, a.eps, pre ? pre->inv_freq : a.inv_freq, pos, BF16, qs,
-                    knew, vnew, h % (Hq / Hkv) == 0 && pos < a.kv_capacity, kcache + off, vcache + off);
+                    knew, vnew, store, store ? kcache.row(pos) : nullptr, store ? vcache.row(pos) : nullptr);
   __syncthreads();
-  // Earlier positions' keys and values: rows `kstep` floats apart, from shared or global memory.
-  const float* kb = pre ? pre->keys : kcache;
-  const float* vb = pre ? pre->values : vcache;
-  const int64_t kstep = pre ? D : kstride;
-  if (active) dev::head_scores<true>(qs, kb, kstep, knew, pos, n, warps, D, a.scale, BF16, sc);
+  // Earlier positions' keys and values: from shared memory (preloaded) or the cache.
+  const dev::KvRows kb = pre ? dev::contiguous_rows(pre->keys, D) : kcache;
+  const dev::KvRows vb = pre ? dev::contiguous_rows(pre->values, D) : vcache;
+  if (active) dev::head_scores<true>(qs, kb, knew, pos, n, warps, D, a.scale, BF16, sc);
   __syncthreads();
-  if (active) dev::head_values<4>(sc, n, vb, kstep, vnew, pos, warps, D, BF16, part);
+  if (active) dev::head_values<4>(sc, n, vb, vnew, pos, warps, D, BF16, part);
   __syncthreads();
   dev::head_output(part, warps, D, kThreads, BF16, o);
   __syncthreads();  // the shared scratch is reused by the next head or phase
