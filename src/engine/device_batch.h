@@ -12,10 +12,12 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "engine/tts_model.h"
+#include "nn/kv_page_pool_cuda.h"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::engine {
@@ -61,11 +63,18 @@ class DeviceStream : public TtsStream {
     reason = r;
     if (!batch) return;
     --batch->unfinished;
-    if (slot >= 0 && static_cast<size_t>(slot) < batch->used.size()) batch->used[static_cast<size_t>(slot)] = 0;
+    if (slot >= 0 && static_cast<size_t>(slot) < batch->used.size()) {
+      batch->used[static_cast<size_t>(slot)] = 0;
+      batch->frames->release_slot(slot);  // its KV pages and their reservation (paged pools)
+    }
   }
-  // This stream's share of its batch's device memory, or `before` when it has no batch yet.
-  size_t batch_share_bytes(size_t before) const {
-    return batch ? batch->frames->device_bytes() / static_cast<size_t>(batch->frames->size()) : before;
+  // This stream's share of its batch's device memory (and the KV pages it holds), or `before` when
+  // it has no batch yet.
+  size_t batch_share_bytes(size_t before, size_t page_bytes = 0) const {
+    if (!batch) return before;
+    const int64_t pages = slot >= 0 ? batch->frames->slot_kv_pages(slot) : 0;
+    return batch->frames->device_bytes() / static_cast<size_t>(batch->frames->size()) +
+           static_cast<size_t>(pages) * page_bytes;
   }
 
   const void* owner = nullptr;
@@ -133,12 +142,38 @@ inline Result<int> slots_that_fit(int slots, double bytes_per_slot) {
 // `create(slots, positions)`: room for all the step's newcomers and twice the largest pool (first_slots
 // to start, at most max_slots; `create` may make fewer when memory is short).
 // Pools live while the engine does; an empty pool smaller than another is released.
+// With a page pool (`pages`; the engine's pools are then paged), a newcomer first reserves the KV
+// pages it may ever need (FrameCore::kv_pages_for_stream of `branches` sequences, nn/kv_pages.h);
+// when they cannot be had it waits, and so do the newcomers after it (first come, first served),
+// making no frame until streams that end free enough pages.
 template <class Frames>
 struct DevicePools {
   std::vector<std::shared_ptr<DeviceBatch<Frames>>> pools;
   int first_slots = 8, max_slots = 1024;
   int64_t min_positions = 1024;
+  std::shared_ptr<nn::gpu::KvPagePool> pages;
+  int branches = 1;  // sequences per stream
 };
+
+// Pages that the pools' streams have left and only frames launched ahead could still write go
+// back (a stream that ends with its pool's last frame, or one dropped between steps).
+template <class Frames>
+Status settle_idle_pools(DevicePools<Frames>& dp) {
+  for (const auto& p : dp.pools)
+    if (p->unfinished == 0) CHORUS_TRY(p->frames->settle());
+  return ok_status();
+}
+
+// A stream that needs more KV pages than the device could ever hold is refused at once (the others
+// wait for pages: DevicePools).
+inline Status check_kv_room(const nn::gpu::KvPagePool& pages, int64_t need) {
+  const nn::KvPageStats st = pages.stats();
+  if (need <= st.ceiling) return ok_status();
+  const auto mib = [&](int64_t n) { return std::to_string(n * st.page_bytes >> 20) + " MiB"; };
+  return make_error(ErrorCode::kResourceExhausted, "the request needs " + std::to_string(need) + " KV cache pages (" +
+                                                       mib(need) + ") and the device holds at most " +
+                                                       std::to_string(st.ceiling) + " (" + mib(st.ceiling) + ")");
+}
 
 // One step of `ss` with continuous batching. Streams without a batch join a pool; a pool whose
 // frame was launched ahead first finishes that frame for its running streams, then admits the
@@ -159,6 +194,7 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
     joiners.emplace_back();
     return touched.size() - 1;
   };
+  bool waiting = false;  // a newcomer waits for KV pages, and the later ones with it
   for (size_t i = 0; i < ss.size(); ++i) {
     S& s = *ss[i];
     if (s.finished()) continue;
@@ -167,7 +203,22 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       touch(s.batch);
       continue;
     }
+    if (waiting) continue;
     const int64_t positions = need(s);
+    int64_t pages = 0;
+    if (dp.pages) {
+      pages = Frames::kv_pages_for_stream(positions, dp.branches);
+      CHORUS_ASSIGN(const bool reserved, dp.pages->reserve(pages));
+      if (!reserved) {
+        waiting = true;
+        continue;
+      }
+    }
+    // Until the slot holds them, the reservation goes back on any failure.
+    auto give_back = [&](Status st) -> Status {
+      if (dp.pages) (void)dp.pages->unreserve(pages);
+      return st;
+    };
     int pending = 0;  // newcomers of this step still without a slot, this one included
     for (size_t j = i; j < ss.size(); ++j) pending += !ss[j]->batch && !ss[j]->finished();
     // A running pool with a free slot; an idle one only when it holds all the newcomers (else they
@@ -186,11 +237,18 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       slots = std::min(slots, dp.max_slots);
       const int64_t pos = (std::max(positions, dp.min_positions) + 255) / 256 * 256;
       pool = std::make_shared<Batch>();
-      CHORUS_ASSIGN(pool->frames, create(slots, pos));
+      auto made = create(slots, pos);
+      if (!made.ok()) return give_back(std::move(made).error());
+      pool->frames = std::move(made).value();
       pool->used.assign(static_cast<size_t>(pool->frames->size()), 0);
       dp.pools.insert(dp.pools.begin(), pool);  // the newest (largest) is filled first
     }
-    s.slot = pool->free_slot();
+    const int slot = pool->free_slot();
+    if (dp.pages) {
+      Status held = pool->frames->hold_pages(slot, pages);
+      if (!held.ok()) return give_back(std::move(held));
+    }
+    s.slot = slot;
     pool->used[static_cast<size_t>(s.slot)] = 1;
     ++pool->unfinished;
     s.batch = pool;
@@ -249,7 +307,10 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       if (!act.empty()) CHORUS_TRY(frame(act, true));
     }
   }
-  // An empty pool is kept only while no other is as large (the next request reuses it).
+  // Idle pools give back the pages only a frame launched ahead could still write (also those that go
+  // now: finished streams may keep them alive a while). An empty pool is kept only while no other
+  // is as large (the next request reuses it).
+  if (dp.pages) CHORUS_TRY(settle_idle_pools(dp));
   int largest = 0;
   for (const auto& p : dp.pools) largest = std::max(largest, p->frames->size());
   bool kept = false;

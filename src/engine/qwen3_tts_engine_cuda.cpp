@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <mutex>
+#include <optional>
 
 #include "engine/device_batch.h"
 #include "engine/qwen3_tts_engine.h"
@@ -19,18 +20,23 @@ namespace {
 using Frames = qwen3_tts::gpu::FrameBatch;
 namespace q3 = qwen3_tts;
 
+// Per-slot buffers of a frame pool besides its caches (logits, sampler scratch, penalty history,
+// inputs): ~0.1 MiB at the real models' vocabularies, rounded up.
+constexpr double kSlotOverheadBytes = 256.0 * 1024;
+
 class CudaStream final : public DeviceStream<Frames> {
  public:
   int64_t max_frames() const override { return settings.max_frames; }
   int64_t text_tokens() const override { return text_tokens_; }
   int64_t prompt_rows() const override { return prompt.prefill_rows; }
   size_t state_bytes() const override {
-    return batch_share_bytes((prompt.prefill.size() + prompt.trailing.size()) * sizeof(float));
+    return batch_share_bytes((prompt.prefill.size() + prompt.trailing.size()) * sizeof(float), page_bytes);
   }
 
   q3::Prompt prompt;
   q3::GenerationSettings settings;
   int64_t text_tokens_ = 0;
+  size_t page_bytes = 0;  // of the engine's KV pages
 };
 
 class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
@@ -44,6 +50,8 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     CHORUS_ASSIGN(e->dev_, q3::gpu::upload_model(e->model_));
     e->info_ = e->cpu_->info();
     e->split_frames_ = o.split_frames;
+    const nn::Qwen3Dims& d = e->dev_->talker().dims();
+    CHORUS_ASSIGN(e->pools_.pages, nn::gpu::KvPagePool::create(d.layers, e->dev_->talker().kv_width(), o.kv_cache_bytes));
     return e;
   }
 
@@ -58,6 +66,7 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     const int64_t room = model_->config().talker.dims.max_positions - prompt.prefill_rows + 1;
     if (room < 1) return make_error(ErrorCode::kOutOfRange, "the prompt is longer than the talker's context");
     g.max_frames = std::min({g.max_frames, length_cap_frames(r.length_cap, prompt.text_tokens), room});
+    CHORUS_TRY(check_kv_room(*pools_.pages, Frames::kv_pages_for_stream(prompt.prefill_rows + g.max_frames, 1)));
     CHORUS_ASSIGN(auto check, q3::Stream::create(model_, prompt, g));
     (void)check;
     auto s = std::make_unique<CudaStream>();
@@ -65,6 +74,7 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     s->text_tokens_ = prompt.text_tokens;
     s->prompt = std::move(prompt);
     s->settings = g;
+    s->page_bytes = pools_.pages->page_bytes();
     return std::unique_ptr<TtsStream>(std::move(s));
   }
 
@@ -77,7 +87,7 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     const auto need = [](const CudaStream& s) { return s.prompt.prefill_rows + s.settings.max_frames; };
     const auto create = [&](int slots, int64_t positions) -> Result<std::unique_ptr<Frames>> {
       CHORUS_ASSIGN(slots, pool_slots_that_fit(slots, positions));
-      CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, positions));
+      CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, positions, pools_.pages));
       frames->set_split_frames(split_frames_);
       return frames;
     };
@@ -94,14 +104,19 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
                                        [](const CudaStream& s) { return s.settings.max_frames; }, times);
   }
 
+  std::optional<nn::KvPageStats> kv_pages() const override {
+    std::lock_guard<std::mutex> lock(pools_mu_);
+    if (!settle_idle_pools(pools_).ok()) return std::nullopt;
+    return pools_.pages->stats();
+  }
+
  private:
-  // The talker's cache dominates a slot: K and V of every layer per position, then the trailing
-  // text rows.
+  // A slot's own memory, its talker cache being paged: the trailing text rows of its positions and
+  // its share of the sampler's per-slot buffers.
   Result<int> pool_slots_that_fit(int slots, int64_t positions) const {
     const auto& d = model_->config().talker.dims;
-    return slots_that_fit(slots, static_cast<double>(positions) * sizeof(float) *
-                                     (2.0 * static_cast<double>(d.layers * d.kv_heads * d.head_dim) +
-                                      static_cast<double>(d.hidden)));
+    return slots_that_fit(slots, static_cast<double>(positions) * sizeof(float) * static_cast<double>(d.hidden) +
+                                     kSlotOverheadBytes);
   }
 
   std::shared_ptr<const q3::Model> model_;
@@ -144,6 +159,7 @@ Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string& dir, co
   LoadOptions o;
   o.device = Device::cuda(options.device);
   o.pool = options.pool;
+  o.kv_cache_bytes = options.kv_cache_bytes;
   return load_tts_model(dir, o);
 }
 

@@ -18,12 +18,12 @@ Result<std::unique_ptr<TtsModel>> load_cpu(const std::string& dir, const LoadOpt
 
 Result<std::unique_ptr<TtsModel>> qwen3_cuda(const std::string& dir, const LoadOptions& o) {
   CHORUS_TRY(weights_supported(o.device, o.weights));
-  return load_cuda_qwen3_model(dir, {o.device.index, o.pool});
+  return load_cuda_qwen3_model(dir, {.device = o.device.index, .pool = o.pool, .kv_cache_bytes = o.kv_cache_bytes});
 }
 
 Result<std::unique_ptr<TtsModel>> breeze_cuda(const std::string& dir, const LoadOptions& o) {
   CHORUS_TRY(weights_supported(o.device, o.weights));
-  return load_cuda_breeze_model(dir, {o.device.index, o.pool});
+  return load_cuda_breeze_model(dir, {.device = o.device.index, .pool = o.pool, .kv_cache_bytes = o.kv_cache_bytes});
 }
 
 constexpr FamilyLoader kFamilies[] = {

@@ -25,6 +25,7 @@ struct CudaLoadOptions {
   // Each frame as two graphs (the depth walk, then the backbone step) instead of one, so StageTimes
   // gives their device times apart (`chorus bench --split-frames`); a little slower.
   bool split_frames = false;
+  size_t kv_cache_bytes = 0;  // LoadOptions::kv_cache_bytes
 };
 
 // A checkpoint of any family with generation on the GPU (load_tts_model with a CUDA device).
