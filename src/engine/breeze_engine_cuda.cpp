@@ -160,12 +160,8 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
 
   const bt::gpu::DeviceModel& device_model() const { return *dev_; }
 
-  std::optional<nn::KvPageStats> kv_pages() const override {
-    std::lock_guard<std::mutex> lock(pools_mu_);
-    for (auto& [k, dp] : pools_)
-      if (!settle_idle_pools(dp).ok()) return std::nullopt;
-    return pages_->stats();
-  }
+  // The page pool is thread-safe: no need for the pools' lock (a gauge may read it during a step).
+  std::optional<nn::KvPageStats> kv_pages() const override { return pages_->stats(); }
 
  private:
   // A slot's own memory, its backbone caches being paged: its share of the sampler's and the depth

@@ -155,15 +155,6 @@ struct DevicePools {
   int branches = 1;  // sequences per stream
 };
 
-// Pages that the pools' streams have left and only frames launched ahead could still write go
-// back (a stream that ends with its pool's last frame, or one dropped between steps).
-template <class Frames>
-Status settle_idle_pools(DevicePools<Frames>& dp) {
-  for (const auto& p : dp.pools)
-    if (p->unfinished == 0) CHORUS_TRY(p->frames->settle());
-  return ok_status();
-}
-
 // A stream that needs more KV pages than the device could ever hold is refused at once (the others
 // wait for pages: DevicePools).
 inline Status check_kv_room(const nn::gpu::KvPagePool& pages, int64_t need) {
@@ -307,10 +298,7 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       if (!act.empty()) CHORUS_TRY(frame(act, true));
     }
   }
-  // Idle pools give back the pages only a frame launched ahead could still write (also those that go
-  // now: finished streams may keep them alive a while). An empty pool is kept only while no other
-  // is as large (the next request reuses it).
-  if (dp.pages) CHORUS_TRY(settle_idle_pools(dp));
+  // An empty pool is kept only while no other is as large (the next request reuses it).
   int largest = 0;
   for (const auto& p : dp.pools) largest = std::max(largest, p->frames->size());
   bool kept = false;

@@ -104,11 +104,8 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
                                        [](const CudaStream& s) { return s.settings.max_frames; }, times);
   }
 
-  std::optional<nn::KvPageStats> kv_pages() const override {
-    std::lock_guard<std::mutex> lock(pools_mu_);
-    if (!settle_idle_pools(pools_).ok()) return std::nullopt;
-    return pools_.pages->stats();
-  }
+  // The page pool is thread-safe: no need for the pools' lock (a gauge may read it during a step).
+  std::optional<nn::KvPageStats> kv_pages() const override { return pools_.pages->stats(); }
 
  private:
   // A slot's own memory, its talker cache being paged: the trailing text rows of its positions and

@@ -94,7 +94,7 @@ class TtsModel {
   virtual Status step(std::span<TtsStream* const> streams, std::span<StepResult> out,
                       StageTimes* times = nullptr) const = 0;
   // The paged KV cache's pages (the CUDA engines: the backbone's caches), or nullopt where the
-  // caches are not paged. Not while a step runs on another thread.
+  // caches are not paged. Any thread, also while a step runs.
   virtual std::optional<nn::KvPageStats> kv_pages() const { return std::nullopt; }
 };
 

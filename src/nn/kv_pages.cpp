@@ -86,6 +86,12 @@ int64_t KvPageTable::slot_pages(int slot) const {
   return n;
 }
 
+bool KvPageTable::idle() const {
+  for (int s = 0; s < S_; ++s)
+    if (admitted_[static_cast<size_t>(s)] || reserve_[static_cast<size_t>(s)] != 0) return false;
+  return true;
+}
+
 void KvPageTable::set(int64_t entry, int32_t id) {
   page_[static_cast<size_t>(entry)] = id;
   if (!dirty_[static_cast<size_t>(entry)]) {

@@ -99,6 +99,7 @@ class KvPageTable {
   int64_t retiring_pages() const { return static_cast<int64_t>(retiring_.size()); }
   int64_t reserved(int slot) const { return reserve_[static_cast<size_t>(slot)]; }
   int64_t slot_pages(int slot) const;  // held by the slot's sequences
+  bool idle() const;                   // no slot admitted or holding a reservation
 
   // A free slot takes `pages` pages reserved in the allocator by the caller; it owns them from now
   // on (release returns what it did not take).

@@ -291,8 +291,9 @@ void FrameCore::release_slot(int slot) {
   if (!kv_) return;
   Status st = kv_->release(slot, pipe_.launched());
   // With no frame in flight nothing can write the pages any more (this pool's next launch first
-  // points the slot's entries at the scratch page).
-  if (st.ok()) st = kv_->reclaim(pipe_.waited());
+  // points the slot's entries at the scratch page). A pool left without streams waits for its
+  // frame in flight (whose results nobody reads) now, so no pages linger in an idle pool.
+  if (st.ok()) st = kv_->idle() ? settle() : kv_->reclaim(pipe_.waited());
   if (!st.ok() && kv_error_.ok()) kv_error_ = std::move(st);
 }
 

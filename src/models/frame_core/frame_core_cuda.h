@@ -131,8 +131,9 @@ class FrameCore {
   // stream's sequences take pages from (admit_slots and the frames) and release_slot returns.
   Status hold_pages(int slot, int64_t pages);
   // The slot's stream has left (ended, cancelled or dropped): its pages return to the page pool
-  // once no frame in flight can write them, its reservation at once. Nothing for unpaged pools;
-  // an error here comes back from the next run_frame or admit_slots.
+  // once no frame in flight can write them (at once when it was the pool's last stream: that
+  // frame is waited for), its reservation at once. Nothing for unpaged pools; an error here comes
+  // back from the next run_frame or admit_slots.
   void release_slot(int slot);
   int64_t slot_kv_pages(int slot) const { return kv_ ? kv_->slot_pages(slot) : 0; }
 

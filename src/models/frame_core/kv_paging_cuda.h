@@ -29,6 +29,7 @@ class KvPaging {
   float* const* table() const { return table_.as<float* const>(); }
   size_t bytes() const { return table_.bytes() + trash_.bytes(); }
   int64_t slot_pages(int slot) const;
+  bool idle() const { return table_host_.idle(); }
 
   // nn::KvPageTable's steps, on the pool's allocator.
   Status hold(int slot, int64_t pages) { return table_host_.hold(slot, pages); }
