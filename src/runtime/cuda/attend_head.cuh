@@ -14,19 +14,22 @@ constexpr int kSmallContext = 64;  // KV capacities up to this attend with 4 war
 __host__ __device__ inline int attention_warps(int64_t capacity) { return capacity > kSmallContext ? 16 : 4; }
 
 // One sequence's cached keys (or values) of one layer at one kv head's columns: the row of each
-// position, in a contiguous cache, shared memory, or a paged cache (ops.h KvLayer). Paged rows
-// cost one page-table read per row (a group of scored keys shares one: score_keys).
+// position, in a contiguous cache or shared memory (base, step), or a paged cache (ops.h KvLayer:
+// pages, off, step, shift). Whether rows are paged is a template parameter of the functions that
+// read them (kv_row), so the contiguous kernels keep their code and registers; a paged row costs one
+// page-table read (a group of scored keys shares one: score_keys).
 struct KvRows {
   float* base = nullptr;          // contiguous: position 0's row
   float* const* pages = nullptr;  // paged: the sequence's page table (device addresses)
   int64_t off = 0;                // paged: the rows' offset inside a page (floats)
   int64_t step = 0;               // floats from one position to the next
   int shift = 0;                  // paged: log2 of the positions per page
-  __device__ __forceinline__ float* row(int j) const {
-    if (pages) return pages[j >> shift] + off + static_cast<int64_t>(j & ((1 << shift) - 1)) * step;
-    return base + static_cast<int64_t>(j) * step;
-  }
 };
+template <bool PAGED>
+__device__ __forceinline__ float* kv_row(const KvRows& r, int j) {
+  if constexpr (PAGED) return r.pages[j >> r.shift] + r.off + static_cast<int64_t>(j & ((1 << r.shift) - 1)) * r.step;
+  else return r.base + static_cast<int64_t>(j) * r.step;
+}
 __device__ __forceinline__ KvRows contiguous_rows(const float* base, int64_t step) {
   KvRows r;
   r.base = const_cast<float*>(base);
@@ -165,17 +168,17 @@ __device__ __forceinline__ float scaled_score(float dot, float scale, bool bf16)
   return bf16 ? round_bf16(__fmul_rn(round_bf16(dot), scale)) : dot * scale;
 }
 
-// The dot products q · k_j of keys j0 .. j0 + KEYS − 1 (those below n), key j at kb.row(j)
+// The dot products q · k_j of keys j0 .. j0 + KEYS − 1 (those below n), key j at kv_row(kb, j)
 // except j == new_pos (knew), handed to store(u, dot of key j0 + u) in every lane. A lane sums its
 // dims d = lane + 32i in i order, then the warp reduces by a butterfly (of commutative adds, so
 // every lane holds the same sums). UNROLL_D: the dims loop unrolled, so all the keys' reads are in
 // flight at once (rolled, each step waits for its own round trip). j0 is a multiple of KEYS, and a
-// page holds whole groups of KEYS positions (nn/kv_pages.h), so the group's rows follow row(j0).
-template <bool UNROLL_D, int KEYS, class Store>
+// page holds whole groups of KEYS positions (nn/kv_pages.h), so the group's rows follow row j0's.
+template <bool UNROLL_D, int KEYS, bool PAGED, class Store>
 __device__ __forceinline__ void score_keys(const float* qs, const KvRows& kb, const float* knew, int new_pos, int n,
                                            int j0, int D, Store store) {
   const int lane = threadIdx.x & 31;
-  const float* first = kb.row(j0);
+  const float* first = kv_row<PAGED>(kb, j0);
   const float* kr[KEYS];
 #pragma unroll
   for (int u = 0; u < KEYS; ++u) kr[u] = j0 + u == new_pos ? knew : first + u * kb.step;
@@ -211,12 +214,12 @@ __device__ __forceinline__ void score_keys(const float* qs, const KvRows& kb, co
 // stack's talker attention measured 1.5x faster with the dims unrolled; the per-kernel attention
 // ~1 % slower. KEYS: keys per warp at a time (the small-cache kernel gives each of its warps 4 of
 // 16; each key's sum is the same whichever warp forms it).
-template <bool UNROLL_D, int KEYS = kKeysPerWarp>
+template <bool UNROLL_D, int KEYS = kKeysPerWarp, bool PAGED = false>
 __device__ inline void head_scores(const float* qs, const KvRows& kb, const float* knew, int new_pos, int n, int warps,
                                    int D, float scale, bool bf16, float* sc) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int j0 = warp * KEYS; j0 < n; j0 += warps * KEYS)
-    score_keys<UNROLL_D, KEYS>(qs, kb, knew, new_pos, n, j0, D, [&](int u, float dot) {
+    score_keys<UNROLL_D, KEYS, PAGED>(qs, kb, knew, new_pos, n, j0, D, [&](int u, float dot) {
       if (lane == 0 && j0 + u < n) sc[j0 + u] = scaled_score(dot, scale, bf16);
     });
 }
@@ -245,7 +248,7 @@ __device__ __forceinline__ float softmax_weight(const SoftmaxStats& st, float sc
 // lane l the dims l + 32i → part[warp]. UNROLL_J value rows in flight per warp; the sums run in j
 // order either way, so it does not change results. The per-kernel attention uses 8 (1.7B talker 7 %
 // faster than with 4); the persistent stack uses 4 (8 measured no faster there).
-template <int UNROLL_J>
+template <int UNROLL_J, bool PAGED = false>
 __device__ inline void head_values(const float* sc, int n, const KvRows& vb, const float* vnew, int new_pos, int warps,
                                    int D, bool bf16, float* part) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -256,7 +259,7 @@ __device__ inline void head_values(const float* sc, int n, const KvRows& vb, con
 #pragma unroll UNROLL_J
   for (int j = warp; j < n; j += warps) {
     const float pj = softmax_weight(st, sc[j], bf16);
-    const float* vr = j == new_pos ? vnew : vb.row(j);
+    const float* vr = j == new_pos ? vnew : kv_row<PAGED>(vb, j);
 #pragma unroll
     for (int i = 0; i < kHeadChunks; ++i) {
       const int d = lane + 32 * i;

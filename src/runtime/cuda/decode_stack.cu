@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/cuda/cuda_handles.h"
@@ -243,12 +244,14 @@ __device__ void grid_exit(const DecodeStackArgs& a, int phase) {
 constexpr int kPreKeys = 32;
 
 // Layer `layer`'s cached keys (or values) of sequence `seq` at columns col.. (a kv head's).
+// PAGED: the kernel instantiated for paged caches (a.kv_pages set).
+template <bool PAGED>
 __device__ __forceinline__ dev::KvRows layer_rows(const DecodeStackArgs& a, int layer, int seq, int64_t col,
                                                   bool values) {
   dev::KvRows r;
   r.step = static_cast<int64_t>(a.kv_heads) * a.head_dim;
   const int64_t off = (2 * static_cast<int64_t>(layer) + (values ? 1 : 0)) * a.kv_layer_floats + col;
-  if (a.kv_pages) {
+  if constexpr (PAGED) {
     r.pages = a.kv_pages + seq * (a.kv_capacity >> a.kv_page_shift);
     r.off = off;
     r.shift = a.kv_page_shift;
@@ -270,18 +273,19 @@ __device__ inline bool preloads(const DecodeStackArgs& a, int pos) {
 }
 
 // Thread 32, after a block barrier that ended every read of the preload region.
+template <bool PAGED>
 __device__ void issue_preload(const DecodeStackArgs& a, const StackLayerWeights& L, int layer, int seq,
                                            int pos, const AttnPreload& p, uint64_t* bar) {
   const int D = a.head_dim, g = static_cast<int>(blockIdx.x) / (a.q_heads / a.kv_heads);
   const int64_t row = D * sizeof(float);
-  const dev::KvRows kb = layer_rows(a, layer, seq, static_cast<int64_t>(g) * D, false);
-  const dev::KvRows vb = layer_rows(a, layer, seq, static_cast<int64_t>(g) * D, true);
+  const dev::KvRows kb = layer_rows<PAGED>(a, layer, seq, static_cast<int64_t>(g) * D, false);
+  const dev::KvRows vb = layer_rows<PAGED>(a, layer, seq, static_cast<int64_t>(g) * D, true);
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   const int64_t bytes = 2 * pos * row + (L.q_norm ? 2 * row : 0) + row / 2;
   mbar_expect_bytes(bar, bytes);
   for (int j = 0; j < pos; ++j) {
-    bulk_copy(p.keys + j * D, kb.row(j), row, bar);
-    bulk_copy(p.values + j * D, vb.row(j), row, bar);
+    bulk_copy(p.keys + j * D, dev::kv_row<PAGED>(kb, j), row, bar);
+    bulk_copy(p.values + j * D, dev::kv_row<PAGED>(vb, j), row, bar);
   }
   if (L.q_norm) {
     bulk_copy(p.q_norm, L.q_norm, row, bar);
@@ -292,12 +296,13 @@ __device__ void issue_preload(const DecodeStackArgs& a, const StackLayerWeights&
 
 // Long contexts (not preloaded): this block's share of layer `layer`'s cached keys and values of
 // the earlier positions into L2, two phases before its attention reads them. Thread 32.
+template <bool PAGED>
 __device__ void prefetch_layer_kv(const DecodeStackArgs& a, int layer, int seq, int pos) {
   const int64_t earlier = min(static_cast<int64_t>(pos), a.kv_capacity);
   if (earlier <= 0) return;
   const int64_t row = static_cast<int64_t>(a.kv_heads) * a.head_dim;
-  const dev::KvRows k = layer_rows(a, layer, seq, 0, false);
-  if (k.pages)
+  const dev::KvRows k = layer_rows<PAGED>(a, layer, seq, 0, false);
+  if constexpr (PAGED)
     dev::prefetch_kv_pages_l2(k.pages, k.off, k.off + a.kv_layer_floats, k.shift, earlier, row,
                               static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
   else
@@ -309,7 +314,7 @@ __device__ void prefetch_layer_kv(const DecodeStackArgs& a, int layer, int seq, 
 // (attend_head.cuh) with as many warps as it would use; the other warps only meet the block
 // barriers. `pre`: this head's preloaded keys/values/norms (complete), or null to read them from
 // global memory.
-template <bool BF16>
+template <bool BF16, bool PAGED>
 __device__ void attend_head(const DecodeStackArgs& a, const StackLayerWeights& L, int layer, int h, int seq, int pos,
                             const AttnPreload* pre, float* sm) {
   const int Hq = a.q_heads, Hkv = a.kv_heads, D = a.head_dim;
@@ -324,25 +329,34 @@ __device__ void attend_head(const DecodeStackArgs& a, const StackLayerWeights& L
   const dev::HeadScratch w = dev::head_scratch(sm, D, n);
   float *qs = w.q, *knew = w.knew, *vnew = w.vnew, *sc = w.scores, *part = w.part;
   const int g = h / (Hq / Hkv);
-  const dev::KvRows kcache = layer_rows(a, layer, seq, static_cast<int64_t>(g) * D, false);
-  const dev::KvRows vcache = layer_rows(a, layer, seq, static_cast<int64_t>(g) * D, true);
+  const dev::KvRows kcache = layer_rows<PAGED>(a, layer, seq, static_cast<int64_t>(g) * D, false);
+  const dev::KvRows vcache = layer_rows<PAGED>(a, layer, seq, static_cast<int64_t>(g) * D, true);
   const bool store = h % (Hq / Hkv) == 0 && pos < a.kv_capacity;
   dev::head_new_row(a.qkv, h, g, Hq, Hkv, D, pre && L.q_norm ? pre->q_norm : L.q_norm,
                     pre && L.k_norm ? pre->k_norm : L.k_norm, a.eps, pre ? pre->inv_freq : a.inv_freq, pos, BF16, qs,
-                    knew, vnew, store, store ? kcache.row(pos) : nullptr, store ? vcache.row(pos) : nullptr);
+                    knew, vnew, store, store ? dev::kv_row<PAGED>(kcache, pos) : nullptr,
+                    store ? dev::kv_row<PAGED>(vcache, pos) : nullptr);
   __syncthreads();
-  // Earlier positions' keys and values: from shared memory (preloaded) or the cache.
-  const dev::KvRows kb = pre ? dev::contiguous_rows(pre->keys, D) : kcache;
-  const dev::KvRows vb = pre ? dev::contiguous_rows(pre->values, D) : vcache;
-  if (active) dev::head_scores<true>(qs, kb, knew, pos, n, warps, D, a.scale, BF16, sc);
-  __syncthreads();
-  if (active) dev::head_values<4>(sc, n, vb, vnew, pos, warps, D, BF16, part);
+  // Earlier positions' keys and values: from shared memory (preloaded, contiguous rows) or the cache.
+  const auto attend = [&](const dev::KvRows& kb, const dev::KvRows& vb, auto paged) {
+    constexpr bool kPaged = decltype(paged)::value;
+    if (active) dev::head_scores<true, dev::kKeysPerWarp, kPaged>(qs, kb, knew, pos, n, warps, D, a.scale, BF16, sc);
+    __syncthreads();
+    if (active) dev::head_values<4, kPaged>(sc, n, vb, vnew, pos, warps, D, BF16, part);
+  };
+  if constexpr (PAGED) {
+    if (pre) attend(dev::contiguous_rows(pre->keys, D), dev::contiguous_rows(pre->values, D), std::false_type{});
+    else attend(kcache, vcache, std::true_type{});
+  } else {
+    attend(pre ? dev::contiguous_rows(pre->keys, D) : kcache, pre ? dev::contiguous_rows(pre->values, D) : vcache,
+           std::false_type{});
+  }
   __syncthreads();
   dev::head_output(part, warps, D, kThreads, BF16, o);
   __syncthreads();  // the shared scratch is reused by the next head or phase
 }
 
-template <bool BF16>
+template <bool BF16, bool PAGED>
 __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackArgs a) {
   extern __shared__ __align__(16) float sm[];
   if (a.n_layers <= 0) return;  // the launch probe of decode_stack_reserve
@@ -374,8 +388,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
   dev::pdl_wait();
   const int seq = a.seq[0], pos = a.pos[0];
   const bool preload = preloads(a, pos);
-  if (threadIdx.x == 0 && preload) issue_preload(a, a.layers[0], 0, seq, pos, pre, &bars[2]);
-  if (threadIdx.x == 32 && !preload) prefetch_layer_kv(a, 0, seq, pos);
+  if (threadIdx.x == 0 && preload) issue_preload<PAGED>(a, a.layers[0], 0, seq, pos, pre, &bars[2]);
+  if (threadIdx.x == 32 && !preload) prefetch_layer_kv<PAGED>(a, 0, seq, pos);
   __syncthreads();
   // Each buffer alternates between two phase kinds, so a kind's wait parity is fixed: qkv and o
   // are the even uses of their buffers, gate/up and down the odd ones.
@@ -406,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     stamp(a, ph + 1, 1);
     if (preload) mbar_wait(&bars[2], l & 1);
     for (int h = blockIdx.x; h < a.q_heads; h += gridDim.x)
-      attend_head<BF16>(a, L, l, h, seq, pos, preload ? &pre : nullptr, xs);
+      attend_head<BF16, PAGED>(a, L, l, h, seq, pos, preload ? &pre : nullptr, xs);
     grid_sync(a, target, ph + 1, none);
 
     stage_in(a.attn, qw, nullptr);
@@ -420,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     stamp(a, ph + 3, 1);
     gemv_rows<2, 2, BF16>(gu_mat(L), xs, buf0, &bars[0], 1, a.mlp);
     grid_sync(a, target, ph + 3, [&] {
-      if (more && !preload) prefetch_layer_kv(a, l + 1, seq, pos);
+      if (more && !preload) prefetch_layer_kv<PAGED>(a, l + 1, seq, pos);
     });
 
     stage_in(a.mlp, I, nullptr);
@@ -429,7 +443,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     gemv_rows<1, 1, BF16>(down_mat(L), xs, buf1, &bars[1], 1, a.h);
     if (more)
       grid_sync(a, target, ph + 4, [&] {
-        if (preload) issue_preload(a, a.layers[l + 1], l + 1, seq, pos, pre, &bars[2]);
+        if (preload) issue_preload<PAGED>(a, a.layers[l + 1], l + 1, seq, pos, pre, &bars[2]);
       });
   }
   grid_exit(a, a.n_layers * kPhasesPerLayer - 1);
@@ -569,7 +583,8 @@ bool decode_stack_reserve() {
         cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop)
       return;
     const int max_smem = optin - 1024;  // the kernel's static shared memory comes on top
-    for (auto* k : {decode_stack_kernel<false>, decode_stack_kernel<true>}) {
+    for (auto* k : {decode_stack_kernel<false, false>, decode_stack_kernel<true, false>, decode_stack_kernel<false, true>,
+                    decode_stack_kernel<true, true>}) {
       if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem) != cudaSuccess) {
         cudaGetLastError();
         return;
@@ -589,7 +604,8 @@ bool decode_stack_reserve() {
     // here, outside any graph capture, where a refusal cannot break a capture.
     {
       StackLaunchConfig probe(sms, 0, nullptr, true);
-      const bool launched = cudaLaunchKernelEx(&probe.cfg, decode_stack_kernel<false>, DecodeStackArgs{}) == cudaSuccess;
+      const bool launched =
+          cudaLaunchKernelEx(&probe.cfg, decode_stack_kernel<false, false>, DecodeStackArgs{}) == cudaSuccess;
       g_launch.pdl = launched && cudaDeviceSynchronize() == cudaSuccess;
       cudaGetLastError();
     }
@@ -623,7 +639,9 @@ Status decode_stack(const DecodeStackArgs& a, cudaStream_t s) {
   cudaLaunchConfig_t& cfg = lc.cfg;
   DecodeStackArgs args = a;
   if (trace_requested()) args.trace = trace_buffer(a.n_layers);
-  CHORUS_CUDA_TRY(cudaLaunchKernelEx(&cfg, a.bf16 ? decode_stack_kernel<true> : decode_stack_kernel<false>, args));
+  auto* kernel = a.kv_pages ? (a.bf16 ? decode_stack_kernel<true, true> : decode_stack_kernel<false, true>)
+                            : (a.bf16 ? decode_stack_kernel<true, false> : decode_stack_kernel<false, false>);
+  CHORUS_CUDA_TRY(cudaLaunchKernelEx(&cfg, kernel, args));
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return ok_status();
 }
