@@ -247,7 +247,8 @@ TEST(GpuContinuousBatching, JoinsAndLeavesAtRandomFramesGiveTheSoloCodes) {
 // running streams never fail, and every request still gives its solo codes.
 TEST(GpuContinuousBatching, StreamsWaitForKvPagesAndGiveTheSoloCodes) {
   REQUIRE_GPU();
-  expect_joined_equal_solo("qwen3_tts/models/tiny_custom_voice", 30, 17, 8, 1000, /*kv_pages=*/6);
+  expect_joined_equal_solo("qwen3_tts/models/tiny_custom_voice", 30, 17, /*first_pool=*/4, /*max_live=*/12,
+                           /*kv_pages=*/6);
 }
 
 // A request that needs more KV pages than the budget allows is refused when it is made.
@@ -261,6 +262,7 @@ TEST(GpuContinuousBatching, ARequestLargerThanTheKvBudgetIsRefused) {
   auto m = load_gpu(dir, static_cast<size_t>(2 * pages->page_bytes));
   ASSERT_TRUE(m);
   auto r = requests(m->info(), 1, 5)[0];
+  r.min_frames = 0;
   r.max_frames = 4;
   auto small = m->create_stream(r);
   EXPECT_TRUE(small.ok()) << small.error().to_string();
