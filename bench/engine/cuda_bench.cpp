@@ -8,6 +8,7 @@
 #include "engine/tts_model_cuda.h"
 #include "models/codec/codec_folder.h"
 #include "models/codec/decoder_cuda.h"
+#include "runtime/cpu/quant.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/cuda_handles.h"
 #include "runtime/cuda/decode_stack.h"
@@ -24,7 +25,8 @@ Result<std::string> cuda_bench(const CudaBenchOptions& o, const RequestShape& sh
   CHORUS_ASSIGN(const std::string dev, cuda::device_summary(0));
   if (o.stack_trace) cuda::decode_stack_enable_trace();
   const auto t_load = Clock::now();
-  CHORUS_ASSIGN(auto model, engine::load_cuda_tts_model(o.model, {.split_frames = o.split_frames}));
+  CHORUS_ASSIGN(auto model,
+                engine::load_cuda_tts_model(o.model, {.split_frames = o.split_frames, .weights = o.weights}));
   const double load_ms = ms_since(t_load);
   const size_t weights = cuda::memory_stats().current;
   CHORUS_ASSIGN(const codec::CodecModel codec, codec::load_codec(o.model));
@@ -33,6 +35,9 @@ Result<std::string> cuda_bench(const CudaBenchOptions& o, const RequestShape& sh
   appendf(rep, "device           %s\n", dev.c_str());
   appendf(rep, "model            %s (%s; load + upload %.0f ms, %.2f GiB of weights on the GPU)\n", o.model.c_str(),
           model->info().variant.c_str(), load_ms, gib(weights));
+  appendf(rep, "weights          %s decoder layers (%s), embeddings and heads bf16: %.3f GiB on the GPU\n",
+          cpu::weight_format_name(o.weights), o.weights == cpu::WeightFormat::kBf16 ? "as stored" : "quantised at load",
+          gib(weights));
   if (!fam.work.empty()) appendf(rep, "work             %s\n", fam.work.c_str());
 
   if (o.warmup > 0) CHORUS_TRY(run_batch(*model, 1, std::max<int64_t>(2, o.warmup), 999, fam.request));

@@ -76,8 +76,9 @@ CHORUS_EXPORT const char* chorus_status_name(chorus_status status);
 typedef struct chorus_load_options {
   size_t size;
   const char* device;  /* "cpu" (default), "cuda" or "cuda:N" */
-  const char* weights; /* NULL, "" or "bf16": the checkpoint's weights as stored (exact); "int8" or
-                          "int4": the decoder layers quantised at load (CPU only; docs/quantization.md) */
+  const char* weights; /* NULL, "" or "bf16": the checkpoint's weights as stored (exact); "int8",
+                          "int4" (CPU only) or "fp8" (CUDA only): the decoder layers quantised at
+                          load (docs/quantization.md) */
   int threads;         /* CPU worker threads; 0: CHORUS_THREADS or every core */
   int codec;           /* nonzero (default): load the codec, so requests give audio */
   int download;        /* nonzero: a Hugging Face id missing from the cache is downloaded into it
@@ -112,7 +113,7 @@ typedef struct chorus_model_info {
   int sample_rate;       /* of the audio chunks (24000) */
   int clones_voices;     /* nonzero: chorus_voice_create_* works with this model */
   int has_codec;         /* nonzero: requests give audio */
-  const char* weights;   /* "bf16", "int8", "int4" (chorus_load_options.weights); API version 2 */
+  const char* weights;   /* "bf16", "int8", "int4", "fp8" (chorus_load_options.weights); API version 2 */
   const char* speakers;  /* preset speakers (CustomVoice), comma-separated; "" when none; version 2 */
   const char* languages; /* languages besides "auto", comma-separated; version 2 */
 } chorus_model_info;

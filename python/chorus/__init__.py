@@ -48,7 +48,7 @@ class ModelInfo:
     sample_rate: int   # of the audio (24000)
     clones_voices: bool
     has_codec: bool
-    weights: str       # "bf16", "int8" or "int4", as loaded
+    weights: str       # "bf16", "int8", "int4" or "fp8", as loaded
     speakers: Tuple[str, ...] = ()   # preset voices (CustomVoice), for say(voice=...)
     languages: Tuple[str, ...] = ()  # accepted language names besides "auto"
 
@@ -226,8 +226,9 @@ def load(model: Union[str, os.PathLike], device: str = "cpu", weights: str = "bf
     cache is fetched into it first (HF_ENDPOINT, HF_TOKEN honoured; HF_HUB_OFFLINE=1 forbids it).
 
     device: "cpu", "cuda" or "cuda:N".
-    weights: "bf16" (the checkpoint's own weights, exact), or "int8" / "int4": the decoder layers
-    quantised at load (weight-only, groups of 32 with f16 scales; CPU only, docs/quantization.md).
+    weights: "bf16" (the checkpoint's own weights, exact), or "int8" / "int4" (CPU only) / "fp8"
+    (CUDA only): the decoder layers quantised at load (weight-only, groups of 32 with f16 scales;
+    docs/quantization.md).
     threads: CPU worker threads (0: CHORUS_THREADS or every core).
     """
     return Model(_chorus.load(os.fspath(model), device=device, weights=weights, threads=threads, download=download))

@@ -105,7 +105,7 @@ class Qwen3TTSModel:
         ``device_map`` ("cpu", "cuda", "cuda:N"; "auto" means "cuda" when this build has CUDA) is
         honoured; ``dtype``/``torch_dtype`` and ``attn_implementation`` are accepted and ignored
         (chorus computes as the official bf16 checkpoint does). ``weights`` (a chorus addition:
-        "bf16", "int8" or "int4", as in ``chorus.load``) picks the CPU weight format."""
+        "bf16", "int8", "int4" or "fp8", as in ``chorus.load``) picks the weight format."""
         device = kwargs.pop("device_map", None) or kwargs.pop("device", None) or "cpu"
         device = str(device)
         if device == "auto":

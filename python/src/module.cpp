@@ -505,5 +505,6 @@ PYBIND11_MODULE(_chorus, mod) {
 
   mod.def("load", &load, py::arg("spec"), py::arg("device") = "cpu", py::arg("weights") = "bf16",
           py::arg("threads") = 0, py::arg("codec") = true, py::arg("download") = false,
-          "Loads a checkpoint; weights: \"bf16\" (as stored, exact), \"int8\" or \"int4\" (quantised at load, CPU).");
+          "Loads a checkpoint; weights: \"bf16\" (as stored, exact), \"int8\", \"int4\" (CPU) or \"fp8\" (CUDA), "
+          "quantised at load.");
 }

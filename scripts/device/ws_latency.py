@@ -74,14 +74,31 @@ def one_run(url, config, text, cancel_after_s):
     cancel_at = None
     last_audio = None
     audio_bytes = 0
+    # input.done goes out at the first audio, or after a second without any: a layout that speaks
+    # while the text is written starts before it; one that waits for whole sentences needs it.
+    done_sent = False
+    ws.sock.settimeout(1.0)
     while True:
-        op, payload = ws.recv()
+        try:
+            op, payload = ws.recv()
+        except socket.timeout:
+            if done_sent:
+                raise RuntimeError("no reply from the server")
+            ws.send_text({"type": "input.done"})
+            done_sent = True
+            ws.sock.settimeout(30.0)
+            continue
         now = time.monotonic()
         if op == 2:
             audio_bytes += len(payload)
             last_audio = now
             if first is None:
                 first = now
+                before_done = not done_sent
+                if not done_sent:
+                    ws.send_text({"type": "input.done"})
+                    done_sent = True
+                    ws.sock.settimeout(30.0)
             if cancel_after_s is not None and cancel_at is None and now - first >= cancel_after_s:
                 ws.send_text({"type": "input.cancel"})
                 cancel_at = time.monotonic()
@@ -99,6 +116,7 @@ def one_run(url, config, text, cancel_after_s):
         "cancel_to_last_audio_ms": (last_audio - cancel_at) * 1e3 if cancel_at and last_audio and last_audio > cancel_at else 0.0
         if cancel_at else None,
         "audio_bytes": audio_bytes,
+        "audio_before_input_done": first is not None and before_done,
     }
 
 
@@ -110,10 +128,14 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--label", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--model-layout", action="store_true",
+                    help="keep the model's default text layout (else non_streaming_mode=false: one text token per frame)")
     a = ap.parse_args()
     config = {"model": a.model, "response_format": "pcm"}
     if a.voice:
         config["voice"] = a.voice
+    if not a.model_layout:
+        config["non_streaming_mode"] = False
     text = "Hello there, this is a streaming test. It goes on for a while so that it can be cancelled midway."
     first, cancel = [], []
     for i in range(a.runs):
@@ -121,7 +143,8 @@ def main():
         r2 = one_run(a.url, dict(config, seed=200 + i), text, 0.3)
         first.append(r1["first_audio_ms"])
         cancel.append(r2["cancel_to_last_audio_ms"])
-        print(f"run {i}: first input.text -> first audio {r1['first_audio_ms']:.1f} ms ({r1['audio_bytes']} bytes); "
+        print(f"run {i}: first input.text -> first audio {r1['first_audio_ms']:.1f} ms ({r1['audio_bytes']} bytes, "
+              f"{'before' if r1['audio_before_input_done'] else 'after'} input.done); "
               f"input.cancel -> last audio byte {r2['cancel_to_last_audio_ms']:.1f} ms")
     res = {"label": a.label, "first_audio_ms_median": statistics.median(first),
            "cancel_to_last_audio_ms_median": statistics.median(cancel), "runs": a.runs}

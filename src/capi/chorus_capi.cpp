@@ -225,7 +225,7 @@ chorus_status chorus_load(const char* spec, const chorus_load_options* options, 
     const std::string weights_name = o.weights && *o.weights ? o.weights : "bf16";
     const auto weights = cpu::weight_format_from_name(weights_name);
     if (!weights)
-      return fail(CHORUS_INVALID_ARGUMENT, "weights \"" + weights_name.substr(0, 32) + "\": expected bf16, int8 or int4");
+      return fail(CHORUS_INVALID_ARGUMENT, "weights \"" + weights_name.substr(0, 32) + "\": expected bf16, int8, int4 or fp8");
     if (o.threads < 0) return fail(CHORUS_OUT_OF_RANGE, "threads must be >= 0 (0: every core)");
     auto state = std::make_shared<ModelState>();
     engine::LoadOptions lo;

@@ -60,7 +60,7 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
     CHORUS_ASSIGN(e->cpu_, BreezeEngine::load(dir, e->pool_));
     {  // the weights are copied to the device; the mapping is needed only while uploading
       CHORUS_ASSIGN(const bt::ModelFiles files, bt::open_model_files(dir));
-      CHORUS_ASSIGN(e->dev_, bt::gpu::DeviceModel::upload(files.config, files.main));
+      CHORUS_ASSIGN(e->dev_, bt::gpu::DeviceModel::upload(files.config, files.main, o.weights, e->pool_));
       CHORUS_ASSIGN(e->text_, bt::gpu::TextEncoderCuda::upload(files.config, files.main));
     }
     e->info_ = e->cpu_->info();

@@ -16,6 +16,8 @@ class DecoderStream final : public CodecStream {
     return d_->decode(s_, codes, frames, out);
   }
   Status flush(std::vector<float>& out) override { return d_->flush(s_, out); }
+  const Decoder* decoder() const { return d_; }
+  State& state() { return s_; }
 
  private:
   const Decoder* d_;
@@ -41,6 +43,8 @@ class CpuCodec final : public Codec {
   codec::CodecModel m_;
 };
 
+using GpuStream = DecoderStream<codec::CudaDecoder, codec::CudaDecoderState>;
+
 class GpuCodec final : public Codec {
  public:
   explicit GpuCodec(codec::CudaDecoder d) : d_(std::move(d)) {}
@@ -53,13 +57,37 @@ class GpuCodec final : public Codec {
     if (mode != codec::DecodeMode::kExact)
       return make_error(ErrorCode::kUnsupported, "the GPU codec decodes in the exact (full) mode only");
     CHORUS_ASSIGN(codec::CudaDecoderState s, d_.new_state());
-    return std::unique_ptr<CodecStream>(new DecoderStream<codec::CudaDecoder, codec::CudaDecoderState>(&d_, std::move(s)));
+    return std::unique_ptr<CodecStream>(new GpuStream(&d_, std::move(s)));
   }
+  bool batches_streams() const override { return true; }
+  std::vector<Status> decode_streams(std::span<CodecStream* const> streams, std::span<const int32_t* const> codes,
+                                     std::span<const int64_t> frames,
+                                     std::span<std::vector<float>* const> outs) const override {
+    std::vector<codec::CudaDecoderState*> states;
+    states.reserve(streams.size());
+    for (CodecStream* s : streams) {
+      auto* g = dynamic_cast<GpuStream*>(s);
+      if (!g || g->decoder() != &d_) return Codec::decode_streams(streams, codes, frames, outs);  // not all ours
+      states.push_back(&g->state());
+    }
+    if (d_.decode_batch(states, codes, frames, outs).ok()) return std::vector<Status>(streams.size(), ok_status());
+    // A failed call appended nothing: one stream at a time tells which stream failed, and the
+    // others still get their samples.
+    return Codec::decode_streams(streams, codes, frames, outs);
+  }
+  // Both paths once: decode() and decode_batch() (whose first call makes the batch workspace, about
+  // 1.5 GiB at real size, here rather than in a request's first step).
   Status warm_up() const {
     CHORUS_ASSIGN(codec::CudaDecoderState s, d_.new_state());
+    CHORUS_ASSIGN(codec::CudaDecoderState t, d_.new_state());
     const std::vector<int32_t> zeros(static_cast<size_t>(d_.num_quantizers()), 0);
     std::vector<float> out;
-    return d_.decode(s, zeros.data(), 1, out);
+    CHORUS_TRY(d_.decode(s, zeros.data(), 1, out));
+    codec::CudaDecoderState* states[] = {&t};
+    const int32_t* codes[] = {zeros.data()};
+    const int64_t frames[] = {1};
+    std::vector<float>* outs[] = {&out};
+    return d_.decode_batch(states, codes, frames, outs);
   }
 
  private:
@@ -67,6 +95,21 @@ class GpuCodec final : public Codec {
 };
 
 }  // namespace
+
+std::vector<Status> Codec::decode_streams(std::span<CodecStream* const> streams, std::span<const int32_t* const> codes,
+                                          std::span<const int64_t> frames,
+                                          std::span<std::vector<float>* const> outs) const {
+  if (codes.size() != streams.size() || frames.size() != streams.size() || outs.size() != streams.size())
+    return std::vector<Status>(streams.size(), make_error(ErrorCode::kInvalidArgument,
+                                                          "decode_streams: streams, codes, frames and outputs differ in number"));
+  std::vector<Status> st;
+  st.reserve(streams.size());
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (!streams[i] || !outs[i]) st.push_back(make_error(ErrorCode::kInvalidArgument, "decode_streams: no stream or output"));
+    else st.push_back(streams[i]->decode(codes[i], frames[i], *outs[i]));
+  }
+  return st;
+}
 
 Result<std::unique_ptr<Codec>> load_codec(const std::string& dir, Device device, ThreadPool* pool) {
   if (device.is_cuda()) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,24 @@ class Codec {
   virtual Status validate_codes(const int32_t* codes, int64_t frames) const = 0;
   // A fresh stream. The GPU decoder has the exact mode only (kUnsupported otherwise).
   virtual Result<std::unique_ptr<CodecStream>> new_stream(codec::DecodeMode mode = codec::DecodeMode::kExact) const = 0;
+
+  // Whether decode_streams() decodes its streams together (the GPU codec: one pass per step over
+  // all of them) rather than one after another.
+  virtual bool batches_streams() const { return false; }
+  // Decodes codes[i] [frames[i], num_quantizers] of streams[i] (streams of this codec, each at
+  // most once) and appends to *outs[i] exactly what streams[i]->decode() would append, with
+  // the status of each stream. One stream's bad codes or error never changes another's output.
+  // Here: one stream after another. The GPU codec decodes them all in one batched pass
+  // (CudaDecoder::decode_batch) and, should that fail, one by one, so each stream gets its own
+  // status.
+  virtual std::vector<Status> decode_streams(std::span<CodecStream* const> streams,
+                                             std::span<const int32_t* const> codes, std::span<const int64_t> frames,
+                                             std::span<std::vector<float>* const> outs) const;
 };
 
 // The codec of the checkpoint folder `dir` (codec::find_codec_dir), on `device`. The GPU decoder
-// runs one throw-away frame at load so that no request pays for loading its kernels.
+// runs a throw-away frame at load, alone and batched, so that no request pays for loading its
+// kernels or making its workspaces.
 Result<std::unique_ptr<Codec>> load_codec(const std::string& dir, Device device, ThreadPool* pool);
 
 }  // namespace chorus::engine

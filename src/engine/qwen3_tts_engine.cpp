@@ -163,10 +163,8 @@ Result<std::unique_ptr<TtsStream>> Qwen3TtsEngine::create_stream(const Synthesis
   return std::unique_ptr<TtsStream>(new Qwen3Stream(std::move(s), text_tokens));
 }
 
-Result<std::unique_ptr<TtsStream>> Qwen3TtsEngine::create_text_stream(const SynthesisRequest& r,
-                                                                      std::shared_ptr<TextFeed>* feed) const {
+Result<std::unique_ptr<Qwen3TextInput>> Qwen3TtsEngine::text_input(const SynthesisRequest& r) const {
   static constexpr char kPrefix[] = "<|im_start|>assistant\n", kSuffix[] = "<|im_end|>\n<|im_start|>assistant\n";
-  if (!feed) return make_error(ErrorCode::kInternal, "create_text_stream: no feed to fill");
   if (!r.text.empty() || !r.text_ids.empty()) return bad("a request whose text arrives in pieces has no text of its own");
   if (r.max_frames < 0) return bad("max frames must be >= 0 (0: the checkpoint's limit)");
   if (r.cfg_scale || r.dual_cfg)
@@ -179,6 +177,9 @@ Result<std::unique_ptr<TtsStream>> Qwen3TtsEngine::create_text_stream(const Synt
   if (!streaming)
     return make_error(ErrorCode::kUnsupported, "text in pieces needs the streaming text layout (this model's default "
                                                "is the full-text layout: ask for the streaming layout)");
+  const q3::GenerationSettings g = settings(r);
+  CHORUS_TRY(sampling::validate(g.talker, "talker sampler"));
+  CHORUS_TRY(sampling::validate(g.code_predictor, "code predictor sampler"));
   SynthesisRequest with_ids = r;
   with_ids.text_ids = {0};  // a stand-in: the text comes through the feed
   CHORUS_ASSIGN(q3::PromptInputs in, prompt_inputs(with_ids));
@@ -188,10 +189,16 @@ Result<std::unique_ptr<TtsStream>> Qwen3TtsEngine::create_text_stream(const Synt
   std::swap(in.text_ids, trial);
   if (auto trial_prompt = q3::build_prompt(*model_, in); !trial_prompt.ok()) return std::move(trial_prompt).error();
   in.text_ids.clear();
-  auto f = std::make_shared<TextFeed>(*tokenizer_, kPrefix, kSuffix);
-  auto stream = std::make_unique<Qwen3TextStream>(model_, std::move(in), settings(r), r.length_cap, suffix, f);
-  *feed = std::move(f);
-  return std::unique_ptr<TtsStream>(std::move(stream));
+  auto feed = std::make_shared<TextFeed>(*tokenizer_, kPrefix, kSuffix);
+  return std::make_unique<Qwen3TextInput>(model_, std::move(in), g, r.length_cap, suffix, std::move(feed));
+}
+
+Result<std::unique_ptr<TtsStream>> Qwen3TtsEngine::create_text_stream(const SynthesisRequest& r,
+                                                                      std::shared_ptr<TextFeed>* feed) const {
+  if (!feed) return make_error(ErrorCode::kInternal, "create_text_stream: no feed to fill");
+  CHORUS_ASSIGN(std::unique_ptr<Qwen3TextInput> input, text_input(r));
+  *feed = input->feed();
+  return std::unique_ptr<TtsStream>(std::make_unique<Qwen3TextStream>(model_, std::move(input)));
 }
 
 Status Qwen3TtsEngine::step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const {

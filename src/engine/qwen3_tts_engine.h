@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/family_engine.h"
+#include "engine/qwen3_text_input.h"
 #include "models/qwen3_tts/model.h"
 #include "models/qwen3_tts/prompt.h"
 #include "models/qwen3_tts/stream.h"
@@ -35,6 +36,10 @@ class Qwen3TtsEngine final : public FamilyEngine {
   Status step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const override;
 
   const qwen3_tts::Model& model() const { return *model_; }
+
+  // The host side of a stream whose text arrives in pieces (create_text_stream, and the GPU
+  // engine's): the request checked (all but its text), and the feed that takes the text.
+  Result<std::unique_ptr<Qwen3TextInput>> text_input(const SynthesisRequest& r) const;
 
   // The family's prompt inputs and settings for a request (exposed for tests).
   Result<qwen3_tts::PromptInputs> prompt_inputs(const SynthesisRequest& r) const;

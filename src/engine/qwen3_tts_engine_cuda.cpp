@@ -1,6 +1,11 @@
 // The Qwen3-TTS engine with generation on the GPU (tts_model_cuda.h).
 #include "engine/tts_model_cuda.h"
 
+#include "engine/breeze_engine_cuda.h"
+#include "engine/registry.h"
+#include "io/model_dir.h"
+#include "models/family.h"
+
 #ifdef CHORUS_HAVE_CUDA
 
 #include <algorithm>
@@ -10,6 +15,7 @@
 
 #include "engine/device_batch.h"
 #include "engine/qwen3_tts_engine.h"
+#include "engine/text_feed.h"
 #include "models/qwen3_tts/frame_batch_cuda.h"
 #include "runtime/cuda/cuda_handles.h"
 
@@ -24,7 +30,7 @@ namespace q3 = qwen3_tts;
 // inputs): ~0.1 MiB at the real models' vocabularies, rounded up.
 constexpr double kSlotOverheadBytes = 256.0 * 1024;
 
-class CudaStream final : public DeviceStream<Frames> {
+class CudaStream : public DeviceStream<Frames> {
  public:
   int64_t max_frames() const override { return settings.max_frames; }
   int64_t text_tokens() const override { return text_tokens_; }
@@ -33,10 +39,59 @@ class CudaStream final : public DeviceStream<Frames> {
     return batch_share_bytes((prompt.prefill.size() + prompt.trailing.size()) * sizeof(float), page_bytes);
   }
 
-  q3::Prompt prompt;
+  q3::Prompt prompt;  // its rows are dropped at admission
   q3::GenerationSettings settings;
   int64_t text_tokens_ = 0;
   size_t page_bytes = 0;  // of the engine's KV pages
+  // Trailing text rows that arrived after admission, for the slot before the next frame.
+  std::vector<float> pending;
+  int64_t pending_rows = 0;
+};
+
+// A stream whose text arrives while it runs. The host side is the CPU engine's
+// (Qwen3TextInput): when it may start and with which prompt, its trailing rows as their tokens
+// arrive, when a frame may be made. Rows that come before admission join the prompt; later ones
+// go to the slot before the next frame. While its next frame's row has not come, the pools park
+// its slot (frame_pools.h).
+class CudaTextStream final : public CudaStream {
+ public:
+  CudaTextStream(std::unique_ptr<Qwen3TextInput> input, std::shared_ptr<const nn::gpu::KvPagePool> pages)
+      : input_(std::move(input)), pages_(std::move(pages)) {
+    settings = input_->settings();
+  }
+  int64_t text_tokens() const override { return input_->text_tokens(); }
+  bool has_input_for(int64_t frame) const override { return input_->may_make(frame, rows_); }
+
+  Result<bool> ready() override {
+    if (finished()) return true;
+    if (!input_->closed()) {
+      input_->read();
+      if (!input_->started()) {
+        if (!input_->can_start()) return false;
+        CHORUS_ASSIGN(Qwen3TextInput::Start st, input_->start());
+        prompt = std::move(st.prompt);
+        settings = st.settings;
+        rows_ = prompt.trailing_rows;
+        // Its reservation (at admission) covers this limit; the cap when the text ends only lowers it.
+        if (pages_)
+          CHORUS_TRY(check_kv_room(*pages_, Frames::kv_pages_for_stream(prompt.prefill_rows + settings.max_frames, 1)));
+      }
+      CHORUS_ASSIGN(Qwen3TextInput::Rows rows, input_->take_rows());
+      if (rows.count > 0) {
+        std::vector<float>& to = batch ? pending : prompt.trailing;
+        to.insert(to.end(), rows.data.begin(), rows.data.end());
+        (batch ? pending_rows : prompt.trailing_rows) += rows.count;
+        rows_ += rows.count;
+      }
+      if (rows.closed) settings.max_frames = std::min(settings.max_frames, rows.cap_frames);
+    }
+    return has_input_for(made);
+  }
+
+ private:
+  std::unique_ptr<Qwen3TextInput> input_;
+  std::shared_ptr<const nn::gpu::KvPagePool> pages_;
+  int64_t rows_ = 0;  // trailing rows the stream holds: its prompt's, pending or on the device
 };
 
 class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
@@ -47,7 +102,7 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     ThreadPool* pool = o.pool ? o.pool : &ThreadPool::global();
     CHORUS_ASSIGN(e->cpu_, Qwen3TtsEngine::load(dir, pool));
     e->model_ = std::shared_ptr<const q3::Model>(std::shared_ptr<const q3::Model>(), &e->cpu_->model());
-    CHORUS_ASSIGN(e->dev_, q3::gpu::upload_model(e->model_));
+    CHORUS_ASSIGN(e->dev_, q3::gpu::upload_model(e->model_, o.weights, pool));
     e->info_ = e->cpu_->info();
     e->split_frames_ = o.split_frames;
     const nn::Qwen3Dims& d = e->dev_->talker().dims();
@@ -78,6 +133,19 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     return std::unique_ptr<TtsStream>(std::move(s));
   }
 
+  // Text in pieces: the CPU engine checks the request and makes the feed; the stream waits in
+  // its slot while its next text row has not come (frame_pools.h).
+  Result<std::unique_ptr<TtsStream>> create_text_stream(const SynthesisRequest& r,
+                                                        std::shared_ptr<TextFeed>* feed) const override {
+    if (!feed) return make_error(ErrorCode::kInternal, "create_text_stream: no feed to fill");
+    CHORUS_ASSIGN(std::unique_ptr<Qwen3TextInput> input, cpu_->text_input(r));
+    *feed = input->feed();
+    auto s = std::make_unique<CudaTextStream>(std::move(input), pools_.pages);
+    s->owner = this;
+    s->page_bytes = pools_.pages->page_bytes();
+    return std::unique_ptr<TtsStream>(std::move(s));
+  }
+
   // Any set of this engine's streams may be stepped together: they run in pools that streams join
   // between frames (continuous batching).
   bool joins_running_batch() const override { return true; }
@@ -95,10 +163,14 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
       std::vector<q3::gpu::StreamSetup> setups;
       for (size_t i : idx) setups.push_back({&ss[i]->prompt, ss[i]->settings});
       CHORUS_TRY(fb.admit(slots, setups));
-      for (size_t i : idx) std::vector<float>().swap(ss[i]->prompt.prefill);
+      for (size_t i : idx) {
+        std::vector<float>().swap(ss[i]->prompt.prefill);
+        std::vector<float>().swap(ss[i]->prompt.trailing);
+      }
       return ok_status();
     };
     std::lock_guard<std::mutex> lock(pools_mu_);
+    CHORUS_TRY(upload_pending_text(ss));
     return step_pooled_streams<Frames>(pools_, ss, out, static_cast<int32_t>(model_->config().talker.codec_eos_id),
                                        dev_->groups(), need, create, admit,
                                        [](const CudaStream& s) { return s.settings.max_frames; }, times);
@@ -108,6 +180,26 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
   std::optional<nn::KvPageStats> kv_pages() const override { return pools_.pages->stats(); }
 
  private:
+  // Text rows that arrived for streams in slots go to the device before any frame reads them: one
+  // call per pool.
+  static Status upload_pending_text(const std::vector<CudaStream*>& ss) {
+    std::vector<std::pair<Frames*, std::vector<Frames::TextAppend>>> by_pool;
+    for (CudaStream* s : ss) {
+      if (!s->batch || s->finished() || s->pending_rows == 0) continue;
+      Frames* fb = s->batch->frames.get();
+      auto it = std::find_if(by_pool.begin(), by_pool.end(), [&](const auto& p) { return p.first == fb; });
+      if (it == by_pool.end()) it = by_pool.insert(by_pool.end(), {fb, {}});
+      it->second.push_back({s->slot, s->pending.data(), s->pending_rows});
+    }
+    for (auto& [fb, appends] : by_pool) CHORUS_TRY(fb->append_text(appends));
+    for (CudaStream* s : ss) {
+      if (!s->batch || s->pending_rows == 0) continue;
+      s->pending.clear();
+      s->pending_rows = 0;
+    }
+    return ok_status();
+  }
+
   // A slot's own memory, its talker cache being paged: the trailing text rows of its positions and
   // its share of the sampler's per-slot buffers.
   Result<int> pool_slots_that_fit(int slots, int64_t positions) const {
@@ -153,11 +245,13 @@ Result<std::unique_ptr<TtsModel>> load_cuda_qwen3_model(const std::string&, cons
 namespace chorus::engine {
 
 Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string& dir, const CudaLoadOptions& options) {
-  LoadOptions o;
-  o.device = Device::cuda(options.device);
-  o.pool = options.pool;
-  o.kv_cache_bytes = options.kv_cache_bytes;
-  return load_tts_model(dir, o);
+  // Straight to the family's CUDA loader, so every CudaLoadOptions field (split_frames, weights)
+  // arrives; LoadOptions has no place for the benchmark-only ones.
+  CHORUS_ASSIGN(const std::string resolved, io::resolve_model_dir(dir));
+  CHORUS_ASSIGN(const Family family, detect_family(resolved));
+  CHORUS_TRY(weights_supported(Device::cuda(options.device), options.weights));
+  if (family == Family::kBreezeTts) return load_cuda_breeze_model(resolved, options);
+  return load_cuda_qwen3_model(resolved, options);
 }
 
 }  // namespace chorus::engine

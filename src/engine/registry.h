@@ -23,7 +23,8 @@ struct FamilyLoader {
 
 std::span<const FamilyLoader> family_loaders();
 
-// Whether `device` can run a model loaded with `weights` (kUnsupported: quantised weights on CUDA).
+// Whether `device` can run a model loaded with `weights` (kUnsupported: int4 on CUDA, fp8 on the
+// CPU), with an error that names the formats the device takes.
 Status weights_supported(const Device& device, WeightFormat weights);
 
 }  // namespace chorus::engine

@@ -72,7 +72,8 @@ Synthesizer::Synthesizer(std::shared_ptr<const Model> model, SynthesizerOptions 
   if (options_.max_queued < 0) options_.max_queued = 0;
   waker_ = std::make_shared<Waker>();
   waker_->owner = this;
-  if (model_->device().is_cuda() && options_.codec_threads > 1)
+  const bool batches = model_->has_codec() && model_->codec().batches_streams();
+  if (model_->device().is_cuda() && options_.codec_threads > 1 && !batches)
     codec_threads_ = std::make_unique<ThreadPool>(options_.codec_threads);
   thread_ = std::thread([this] { run(); });
 }
@@ -244,23 +245,61 @@ void Synthesizer::finish(Job& j, Status status) {
   if (j.on_done) j.on_done(result);
 }
 
-Status Synthesizer::decode_frame(Job& j, const StepResult& r) {
-  if (!r.has_frame || j.ended) return ok_status();
-  const int64_t frame = j.stream->frames() - 1;
-  if (frame == 0) j.stats.first_frame_s = since(j.submitted);
+void Synthesizer::begin_frame(Job& j) {
+  if (j.stream->frames() == 1) j.stats.first_frame_s = since(j.submitted);
+}
+
+Status Synthesizer::send_frame(Job& j, const StepResult& r) {
   AudioChunk c;
-  c.first_frame = frame;
+  c.first_frame = j.stream->frames() - 1;
   c.frames = 1;
   c.codes = r.codes.data();
   c.codebooks = static_cast<int64_t>(r.codes.size());
   if (j.codec) {
-    j.samples.clear();
-    CHORUS_TRY(j.codec->decode(r.codes.data(), 1, j.samples));
     c.samples = j.samples.data();
     c.count = j.samples.size();
     if (c.count > 0 && j.stats.first_audio_s == 0) j.stats.first_audio_s = since(j.submitted);
   }
   return j.on_chunk ? j.on_chunk(c) : ok_status();
+}
+
+Status Synthesizer::decode_frame(Job& j, const StepResult& r) {
+  if (!r.has_frame || j.ended) return ok_status();
+  begin_frame(j);
+  if (j.codec) {
+    j.samples.clear();
+    CHORUS_TRY(j.codec->decode(r.codes.data(), 1, j.samples));
+  }
+  return send_frame(j, r);
+}
+
+void Synthesizer::decode_frames_together(const std::vector<Job*>& group, const std::vector<StepResult>& out,
+                                         std::vector<Status>& decoded) {
+  std::vector<size_t> which;
+  std::vector<CodecStream*> streams;
+  std::vector<const int32_t*> codes;
+  std::vector<std::vector<float>*> samples;
+  for (size_t i = 0; i < group.size(); ++i) {
+    Job& j = *group[i];
+    if (!out[i].has_frame || j.ended) continue;
+    begin_frame(j);
+    if (!j.codec) continue;
+    j.samples.clear();
+    which.push_back(i);
+    streams.push_back(j.codec.get());
+    codes.push_back(out[i].codes.data());
+    samples.push_back(&j.samples);
+  }
+  if (!streams.empty()) {
+    const std::vector<int64_t> frames(streams.size(), 1);
+    const std::vector<Status> st = model_->codec().decode_streams(streams, codes, frames, samples);
+    for (size_t k = 0; k < which.size(); ++k) decoded[which[k]] = st[k];
+  }
+  // The chunks in the group's order, as one thread calling decode_frame for each job would.
+  for (size_t i = 0; i < group.size(); ++i) {
+    Job& j = *group[i];
+    if (out[i].has_frame && !j.ended && decoded[i].ok()) decoded[i] = send_frame(j, out[i]);
+  }
 }
 
 bool Synthesizer::step_group(std::vector<Job*>& group) {
@@ -320,7 +359,9 @@ bool Synthesizer::step_group(std::vector<Job*>& group) {
   const auto decode = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) decoded[static_cast<size_t>(i)] = decode_frame(*group[static_cast<size_t>(i)], out[static_cast<size_t>(i)]);
   };
-  if (codec_threads_ && group.size() > 1)
+  if (model_->has_codec() && model_->codec().batches_streams())
+    decode_frames_together(group, out, decoded);
+  else if (codec_threads_ && group.size() > 1)
     codec_threads_->parallel_for(static_cast<int64_t>(group.size()), decode);
   else
     decode(0, static_cast<int64_t>(group.size()));

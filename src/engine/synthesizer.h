@@ -109,7 +109,9 @@ struct SynthesizerOptions {
   // Audio the waiting requests may ask for at most, counted at each request's frame limit (0: no
   // bound); submit() refuses more (kResourceExhausted).
   double max_queued_audio_s = 0;
-  // Threads decoding the requests' frames at once when the codec is on the GPU (1: one by one).
+  // Threads decoding the requests' frames at once when the codec is on the GPU and does not batch
+  // streams itself (1: one by one). The GPU codec decodes a step's frames in one batched pass, so
+  // it needs none.
   int codec_threads = 8;
 };
 
@@ -129,7 +131,7 @@ class Synthesizer {
   // handle's append_text() and finish_text(). The codes (and audio) equal those of submit() with
   // the whole text, however the text is cut and timed; while the next text token has not arrived
   // the request waits, without holding up the others. kUnsupported for models that need the whole
-  // text first (Breeze TTS 2, Qwen3-TTS in the full-text layout, the CUDA engines).
+  // text first (Breeze TTS 2, Qwen3-TTS in the full-text layout).
   Result<std::shared_ptr<Synthesis>> submit_text(const SynthesisRequest& request, ChunkCallback on_chunk,
                                                  const SynthesisOptions& options = {});
   // submit() and wait().
@@ -165,6 +167,14 @@ class Synthesizer {
   // The codec's part of a frame: decodes it and hands the chunk to the job's callback. Touches only
   // the job, so jobs' decodes may run on different threads; a failure is returned, not applied.
   Status decode_frame(Job& j, const StepResult& r);
+  // The same for every job of a step at once, through one Codec::decode_streams() call (the GPU
+  // codec's batched pass); decoded[i] gets job i's status.
+  void decode_frames_together(const std::vector<Job*>& group, const std::vector<StepResult>& out,
+                              std::vector<Status>& decoded);
+  // A frame's first half (the first-frame time, before any decoding) and second half (the chunk,
+  // with the samples the codec left in j.samples, to the callback).
+  void begin_frame(Job& j);
+  Status send_frame(Job& j, const StepResult& r);
   void finish(Job& j, Status status);
   // Ends requests past their deadlines: queued ones under mu_, running ones between steps.
   void expire_queued(std::vector<std::unique_ptr<Job>>& expired);
@@ -185,9 +195,10 @@ class Synthesizer {
   // Owned by the scheduler thread: running jobs, in groups stepped together (one group when the
   // generator joins new streams into a running batch, else one per admission).
   std::vector<std::vector<std::unique_ptr<Job>>> groups_;
-  // Threads that decode the jobs' frames at once when the codec runs on the GPU (its calls are
-  // bound by launching kernels, and several go on at once); null on the CPU, whose codec is
-  // parallel inside. SynthesizerOptions::codec_threads of them.
+  // Threads that decode the jobs' frames at once when the codec runs on the GPU without batching
+  // streams itself (its calls are bound by launching kernels, and several go on at once); null on
+  // the CPU, whose codec is parallel inside, and for a codec that batches. SynthesizerOptions::
+  // codec_threads of them.
   std::unique_ptr<ThreadPool> codec_threads_;
   std::thread thread_;
 };

@@ -33,7 +33,7 @@ namespace chorus::engine {
 Result<std::unique_ptr<TtsStream>> TtsModel::create_text_stream(const SynthesisRequest&, std::shared_ptr<TextFeed>*) const {
   return make_error(ErrorCode::kUnsupported,
                     "this model cannot speak text before it is complete (text in pieces needs Qwen3-TTS in the "
-                    "streaming text layout on the CPU)");
+                    "streaming text layout)");
 }
 
 }  // namespace chorus::engine

@@ -98,15 +98,16 @@ class TtsModel {
   virtual std::optional<nn::KvPageStats> kv_pages() const { return std::nullopt; }
 };
 
-// How the CPU models keep the decoder layers of generation (talker / code predictor, backbone /
-// depth decoder): kBf16 as stored, the exact mode; kInt8 / kInt4 quantised at load (weight-only,
-// groups of 32 with f16 scales; runtime/cpu/quant.h, docs/quantization.md).
+// How a model keeps the decoder layers of generation (talker / code predictor, backbone / depth
+// decoder): kBf16 as stored, the exact mode; quantised at load (weight-only, groups of 32 with f16
+// scales; docs/quantization.md): kInt8 on both backends (the same numbers), kInt4 on the CPU only
+// (runtime/cpu/quant.h), kFp8 (E4M3) on CUDA only (runtime/cpu/row_quant.h).
 using WeightFormat = cpu::WeightFormat;
 
 struct LoadOptions {
   Device device;               // where generation (and the codec) run
   ThreadPool* pool = nullptr;  // CPU threads (nullptr: ThreadPool::global()); must outlive the model
-  // The CPU decoder layers' weights; the CUDA loaders take only kBf16 (kUnsupported otherwise).
+  // The decoder layers' weights (kUnsupported where the device has no kernels for them).
   WeightFormat weights = WeightFormat::kBf16;
   bool codec = true;           // engine::load: also load the codec (audio out); off for codes only
   // engine::load: a Hugging Face id missing from the local cache is downloaded into it (io/hf_hub.h;

@@ -3,9 +3,10 @@
 // (models/qwen3_tts/frame_batch_cuda.h). Declared in every build; without CUDA the functions
 // return kUnsupported.
 //
-// Batching: the streams passed to the first step() of any of them form one device batch (weights
-// read once per step for all of them). Later steps must pass every unfinished stream of that batch
-// (finished ones may be left out); mixing batches or adding streams later is kUnsupported.
+// Batching: streams run in device frame pools that they join and leave between frames (weights read
+// once per step for all of a pool's streams; engine/frame_pools.h). A step must pass every
+// unfinished stream of the pools it touches, except streams waiting for input (Qwen3-TTS text in
+// pieces, TtsStream::ready() false), which sit the step out in their slots.
 #pragma once
 
 #include <memory>
@@ -26,6 +27,9 @@ struct CudaLoadOptions {
   // gives their device times apart (`chorus bench --split-frames`); a little slower.
   bool split_frames = false;
   size_t kv_cache_bytes = 0;  // LoadOptions::kv_cache_bytes
+  // The decoder layers' weights: bf16 as stored, or int8 / fp8 quantised at load (LoadOptions::weights;
+  // int4 is kUnsupported on CUDA).
+  WeightFormat weights = WeightFormat::kBf16;
 };
 
 // A checkpoint of any family with generation on the GPU (load_tts_model with a CUDA device).

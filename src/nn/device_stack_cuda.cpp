@@ -29,6 +29,35 @@ Result<DeviceTensor> load_vector_f32(const Weights& w, const std::string& name) 
   return upload_vector_f32(w.f32(name));
 }
 
+Result<DeviceTensor> load_matrix(const Weights& w, const std::string& name, cpu::WeightFormat format,
+                                 ThreadPool* pool) {
+  if (format == cpu::WeightFormat::kBf16) return load_matrix(w, name);
+  CHORUS_ASSIGN(Tensor t, need(w, name));
+  if (t.rank() != 2) return make_error(ErrorCode::kInvalidFormat, name + ": a projection must be a matrix");
+  auto q = cpu::quantize_rows(cpu::MatrixRef::of(t), format, pool);
+  if (!q.ok()) return make_error(q.error().code, name + ": " + q.error().message);
+  return upload_quantized(*q);
+}
+
+Result<DeviceTensor> upload_quantized(const cpu::RowQuantMatrix& q) {
+  if (q.cols % 16 != 0 || q.rows <= 0)
+    return make_error(ErrorCode::kUnsupported, "quantised weights on the GPU need a width that is a multiple of 16 (got " +
+                                                   std::to_string(q.cols) + ")");
+  DeviceTensor d;
+  d.rows = q.rows;
+  d.cols = q.cols;
+  d.format = q.format;
+  // The scales start on a 256-byte boundary, so any slice of whole rows of them is 16-byte aligned
+  // (the persistent kernel's bulk copies).
+  d.scales_offset = (q.codes.size() + 255) / 256 * 256;
+  const size_t scale_bytes = q.scales.size() * sizeof(uint16_t);
+  CHORUS_ASSIGN(d.buf, cuda::DeviceBuffer::alloc(d.scales_offset + scale_bytes));
+  CHORUS_CUDA_TRY(cudaMemcpy(d.buf.data(), q.codes.data(), q.codes.size(), cudaMemcpyHostToDevice));
+  CHORUS_CUDA_TRY(cudaMemcpy(static_cast<uint8_t*>(d.buf.data()) + d.scales_offset, q.scales.data(), scale_bytes,
+                             cudaMemcpyHostToDevice));
+  return d;
+}
+
 Result<DeviceTensor> upload_matrix(const Tensor& t) {
   DeviceTensor d;
   if (t.rank() == 2) {
@@ -87,26 +116,32 @@ Result<StackScratch> StackScratch::create(const Qwen3Dims& d, int64_t rows, bool
 
 Result<DeviceStack> DeviceStack::load(const Weights& w, const Qwen3Dims& d, std::span<const float> inv_freq,
                                       StackOptions options) {
+  const cpu::WeightFormat f = options.weights;
+  if (f == cpu::WeightFormat::kInt4)
+    return make_error(ErrorCode::kUnsupported, "int4 is CPU only; on CUDA use int8 or fp8 (or bf16)");
   DeviceStack s;
   s.dims_ = d;
+  s.weights_ = f;
   s.layers_.resize(static_cast<size_t>(d.layers));
   for (int64_t i = 0; i < d.layers; ++i) {
     const Weights lw = w.sub("layers." + std::to_string(i) + ".");
     Layer& L = s.layers_[static_cast<size_t>(i)];
-    CHORUS_ASSIGN(L.q, load_matrix(lw, "self_attn.q_proj.weight"));
-    CHORUS_ASSIGN(L.k, load_matrix(lw, "self_attn.k_proj.weight"));
-    CHORUS_ASSIGN(L.v, load_matrix(lw, "self_attn.v_proj.weight"));
-    CHORUS_ASSIGN(L.o, load_matrix(lw, "self_attn.o_proj.weight"));
-    CHORUS_ASSIGN(L.gate, load_matrix(lw, "mlp.gate_proj.weight"));
-    CHORUS_ASSIGN(L.up, load_matrix(lw, "mlp.up_proj.weight"));
-    CHORUS_ASSIGN(L.down, load_matrix(lw, "mlp.down_proj.weight"));
+    ThreadPool* pool = options.pool;
+    CHORUS_ASSIGN(L.q, load_matrix(lw, "self_attn.q_proj.weight", f, pool));
+    CHORUS_ASSIGN(L.k, load_matrix(lw, "self_attn.k_proj.weight", f, pool));
+    CHORUS_ASSIGN(L.v, load_matrix(lw, "self_attn.v_proj.weight", f, pool));
+    CHORUS_ASSIGN(L.o, load_matrix(lw, "self_attn.o_proj.weight", f, pool));
+    CHORUS_ASSIGN(L.gate, load_matrix(lw, "mlp.gate_proj.weight", f, pool));
+    CHORUS_ASSIGN(L.up, load_matrix(lw, "mlp.up_proj.weight", f, pool));
+    CHORUS_ASSIGN(L.down, load_matrix(lw, "mlp.down_proj.weight", f, pool));
+    for (const DeviceTensor* t : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) s.projection_bytes_ += t->buf.bytes();
     CHORUS_ASSIGN(L.in_norm, load_vector_f32(lw, "input_layernorm.weight"));
     CHORUS_ASSIGN(L.post_norm, load_vector_f32(lw, "post_attention_layernorm.weight"));
     if (lw.has("self_attn.q_norm.weight")) {
       CHORUS_ASSIGN(L.q_norm, load_vector_f32(lw, "self_attn.q_norm.weight"));
       CHORUS_ASSIGN(L.k_norm, load_vector_f32(lw, "self_attn.k_norm.weight"));
     }
-    if (options.one_launch_mlp && cuda::fused_mlp_supported(d.hidden, d.intermediate)) {
+    if (options.one_launch_mlp && f == cpu::WeightFormat::kBf16 && cuda::fused_mlp_supported(d.hidden, d.intermediate)) {
       const cuda::DeviceMatrix down = L.down.matrix();
       L.down_t.rows = down.cols;
       L.down_t.cols = down.rows;
@@ -121,10 +156,20 @@ Result<DeviceStack> DeviceStack::load(const Weights& w, const Qwen3Dims& d, std:
     CHORUS_CUDA_TRY(cudaDeviceSynchronize());  // the transposes above ran on the default stream
   }
   std::vector<cuda::StackLayerWeights> table;
-  for (const Layer& L : s.layers_)
-    table.push_back({L.q.bf16(), L.k.bf16(), L.v.bf16(), L.o.bf16(), L.gate.bf16(), L.up.bf16(), L.down.bf16(),
-                     L.in_norm.f32(), L.post_norm.f32(), L.q_norm.empty() ? nullptr : L.q_norm.f32(),
-                     L.k_norm.empty() ? nullptr : L.k_norm.f32()});
+  for (const Layer& L : s.layers_) {
+    cuda::StackLayerWeights t{L.q.bf16(), L.k.bf16(), L.v.bf16(), L.o.bf16(), L.gate.bf16(), L.up.bf16(),
+                              L.down.bf16(), L.in_norm.f32(), L.post_norm.f32(),
+                              L.q_norm.empty() ? nullptr : L.q_norm.f32(), L.k_norm.empty() ? nullptr : L.k_norm.f32()};
+    if (f != cpu::WeightFormat::kBf16) {
+      const DeviceTensor* m[7] = {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down};
+      for (int j = 0; j < 7; ++j) {
+        t.codes[j] = m[j]->codes();
+        t.scales[j] = m[j]->scales();
+      }
+      t.q = t.k = t.v = t.o = t.gate = t.up = t.down = nullptr;
+    }
+    table.push_back(t);
+  }
   CHORUS_ASSIGN(s.layer_table_, cuda::DeviceBuffer::alloc(table.size() * sizeof(cuda::StackLayerWeights)));
   CHORUS_CUDA_TRY(cudaMemcpy(s.layer_table_.data(), table.data(), table.size() * sizeof(cuda::StackLayerWeights),
                              cudaMemcpyHostToDevice));
@@ -145,6 +190,12 @@ Result<DeviceStack> DeviceStack::load(const Weights& w, const Qwen3Dims& d, std:
 
 int64_t DeviceStack::max_linear_k() const {
   return std::max({dims_.hidden, dims_.heads * dims_.head_dim, dims_.intermediate});
+}
+
+int64_t DeviceStack::max_dequant() const {
+  if (weights_ == cpu::WeightFormat::kBf16) return 0;
+  const int64_t H = dims_.hidden, qw = dims_.heads * dims_.head_dim, I = dims_.intermediate;
+  return std::max({qw * H, dims_.kv_heads * dims_.head_dim * H, H * qw, I * H, H * I});
 }
 
 int64_t DeviceStack::max_linear_n_total() const {
@@ -182,6 +233,7 @@ Result<bool> DeviceStack::forward_persistent(float* h, float* out, const cuda::R
   a.mlp = sc.mlp.as<float>();
   a.barrier = sc.barrier.as<unsigned>();
   a.bf16 = bf16;
+  a.weights = weights_;
   if (!a.barrier || !cuda::decode_stack_applies(a)) return false;
   if (bf16 && !input_rounded) CHORUS_TRY(cuda::round_bf16(h, d.hidden, s));
   CHORUS_TRY(cuda::decode_stack(a, s));
@@ -201,7 +253,9 @@ void DeviceStack::prefetch_attention(int64_t layer, cuda::L2Prefetch (&to)[4]) c
   size_t total = 0;
   for (int i = 0; i < 4; ++i) {
     const cuda::DeviceMatrix w = parts[i]->matrix();
-    ranges[i] = {w.data, static_cast<size_t>(w.rows * w.cols) * sizeof(uint16_t)};
+    // A quantised matrix's buffer holds its codes and then its scales: the whole buffer.
+    ranges[i] = w.quantized() ? cuda::L2Prefetch{parts[i]->buf.data(), parts[i]->buf.bytes()}
+                              : cuda::L2Prefetch{w.data, static_cast<size_t>(w.rows * w.cols) * sizeof(uint16_t)};
     total += ranges[i].bytes;
   }
   // Measured on the H200: Breeze's depth layers (5 MB) gain, its backbone's (24 MB) lose as much: a

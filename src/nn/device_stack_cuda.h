@@ -1,7 +1,8 @@
 // The layer library's GPU side: a Qwen3-style decoder stack on the device (DeviceStack: bf16
-// matrices, f32 norm weights, one persistent kernel per decode row where it applies), its KV-cache
-// view and activation scratch, and the helpers that upload weights. Every codec-LM family builds its
-// backbone and depth decoder from it. Built only with CUDA (CHORUS_HAVE_CUDA).
+// matrices, or int8 / fp8 projections quantised at load; f32 norm weights; one persistent kernel
+// per decode row where it applies), its KV-cache view and activation scratch, and the helpers that
+// upload weights. Every codec-LM family builds its backbone and depth decoder from it. Built only
+// with CUDA (CHORUS_HAVE_CUDA).
 #pragma once
 
 #ifdef CHORUS_HAVE_CUDA
@@ -13,31 +14,50 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "core/thread_pool.h"
 #include "io/weight_table.h"
 #include "nn/kv_pages.h"
 #include "nn/qwen3_block.h"
+#include "runtime/cpu/row_quant.h"
 #include "runtime/cuda/cuda_handles.h"
 #include "runtime/cuda/decode_stack.h"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::nn::gpu {
 
-// A weight on the device: a bf16 matrix or an f32 vector.
+// A weight on the device: a bf16 matrix, an f32 vector, or a quantised matrix (format int8 / fp8:
+// its codes, then from scales_offset its f16 scales, in one buffer; cpu::RowQuantMatrix's layout).
 struct DeviceTensor {
   cuda::DeviceBuffer buf;
   int64_t rows = 0, cols = 0;
+  cpu::WeightFormat format = cpu::WeightFormat::kBf16;
+  size_t scales_offset = 0;
   bool empty() const { return buf.data() == nullptr; }
-  cuda::DeviceMatrix matrix() const { return {buf.as<const uint16_t>(), rows, cols}; }
+  bool quantized() const { return format != cpu::WeightFormat::kBf16; }
+  cuda::DeviceMatrix matrix() const {
+    if (!quantized()) return {buf.as<const uint16_t>(), rows, cols};
+    return {nullptr, rows, cols, format, codes(), scales()};
+  }
   const uint16_t* bf16() const { return buf.as<const uint16_t>(); }
   const float* f32() const { return buf.as<const float>(); }
+  const uint8_t* codes() const { return quantized() ? buf.as<const uint8_t>() : nullptr; }
+  const uint16_t* scales() const {
+    return quantized() ? reinterpret_cast<const uint16_t*>(buf.as<const uint8_t>() + scales_offset) : nullptr;
+  }
 };
 
 // Any float tensor (rank 1 or 2) → bf16 matrix on the device; rank-1 f32 vectors stay f32.
 Result<DeviceTensor> upload_matrix(const Tensor& t);
 Result<DeviceTensor> upload_vector_f32(const Tensor& t);
+// A quantised matrix (cols a multiple of 16, as cuda::linear needs) → the device.
+Result<DeviceTensor> upload_quantized(const cpu::RowQuantMatrix& q);
 // The tensor `name` of `w`, as above; kNotFound when it is missing.
 Result<DeviceTensor> load_matrix(const Weights& w, const std::string& name);
 Result<DeviceTensor> load_vector_f32(const Weights& w, const std::string& name);
+// load_matrix, or with int8 / fp8 the matrix quantised on the host (cpu::quantize_rows; `pool`
+// runs it) and uploaded as such.
+Result<DeviceTensor> load_matrix(const Weights& w, const std::string& name, cpu::WeightFormat format,
+                                 ThreadPool* pool);
 
 // A stack's KV cache for `seqs` sequences of `capacity` positions (width = kv_heads·head_dim).
 // Contiguous (pages null): per layer, keys then values, each [seqs, capacity, width] f32 at base.
@@ -87,8 +107,13 @@ struct StackOptions {
   // Decode steps of one row (two at hidden 1024: guidance's branches) run each layer's MLP as one
   // launch (cuda::fused_mlp) where its shape allows.
   // Costs a transposed copy of every down projection. For stacks that do not fit the persistent
-  // kernel (Breeze's, where it measured faster than two launches per MLP).
+  // kernel (Breeze's, where it measured faster than two launches per MLP). bf16 stacks only (the
+  // one-launch MLP reads bf16 matrices).
   bool one_launch_mlp = false;
+  // The seven projections of every layer: bf16 as stored, or int8 / fp8 quantised at load
+  // (cpu::quantize_rows, run on `pool`); norms stay f32. int4 is kUnsupported.
+  cpu::WeightFormat weights = cpu::WeightFormat::kBf16;
+  ThreadPool* pool = nullptr;
 };
 
 class DeviceStack {
@@ -105,7 +130,12 @@ class DeviceStack {
   int64_t kv_width() const { return dims_.kv_heads * dims_.head_dim; }
   int64_t max_linear_k() const;       // widest matrix input
   int64_t max_linear_n_total() const; // most output features of one launch
+  // How the projections are stored (StackOptions::weights), and the most elements of one of them
+  // when quantised (LinearWorkspace::create's max_dequant; 0 for bf16).
+  cpu::WeightFormat weights() const { return weights_; }
+  int64_t max_dequant() const;
   size_t bytes() const { return bytes_; }
+  size_t projection_bytes() const { return projection_bytes_; }  // the seven projections of every layer
 
   // h [rows, hidden]: the rows' input, used as the residual stream (overwritten); out: the final
   // norm of each row, or null to leave it to the caller (a linear that norms its input with
@@ -133,10 +163,11 @@ class DeviceStack {
   Result<bool> forward_persistent(float* h, float* out, const cuda::RowMap& rows, const KvCacheRef& kv,
                                   StackScratch& sc, cudaStream_t s, bool bf16, bool input_rounded) const;
   Qwen3Dims dims_;
+  cpu::WeightFormat weights_ = cpu::WeightFormat::kBf16;
   std::vector<Layer> layers_;
   cuda::DeviceBuffer layer_table_;  // [layers] cuda::StackLayerWeights
   DeviceTensor final_norm_, inv_freq_;
-  size_t bytes_ = 0;
+  size_t bytes_ = 0, projection_bytes_ = 0;
 };
 
 // Every row of `table` ([rows, cols] bf16) through `proj` ([out, cols], + bias when given): [out_rows,

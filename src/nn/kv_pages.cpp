@@ -140,10 +140,26 @@ Status KvPageTable::admit(KvPageAllocator& a, int slot, std::span<const int64_t>
   return ok_status();
 }
 
-Status KvPageTable::before_launch(KvPageAllocator& a, int launches) {
+Status KvPageTable::before_launch(KvPageAllocator& a, int launches, std::span<const int32_t> parked) {
   if (launches < 0) return make_error(ErrorCode::kInternal, "kv page table: negative launches");
+  if (!parked.empty() && launches != 1)
+    return make_error(ErrorCode::kInternal, "kv page table: parked slots in more than one launch");
+  std::vector<uint8_t> park(static_cast<size_t>(S_), 0);
+  for (const int32_t p : parked) {
+    if (p < 0 || p >= S_) return make_error(ErrorCode::kInternal, "kv page table: a parked slot out of range");
+    park[static_cast<size_t>(p)] = 1;
+  }
   for (int s = 0; s < S_; ++s) {
     if (!admitted_[static_cast<size_t>(s)]) continue;
+    if (park[static_cast<size_t>(s)]) {
+      // Its frame writes the row its next frame will write again, position rows + frames: mapped
+      // now (inside the reservation, since that frame is still to come), the count unchanged.
+      for (int j = 0; j < NB_; ++j) {
+        const int64_t q = int64_t{s} * NB_ + j;
+        CHORUS_TRY(cover(a, s, q, rows_[static_cast<size_t>(q)] + frames_[static_cast<size_t>(s)] + 1));
+      }
+      continue;
+    }
     const int64_t frames = frames_[static_cast<size_t>(s)] + launches;
     for (int j = 0; j < NB_; ++j) {
       const int64_t q = int64_t{s} * NB_ + j;

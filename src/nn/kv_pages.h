@@ -109,8 +109,10 @@ class KvPageTable {
   Status admit(KvPageAllocator& a, int slot, std::span<const int64_t> prompt_rows);
   // Before `launches` more frames: every admitted slot's sequences get pages up to the position the
   // last of them writes (frame k of a slot writes position min(rows + k − 1, capacity − 1)), and
-  // the slots' frame counts advance by `launches`.
-  Status before_launch(KvPageAllocator& a, int launches);
+  // the slots' frame counts advance by `launches`. A `parked` slot's frame is computed but undone
+  // (its state restored; only with launches == 1): it does not advance, and it gets the page of the
+  // one position that frame writes, the position its next real frame writes again.
+  Status before_launch(KvPageAllocator& a, int launches, std::span<const int32_t> parked = {});
   // The slot's stream left after `launched` launches of its pool: its pages retire until
   // reclaim(done) with done >= launched; its entries turn -1; its untaken reservation is returned.
   Status release(KvPageAllocator& a, int slot, int64_t launched);

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <array>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -154,6 +155,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res.body() = server_.error_body(static_cast<int>(status), message);
     res.keep_alive(false);
     keep_alive_ = false;
+    drain_on_close_ = true;
     write_response(std::move(res));
   }
 
@@ -172,6 +174,7 @@ class Session : public std::enable_shared_from_this<Session> {
     auto sp = std::make_shared<Response>(std::move(res));
     stream_.expires_after(server_.options.write_timeout);
     http::async_write(stream_, *sp, [self = shared_from_this(), sp, keep](beast::error_code ec, size_t) {
+      if (!ec && !keep && self->drain_on_close_) return self->drain_then_close();
       if (ec || !keep) return self->close();
       self->read_request(false);
     });
@@ -230,6 +233,24 @@ class Session : public std::enable_shared_from_this<Session> {
     close();
   }
 
+  // A refused request's body may still be arriving: closing with unread bytes makes the kernel send
+  // a reset that can destroy the refusal before the client reads it. So stop sending, and read and
+  // drop what comes for a bounded time and amount, then close.
+  void drain_then_close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(std::chrono::seconds(2));
+    drain_some();
+  }
+  void drain_some() {
+    static constexpr size_t kMaxDrained = 16u << 20;
+    stream_.async_read_some(net::buffer(drain_buf_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->drained_ += n;
+      if (ec || self->drained_ > kMaxDrained) return self->close();
+      self->drain_some();
+    });
+  }
+
   void close() {
     if (closed_) return;
     closed_ = true;
@@ -258,6 +279,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::deque<std::string> chunks_;
   bool streaming_ = false, head_sent_ = false, writing_ = false, finish_requested_ = false, last_sent_ = false;
   bool closed_ = false;
+  bool drain_on_close_ = false;  // a refusal: drain the rest of the request before closing
+  size_t drained_ = 0;
+  std::array<char, 16384> drain_buf_{};
   // Shared with other threads.
   mutable std::mutex mu_;
   size_t backlog_ = 0;

@@ -112,7 +112,7 @@ struct Reader {
 const std::set<std::string>& known_fields() {
   static const std::set<std::string> k = {
       "model", "input", "voice", "instructions", "response_format", "speed", "stream_format", "task_type", "language",
-      "ref_audio", "ref_text", "x_vector_only_mode", "max_new_tokens", "min_new_tokens", "seed", "temperature", "top_k", "top_p",
+      "ref_audio", "ref_text", "x_vector_only_mode", "non_streaming_mode", "max_new_tokens", "min_new_tokens", "seed", "temperature", "top_k", "top_p",
       "repetition_penalty", "cfg_scale", "stream"};
   return k;
 }
@@ -264,6 +264,11 @@ SpeechParse parse_speech_object(const Json& j, const SpeechLimits& limits, bool 
   }
   r.string("ref_text", p.ref_text, limits.max_input_chars);
   r.boolean("x_vector_only_mode", p.x_vector_only);
+  if (r.get("non_streaming_mode")) {
+    bool full = false;
+    r.boolean("non_streaming_mode", full);
+    p.non_streaming_mode = full;
+  }
   if (auto x = r.integer("max_new_tokens", 1, limits.max_new_tokens)) p.max_new_tokens = *x;
   if (auto x = r.integer("min_new_tokens", 1, limits.max_new_tokens)) p.min_new_tokens = *x;
   if (p.min_new_tokens > 0 && p.max_new_tokens > 0 && p.min_new_tokens > p.max_new_tokens)

@@ -38,6 +38,10 @@ struct SpeechParams {
   std::string ref_audio;  // decoded bytes of the data URI; empty: none
   std::string ref_text;
   bool x_vector_only = false;
+  // Qwen3-TTS's text layout, by the official argument's name: true puts the whole text in the
+  // prompt, false feeds one text token per frame (what lets a WebSocket session speak while its
+  // text is still being written); unset: the model's default.
+  std::optional<bool> non_streaming_mode;
   int64_t max_new_tokens = 0;  // 0: the model's limit
   int64_t min_new_tokens = 0;  // end of speech ignored before this many frames (benchmarks); 0: the default
   std::optional<uint64_t> seed;

@@ -183,6 +183,8 @@ std::optional<ApiError> Service::prepare_request(const SpeechParams& p, LoadedMo
   q.language = p.language;
   q.instruct = p.instructions;
   q.xvector_only = p.x_vector_only;
+  if (p.non_streaming_mode)
+    q.layout = *p.non_streaming_mode ? engine::TextLayout::kFull : engine::TextLayout::kStreaming;
   q.max_frames = p.max_new_tokens;
   if (p.min_new_tokens > 0) {
     q.min_frames = p.min_new_tokens;

@@ -96,9 +96,10 @@ TEST(QuantEngine, Bf16IsTheExactModeAndTheDefault) {
   EXPECT_EQ(engine::LoadOptions{}.weights, WeightFormat::kBf16);
 }
 
-// engine::load carries the format to the generator (and says which it holds); CUDA refuses
-// quantised weights for both families before touching a device, in any build.
-TEST(QuantEngine, LoadCarriesTheFormatAndCudaRefusesQuantisedWeights) {
+// engine::load carries the format to the generator (and says which it holds); a device without
+// kernels for a format refuses it for both families before touching a device, in any build: int4
+// on CUDA, fp8 on the CPU, each naming the formats that device takes.
+TEST(QuantEngine, LoadCarriesTheFormatAndEachDeviceRefusesFormatsItHasNoKernelsFor) {
   const std::string dirs[] = {reference_path("qwen3_tts/models/tiny_custom_voice"),
                               reference_path("breeze_tts2/models/tiny_breeze")};
   for (const std::string& dir : dirs) {
@@ -112,14 +113,19 @@ TEST(QuantEngine, LoadCarriesTheFormatAndCudaRefusesQuantisedWeights) {
     ASSERT_TRUE(direct.ok());
     const SynthesisRequest r = request(dir.find("breeze") != std::string::npos ? "breeze-tts" : "qwen3-tts", 5, 6);
     EXPECT_EQ(generate((*m)->generator(), {r}), generate(**direct, {r}));
-    for (WeightFormat f : {WeightFormat::kInt8, WeightFormat::kInt4}) {
-      o = options(nullptr, f);
-      o.device = engine::Device::cuda();
-      auto g = engine::load(dir, o);
-      ASSERT_FALSE(g.ok());
-      EXPECT_EQ(g.error().code, ErrorCode::kUnsupported);
-      EXPECT_NE(g.error().message.find("CPU only"), std::string::npos) << g.error().message;
-    }
+    o = options(nullptr, WeightFormat::kInt4);
+    o.device = engine::Device::cuda();
+    auto g = engine::load(dir, o);
+    ASSERT_FALSE(g.ok());
+    EXPECT_EQ(g.error().code, ErrorCode::kUnsupported);
+    EXPECT_NE(g.error().message.find("int4 is CPU only; on CUDA use int8 or fp8"), std::string::npos)
+        << g.error().message;
+    o = options(nullptr, WeightFormat::kFp8);
+    auto c = engine::load(dir, o);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.error().code, ErrorCode::kUnsupported);
+    EXPECT_NE(c.error().message.find("fp8 weights are CUDA only; on the CPU use int8 or int4"), std::string::npos)
+        << c.error().message;
   }
 }
 

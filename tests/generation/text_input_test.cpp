@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "engine/model.h"
+#include "engine/qwen3_text_input.h"
 #include "engine/qwen3_tts_engine.h"
 #include "engine/synthesizer.h"
 #include "models/qwen3_tts/checkpoint.h"
@@ -348,6 +349,78 @@ TEST(TextInput, DeadlineEndsARequestWaitingForText) {
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code, ErrorCode::kResourceExhausted);
   EXPECT_NE(st.error().message.find("total deadline"), std::string::npos) << st.error().message;
+}
+
+// The host side both engines share (Qwen3TextInput, which the GPU engine feeds its slots from):
+// for any cut of the text, the prompt it starts with and the rows it hands out rebuild the whole
+// text's prompt exactly (prefill, trailing rows, pad row) and frame limit, and before the text is
+// finished it never lets a frame be made whose row has not come.
+TEST(TextInput, HostSideRebuildsTheWholeTextPrompt) {
+  int compared = 0, started_early = 0;
+  for (Mode mode : {Mode::kCustomVoice, Mode::kXVector, Mode::kIcl, Mode::kIclLongRef}) {
+    auto m = tiny(mode == Mode::kCustomVoice ? q3::Variant::kCustomVoice : q3::Variant::kBase);
+    ASSERT_TRUE(m);
+    const auto& engine = dynamic_cast<const engine::Qwen3TtsEngine&>(m->generator());
+    for (size_t t = 0; t < texts().size(); ++t) {
+      SCOPED_TRACE("mode " + std::to_string(static_cast<int>(mode)) + " text " + std::to_string(t));
+      SynthesisRequest r = request(mode, *m, t, false);
+      if (t == 1) r.length_cap = {0.5, 2};
+      SynthesisRequest whole_r = r;
+      whole_r.text = texts()[t];
+      auto in = engine.prompt_inputs(whole_r);
+      ASSERT_TRUE(in.ok());
+      auto want = q3::build_prompt(engine.model(), *in);
+      ASSERT_TRUE(want.ok());
+      auto want_stream = engine.create_stream(whole_r);
+      ASSERT_TRUE(want_stream.ok());
+
+      auto input = engine.text_input(r);
+      ASSERT_TRUE(input.ok()) << input.error().to_string();
+      engine::Qwen3TextInput& x = **input;
+      q3::Prompt got;
+      int64_t max_frames = 0;
+      const auto take = [&] {
+        x.read();
+        if (x.can_start()) {
+          auto st = x.start();
+          ASSERT_TRUE(st.ok()) << st.error().to_string();
+          got = std::move(st->prompt);
+          max_frames = st->settings.max_frames;
+          started_early += !x.closed();
+        }
+        auto rows = x.take_rows();
+        ASSERT_TRUE(rows.ok()) << rows.error().to_string();
+        got.trailing.insert(got.trailing.end(), rows->data.begin(), rows->data.end());
+        got.trailing_rows += rows->count;
+        if (rows->closed) max_frames = rows->cap_frames;
+        if (x.started() && !x.closed()) {
+          EXPECT_FALSE(x.may_make(got.trailing_rows, got.trailing_rows));
+        }
+      };
+      const std::string& text = texts()[t];
+      std::mt19937 rng(static_cast<uint32_t>(t) + 3);
+      for (size_t at = 0; at < text.size();) {
+        const size_t n = std::min(text.size() - at, size_t{1} + rng() % 5);
+        ASSERT_TRUE(x.feed()->append(std::string_view(text).substr(at, n)).ok());
+        at += n;
+        take();
+      }
+      ASSERT_TRUE(x.feed()->finish().ok());
+      take();
+      ASSERT_TRUE(x.closed());
+      EXPECT_TRUE(x.may_make(got.trailing_rows + 5, got.trailing_rows));  // past the text: the pad row
+      EXPECT_EQ(got.prefill_rows, want->prefill_rows);
+      EXPECT_EQ(got.prefill, want->prefill);
+      EXPECT_EQ(got.trailing_rows, want->trailing_rows);
+      EXPECT_EQ(got.trailing, want->trailing);
+      EXPECT_EQ(got.pad, want->pad);
+      EXPECT_EQ(max_frames, (*want_stream)->max_frames());
+      EXPECT_EQ(x.text_tokens(), want->text_tokens);
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 12);
+  EXPECT_GT(started_early, 6);  // not vacuous: most started before their text was finished
 }
 
 // The planted bug: a stream that, instead of waiting, goes on with the tts_pad row where the

@@ -1,6 +1,7 @@
 // The persistent decoder-stack kernel (runtime/cuda/decode_stack) against the per-kernel path of
 // DeviceStack::forward on real-size layer shapes (the golden models are too small for it to
-// apply), bit for bit. Both paths run the same decode steps on their own KV caches.
+// apply), bit for bit, for bf16 stacks and for stacks quantised to int8 / fp8 at load. Both paths
+// run the same decode steps on their own KV caches.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -92,11 +93,13 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 // `steps` decode rows at positions 0.. through both paths: every output, residual and cache within
 // `tol` (relative to the largest magnitude; 0: bit for bit).
-void check_stack(const nn::Qwen3Dims& d, int64_t capacity, int steps, bool bf16, uint32_t seed, double tol) {
+void check_stack(const nn::Qwen3Dims& d, int64_t capacity, int steps, bool bf16, uint32_t seed, double tol,
+                 cpu::WeightFormat weights = cpu::WeightFormat::kBf16) {
   const std::string dir = ::testing::TempDir() + "/decode_stack_" + std::to_string(seed);
   const io::Checkpoint ckpt = random_stack(d, dir, seed);
-  auto stack = ng::DeviceStack::load(Weights(ckpt), d);
+  auto stack = ng::DeviceStack::load(Weights(ckpt), d, {}, {.weights = weights});
   ASSERT_TRUE(stack.ok()) << stack.error().to_string();
+  ASSERT_EQ(stack->weights(), weights);
   auto ws = cuda::LinearWorkspace::create(1, stack->max_linear_k(), stack->max_linear_n_total());
   ASSERT_TRUE(ws.ok());
   const int64_t width = d.kv_heads * d.head_dim;
@@ -135,8 +138,9 @@ void check_stack(const nn::Qwen3Dims& d, int64_t capacity, int steps, bool bf16,
     if (diff > tol && differing_steps++ == 0) ADD_FAILURE() << "step " << p << ": relative difference " << diff;
   }
   cuda::decode_stack_set_enabled(false);
-  std::printf("[gpu stack] %lld layers, capacity %lld, %d steps%s: outputs within %.3g of the per-kernel path\n",
-              static_cast<long long>(d.layers), static_cast<long long>(capacity), steps, bf16 ? ", bf16" : "", worst);
+  std::printf("[gpu stack] %s weights, %lld layers, capacity %lld, %d steps%s: outputs within %.3g of the per-kernel path\n",
+              cpu::weight_format_name(weights), static_cast<long long>(d.layers), static_cast<long long>(capacity), steps,
+              bf16 ? ", bf16" : "", worst);
   EXPECT_EQ(differing_steps, 0);
   // Non-vacuity: the persistent kernel really ran once per step.
   EXPECT_EQ(cuda::decode_stack_launches() - launches_before, static_cast<uint64_t>(steps));
@@ -245,6 +249,46 @@ TEST(GpuDecodeStack, PagedCacheEqualsTheContiguousOne) {
 TEST(GpuDecodeStack, Bf16ActivationsEqualThePerKernelPath) {
   REQUIRE_GPU();
   check_stack(code_predictor_dims(2), 160, 60, true, 13, 0.0);
+}
+
+// Quantised stacks: the persistent kernel dequantises the bulk-copied codes as the quantised
+// matrix-vector kernel does, in its order, so the two paths agree bit for bit too.
+TEST(GpuDecodeStack, Int8StackEqualsThePerKernelPath) {
+  REQUIRE_GPU();
+  check_stack(code_predictor_dims(3), 24, 17, false, 14, 0.0, cpu::WeightFormat::kInt8);
+}
+
+TEST(GpuDecodeStack, Fp8StackEqualsThePerKernelPath) {
+  REQUIRE_GPU();
+  check_stack(code_predictor_dims(3), 24, 17, false, 15, 0.0, cpu::WeightFormat::kFp8);
+}
+
+TEST(GpuDecodeStack, Int8StackWithBf16ActivationsAndALongContextEqualsThePerKernelPath) {
+  REQUIRE_GPU();
+  check_stack(code_predictor_dims(2), 160, 60, true, 16, 0.0, cpu::WeightFormat::kInt8);
+}
+
+// The quantised stack holds about half the bytes of the bf16 one (8.5 bits per weight: a byte per
+// code and an f16 scale per 32), and refuses int4.
+TEST(GpuDecodeStack, QuantisedProjectionsHoldAboutHalfTheBytes) {
+  REQUIRE_GPU();
+  const nn::Qwen3Dims d = code_predictor_dims(2);
+  const std::string dir = ::testing::TempDir() + "/decode_stack_bytes";
+  const io::Checkpoint ckpt = random_stack(d, dir, 17);
+  auto bf16 = ng::DeviceStack::load(Weights(ckpt), d);
+  ASSERT_TRUE(bf16.ok());
+  for (const auto f : {cpu::WeightFormat::kInt8, cpu::WeightFormat::kFp8}) {
+    auto q = ng::DeviceStack::load(Weights(ckpt), d, {}, {.weights = f});
+    ASSERT_TRUE(q.ok()) << q.error().to_string();
+    const double ratio = static_cast<double>(q->projection_bytes()) / static_cast<double>(bf16->projection_bytes());
+    EXPECT_NEAR(ratio, 8.5 / 16.0, 0.002) << cpu::weight_format_name(f);
+    EXPECT_GT(q->max_dequant(), 0);
+  }
+  EXPECT_EQ(bf16->max_dequant(), 0);
+  auto int4 = ng::DeviceStack::load(Weights(ckpt), d, {}, {.weights = cpu::WeightFormat::kInt4});
+  ASSERT_FALSE(int4.ok());
+  EXPECT_EQ(int4.error().code, ErrorCode::kUnsupported);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -225,6 +225,36 @@ TEST(KvPageTable, OutgrowingTheReservationIsAnError) {
   EXPECT_EQ(a.promised(), 0);
 }
 
+// A parked slot's frame is undone: it writes one row, at the position its next real frame writes
+// (mapped for it), and does not advance, however many frames it sits out.
+TEST(KvPageTable, AParkedSlotTakesOnlyThePageItsNextFrameWrites) {
+  KvPageAllocator a;
+  ASSERT_TRUE(a.grow(8).ok());
+  auto t = KvPageTable::create(2, 1, 8 * P);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(a.reserve(2));
+  ASSERT_TRUE(t->hold(0, 2).ok());
+  const std::vector<int64_t> rows = {P};  // a full page of prompt: the next frame writes position P
+  ASSERT_TRUE(t->admit(a, 0, rows).ok());
+  EXPECT_EQ(t->slot_pages(0), 1);
+  const std::vector<int32_t> parked = {0};
+  for (int k = 0; k < 3 * P; ++k) ASSERT_TRUE(t->before_launch(a, 1, parked).ok()) << "parked launch " << k;
+  EXPECT_EQ(t->slot_pages(0), 2) << "the page of position P, no more";
+  EXPECT_GE(t->page(0, 1), 0);
+  EXPECT_EQ(t->reserved(0), 0);
+  // Still room for P real frames (positions P .. 2P − 1) and not one more.
+  EXPECT_TRUE(t->before_launch(a, P).ok());
+  EXPECT_FALSE(t->before_launch(a, 1).ok()) << "position 2P: a third page was never reserved";
+  // Parked slots only in single launches, and only real slots.
+  EXPECT_FALSE(t->before_launch(a, 2, parked).ok());
+  const std::vector<int32_t> bad = {2};
+  EXPECT_FALSE(t->before_launch(a, 1, bad).ok());
+  ASSERT_TRUE(t->release(a, 0, 0).ok());
+  ASSERT_TRUE(t->reclaim(a, 0).ok());
+  EXPECT_EQ(a.free(), 8);
+  EXPECT_EQ(a.promised(), 0);
+}
+
 TEST(KvPageTable, CapacityMustBeWholePages) {
   EXPECT_FALSE(KvPageTable::create(1, 1, P + 1).ok());
   EXPECT_FALSE(KvPageTable::create(0, 1, P).ok());

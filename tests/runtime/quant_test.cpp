@@ -110,8 +110,9 @@ TEST(Quantize, RejectsWhatItCannotQuantise) {
 }
 
 TEST(Quantize, FormatNamesRoundTrip) {
-  for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kInt8, WeightFormat::kInt4})
+  for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kInt8, WeightFormat::kInt4, WeightFormat::kFp8})
     EXPECT_EQ(weight_format_from_name(weight_format_name(f)), f);
+  EXPECT_STREQ(weight_format_name(WeightFormat::kFp8), "fp8");
   EXPECT_FALSE(weight_format_from_name("q8_0").has_value());
 }
 

@@ -75,7 +75,7 @@ std::vector<Case> cases() {
   for (const auto& [k, values] : numbers)
     for (const json& v : values)
       c.push_back({std::string(k) + " = " + v.dump(), "POST", "/v1/audio/speech", with(k, v), "application/json", 400, k});
-  for (const char* k : {"x_vector_only_mode", "stream"})
+  for (const char* k : {"x_vector_only_mode", "non_streaming_mode", "stream"})
     for (const json& v : {json(1), json("true")})
       c.push_back({std::string(k) + " = " + v.dump(), "POST", "/v1/audio/speech", with(k, v), "application/json", 400, k});
   // Enumerations.

@@ -203,6 +203,23 @@ TEST_F(SpeechStream, TextInRandomPiecesGivesTheFullTextAudio) {
   EXPECT_NE(speak_in_pieces(port(), base_config(12), text, rng), want);
 }
 
+TEST_F(SpeechStream, NonStreamingModeFalseFeedsACustomVoiceModelTextInPieces) {
+  // tiny_cv defaults to the full-text layout; non_streaming_mode false asks for the streaming one,
+  // so its text goes in token by token over the WebSocket and equals the HTTP request of the same
+  // fields in one piece.
+  const std::string text = "Hello there, friends. How are you today?";
+  json cfg = {{"model", "tiny_cv"}, {"voice", "ryan"}, {"seed", 3}, {"max_new_tokens", 20},
+              {"response_format", "pcm"}, {"non_streaming_mode", false}};
+  const std::string want = http_pcm(cfg, text);
+  ASSERT_GT(want.size(), 0u);
+  std::mt19937 rng(77);
+  for (int trial = 0; trial < 2; ++trial) EXPECT_TRUE(speak_in_pieces(port(), cfg, text, rng) == want) << "trial " << trial;
+  // The field reaches the model: the full-text layout of the same request is other audio.
+  json full = cfg;
+  full["non_streaming_mode"] = true;
+  EXPECT_NE(http_pcm(full, text), want);
+}
+
 TEST_F(SpeechStream, FullTextLayoutIsSpokenSentenceBySentenceAsOneStream) {
   // tiny_cv's default is the full-text layout: complete sentences are spoken one after another,
   // each seeded as the HTTP path seeds its segments.

@@ -2,7 +2,8 @@
 // time to first frame, per-frame time split into talker and code predictor (backbone and depth
 // decoder for Breeze TTS 2), frames/s, real-time factor and peak memory, for a batch of B
 // independent streams stepped together; on the CPU also the codec's time per frame on the
-// generated codes and the end-to-end real-time factor, for --weights bf16 / int8 / int4.
+// generated codes and the end-to-end real-time factor, for --weights bf16 / int8 / int4 (CUDA:
+// bf16 / int8 / fp8, with the weights' GPU memory).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <memory>
 
 #include "bench_serve.h"
+#include "bench/engine/codec_batch_bench.h"
 #include "bench/engine/cuda_bench.h"
 #include "bench/engine/requests.h"
 #include "command.h"
@@ -39,11 +41,13 @@ struct Options {
   int64_t batch_frames = 100;
   float cfg_scale = 1.0f;  // Breeze on cuda: guidance scale (≠ 1: design prompt with CFG)
   std::string activations;  // Breeze on cuda: "bf16", "f32" or "" (the model's default, bf16)
-  std::string weights = "bf16";  // cpu: bf16, int8 or int4
+  std::string weights = "bf16";  // bf16, int8, int4 (cpu) or fp8 (cuda)
   int64_t codec_chunk = 4;       // cpu: frames per codec call (0: no codec timing)
   cli::ServeBenchOptions serve;
   bool split_frames = false;  // cuda: two graphs per frame, timed apart
   bool stack_trace = false;   // cuda: the persistent decode kernel's per-phase times
+  std::vector<int64_t> codec_streams;  // cuda: the codec alone, per stream vs batched, at these counts
+  int64_t codec_frames = 16;
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -109,12 +113,19 @@ int run(const Options& o) {
   if (o.serve.serve) return cli::run_serve_bench(o.serve, o.model, o.device, o.threads, o.seed, *weights);
   if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0 || o.codec_chunk < 0)
     return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup and --codec-chunk >= 0");
+  if (o.device == "cuda" && !o.codec_streams.empty()) {  // the codec alone (bench/engine/codec_batch_bench.h)
+    auto rep = bench::codec_batch_bench({o.model, o.codec_streams, o.codec_frames, o.warmup});
+    if (!rep.ok()) return cli::fail(rep.error());
+    std::fputs(rep->c_str(), stdout);
+    return 0;
+  }
   if (o.device == "cuda") {  // generation on the GPU: its own report (bench/engine/cuda_bench.h)
     if (auto st = engine::weights_supported(engine::Device::cuda(), *weights); !st.ok())
       return cli::fail(st.error());
     auto act = cli::activation_precision_from_name(o.activations);
     if (!act.ok()) return cli::fail(act.error());
-    auto rep = bench::cuda_bench({o.model, o.frames, o.warmup, o.batches, o.batch_frames, o.split_frames, o.stack_trace},
+    auto rep = bench::cuda_bench({o.model, o.frames, o.warmup, o.batches, o.batch_frames, o.split_frames, o.stack_trace,
+                                  *weights},
                                  request_shape(o, *act));
     if (!rep.ok()) return cli::fail(rep.error());
     std::fputs(rep->c_str(), stdout);
@@ -238,7 +249,8 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--warmup", o->warmup, "Frames of an untimed warm-up stream")->capture_default_str();
   sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   sub.add_option("--seed", o->seed, "Seed of stream 0 (stream i uses seed + i)")->capture_default_str();
-  sub.add_option("--weights", o->weights, "CPU: bf16 (as stored), int8 or int4 (decoder layers quantised at load)")
+  sub.add_option("--weights", o->weights,
+                 "bf16 (as stored), or decoder layers quantised at load: int8, int4 (CPU only), fp8 (CUDA only)")
       ->capture_default_str();
   sub.add_option("--codec-chunk", o->codec_chunk,
                  "CPU: decode stream 0's frames through the codec N per call and report codec and end-to-end time "
@@ -252,6 +264,12 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--cfg-scale", o->cfg_scale, "Breeze with --device cuda: CFG scale (design prompt) when not 1")
       ->capture_default_str();
   sub.add_option("--activations", o->activations, "Breeze with --device cuda: bf16 or f32 (default: bf16, the model's)");
+  sub.add_option("--codec-streams", o->codec_streams,
+                 "With --device cuda: time only the GPU codec, one new frame per stream per step, decoded stream by "
+                 "stream and in one batched pass, for these stream counts, e.g. 1,8,32,64,128")
+      ->delimiter(',');
+  sub.add_option("--codec-frames", o->codec_frames, "With --codec-streams: timed steps per stream count")
+      ->capture_default_str();
   o->serve.add_to(sub);
   sub.add_flag("--split-frames", o->split_frames,
                "With --device cuda: each frame as two graphs, so the talker (backbone) and the code predictor "
@@ -260,6 +278,7 @@ chorus::cli::Runner setup(CLI::App& sub) {
                "With --device cuda: where the persistent decode kernel spends its time, per phase (diagnostics)");
   sub.footer("Example: chorus make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out /tmp/q06\n"
              "         chorus bench --model /tmp/q06 --frames 100 --weights int8\n"
+             "         chorus bench --model /tmp/q06 --device cuda --codec-streams 1,8,32,64,128\n"
              "         chorus bench --model /tmp/q06 --serve --rate 0.5 --duration 20 --verify 3\n"
              "         chorus bench --model q06 --serve --url http://127.0.0.1:8000 --voice ryan --rate 0.5 --duration 20");
   return [o] { return run(*o); };

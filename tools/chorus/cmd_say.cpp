@@ -268,7 +268,7 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--text", o->text, "Text to speak (needs the checkpoint's text tokenizer)");
   sub.add_flag("--stdin-stream", o->stdin_stream,
                "Speak standard input while it is still being written (e.g. piped from an LLM): Qwen3-TTS in the "
-               "streaming text layout (--streaming-text, the default for voice clone), CPU");
+               "streaming text layout (--streaming-text, the default for voice clone), CPU or CUDA");
   sub.add_option("--text-ids", o->text_ids,
                  "Token ids wrapped as the official wrapper does (<|im_start|>assistant\\n ... <|im_end|>\\n"
                  "<|im_start|>assistant\\n): a JSON array inline or a .json file");
@@ -313,7 +313,8 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--device", o->device, "cpu, or cuda: generation and the codec on the GPU (CUDA builds)")
       ->capture_default_str();
   sub.add_option("--weights", o->weights,
-                 "CPU: bf16 (weights as stored, exact), int8 or int4 (decoder layers quantised at load; docs/quantization.md)")
+                 "bf16 (weights as stored, exact), or decoder layers quantised at load: int8, int4 (CPU only), fp8 "
+                 "(CUDA only); docs/quantization.md")
       ->capture_default_str();
   sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   o->audio_out.add_to(sub);

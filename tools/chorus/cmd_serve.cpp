@@ -28,7 +28,7 @@ using namespace chorus;
 struct Options {
   std::vector<std::string> models;
   std::string device = "cpu", host = "127.0.0.1", api_key, voices_dir;
-  std::string weights = "bf16";  // every model's decoder layers: bf16, int8 or int4 (CPU)
+  std::string weights = "bf16";  // every model's decoder layers: bf16, int8, int4 (CPU) or fp8 (CUDA)
   int port = 8000, max_streams = 64, max_queue = 256, threads = 2, grace_s = 30;
   size_t max_input_chars = 4096, max_segment_chars = 300, max_body_mb = 32;
   bool download = false;  // a Hugging Face id missing from the cache is downloaded (as chorus pull)
@@ -115,8 +115,8 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_flag("--download", o->download,
                "Download a Hugging Face --model id missing from the local cache first (as `chorus pull`)");
   sub.add_option("--weights", o->weights,
-                 "CPU: bf16 (weights as stored, exact), int8 or int4 (decoder layers quantised at load; "
-                 "docs/quantization.md)")
+                 "bf16 (weights as stored, exact), or decoder layers quantised at load: int8, int4 (CPU only), fp8 "
+                 "(CUDA only); docs/quantization.md")
       ->capture_default_str();
   sub.add_option("--host", o->host, "Address to listen on")->capture_default_str();
   sub.add_option("--port", o->port, "Port (0: any free port, printed)")->capture_default_str();

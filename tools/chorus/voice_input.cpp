@@ -41,7 +41,9 @@ Result<engine::ActivationPrecision> activation_precision_from_name(const std::st
 
 Result<engine::WeightFormat> weight_format_option(const std::string& name) {
   const auto f = cpu::weight_format_from_name(name);
-  if (!f) return make_error(ErrorCode::kInvalidArgument, "--weights: expected bf16, int8 or int4, not \"" + name.substr(0, 32) + "\"");
+  if (!f)
+    return make_error(ErrorCode::kInvalidArgument, "--weights: expected bf16, int8, int4 (CPU only) or fp8 (CUDA only), not \"" +
+                                                       name.substr(0, 32) + "\"");
   return *f;
 }
 

@@ -28,7 +28,8 @@ Result<DeviceTensor> upload_head(const Tensor& heads, int64_t index) {
 
 }  // namespace
 
-Result<std::shared_ptr<const DeviceModel>> DeviceModel::upload(const Config& c, const io::Checkpoint& main) {
+Result<std::shared_ptr<const DeviceModel>> DeviceModel::upload(const Config& c, const io::Checkpoint& main,
+                                                               cpu::WeightFormat weights, ThreadPool* pool) {
   // The same checks as the CPU stages, so a device model never binds a tensor of the wrong shape.
   WeightTable table;
   declare_backbone_weights(c, table);
@@ -40,11 +41,12 @@ Result<std::shared_ptr<const DeviceModel>> DeviceModel::upload(const Config& c, 
   m->config_ = c;
   // Both stacks' layers are too large for the persistent kernel, so a decode step's MLPs run as one
   // launch each (measured on the H200: backbone −0.20 ms and depth decoder −0.90 ms per frame, for
-  // 0.66 GiB of transposed down projections).
-  const nn::gpu::StackOptions one_launch_mlp{.one_launch_mlp = true};
-  CHORUS_ASSIGN(m->backbone_, DeviceStack::load(Weights(main, kBackbonePrefix), c.backbone.dims, {}, one_launch_mlp));
+  // 0.66 GiB of transposed down projections). Quantised stacks run two launches (the one-launch
+  // MLP reads bf16).
+  const nn::gpu::StackOptions options{.one_launch_mlp = true, .weights = weights, .pool = pool};
+  CHORUS_ASSIGN(m->backbone_, DeviceStack::load(Weights(main, kBackbonePrefix), c.backbone.dims, {}, options));
   const std::vector<float> inv = depth_rope_inv_freq(c.depth);
-  CHORUS_ASSIGN(m->depth_, DeviceStack::load(Weights(main, kDepthPrefix), c.depth.dims, inv, one_launch_mlp));
+  CHORUS_ASSIGN(m->depth_, DeviceStack::load(Weights(main, kDepthPrefix), c.depth.dims, inv, options));
   CHORUS_ASSIGN(m->lm_head_, nn::gpu::upload_matrix(main.tensor(kLmHead)));
   CHORUS_ASSIGN(m->projector_, nn::gpu::upload_matrix(main.tensor(kDepthProjector)));
   CHORUS_ASSIGN(m->table_, nn::gpu::upload_matrix(main.tensor(kAudioTable)));

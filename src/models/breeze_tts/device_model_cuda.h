@@ -1,6 +1,7 @@
 // Breeze TTS 2 weights on the GPU: the backbone (Qwen3 stack with q/k norm) and lm_head, the depth
 // decoder (Llama stack without q/k norm, llama3-scaled RoPE), its input projector and 15 heads, and
-// the shared audio table. Immutable after upload and shared by every batch; per-batch state lives in
+// the shared audio table. The two stacks' projections are bf16 or int8 / fp8 quantised at load; the
+// rest is bf16. Immutable after upload and shared by every batch; per-batch state lives in
 // FrameBatch (frame_batch_cuda.h). The text encoder stays on the CPU (once per request). Built only
 // with CUDA (CHORUS_HAVE_CUDA).
 #pragma once
@@ -24,8 +25,11 @@ using nn::gpu::DeviceTensor;
 
 class DeviceModel {
  public:
-  // `main` is the checked main checkpoint (ModelFiles::main), read during the call only.
-  static Result<std::shared_ptr<const DeviceModel>> upload(const Config& c, const io::Checkpoint& main);
+  // `main` is the checked main checkpoint (ModelFiles::main), read during the call only. `weights`:
+  // how the stacks' projections are kept (nn::gpu::StackOptions::weights; `pool` quantises them).
+  static Result<std::shared_ptr<const DeviceModel>> upload(const Config& c, const io::Checkpoint& main,
+                                                           cpu::WeightFormat weights = cpu::WeightFormat::kBf16,
+                                                           ThreadPool* pool = nullptr);
 
   const Config& config() const { return config_; }
   const DeviceStack& backbone() const { return backbone_; }

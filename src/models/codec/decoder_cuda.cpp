@@ -1,5 +1,5 @@
-// CudaDecoder: loading (weights → f32 device tensors), stream states, decode / flush. The per-step
-// pipeline is in decoder_forward_cuda.cpp.
+// CudaDecoder: loading (weights → f32 device tensors), stream states, code checks, flush. decode
+// and decode_batch are in decoder_batch_cuda.cpp, the per-step pipeline in decoder_forward_cuda.cpp.
 #include "models/codec/decoder_cuda.h"
 
 #include "models/codec/codec_folder.h"
@@ -37,14 +37,16 @@ Result<CudaDecoderState> CudaDecoder::new_state(int64_t) const { return no_cuda(
 Status CudaDecoder::reset(CudaDecoderState&) const { return no_cuda(); }
 Status CudaDecoder::validate_codes(const int32_t*, int64_t) const { return no_cuda(); }
 Status CudaDecoder::decode(CudaDecoderState&, const int32_t*, int64_t, std::vector<float>&) const { return no_cuda(); }
+Status CudaDecoder::decode_batch(std::span<CudaDecoderState* const>, std::span<const int32_t* const>,
+                                 std::span<const int64_t>, std::span<std::vector<float>* const>) const {
+  return no_cuda();
+}
 Status CudaDecoder::flush(CudaDecoderState&, std::vector<float>&) const { return no_cuda(); }
 Result<CudaDecoder> load_cuda_codec(const std::string&) { return no_cuda(); }
 
 }  // namespace chorus::codec
 
 #else  // CHORUS_HAVE_CUDA
-
-#include <cublas_v2.h>
 
 #include <algorithm>
 #include <cmath>
@@ -60,7 +62,6 @@ Result<CudaDecoder> load_cuda_codec(const std::string&) { return no_cuda(); }
 namespace chorus::codec {
 
 using detail::CudaDecoderModel;
-using detail::CudaStreamState;
 using detail::StreamHistory;
 using detail::DevConv;
 using detail::DevConvT;
@@ -278,56 +279,6 @@ size_t kv_floats(const CudaDecoderModel& m, int64_t block_frames) {
          static_cast<size_t>(t.kv_heads * t.head_dim);
 }
 
-// The decoder's scratch, stream and cuBLAS handle for steps of `block` frames.
-Status make_workspace(const std::shared_ptr<const CudaDecoderModel>& model, int64_t block, CudaStreamState& s) {
-  const CudaDecoderModel& m = *model;
-  s.model = model;
-  s.block = block;
-  CHORUS_ASSIGN(s.stream, cuda::Stream::create());
-  CHORUS_ASSIGN(s.cublas, cuda::Cublas::create());
-  if (cublasSetStream(s.cublas.get(), s.stream.get()) != CUBLAS_STATUS_SUCCESS ||
-      cublasSetMathMode(s.cublas.get(), CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS)  // no TF32
-    return make_error(ErrorCode::kInternal, "cuBLAS stream / math mode setup failed");
-  CHORUS_ASSIGN(s.codes, alloc_n<int32_t>(static_cast<size_t>(block * m.config.decoder.num_quantizers)));
-  const detail::ScratchPlan plan = detail::scratch_plan(m, block);
-  for (auto& a : s.act) {
-    CHORUS_ASSIGN(a, alloc_n<float>(plan.act));
-  }
-  CHORUS_ASSIGN(s.col, alloc_n<float>(plan.col));
-  CHORUS_ASSIGN(s.z, alloc_n<float>(plan.z));
-  for (cuda::DeviceBuffer* b : {&s.h, &s.xn, &s.qkv, &s.q, &s.attn, &s.proj, &s.gate_up, &s.inter}) {
-    CHORUS_ASSIGN(*b, alloc_n<float>(plan.rows));
-  }
-  const size_t samples = static_cast<size_t>(block * m.config.samples_per_frame);
-  CHORUS_ASSIGN(s.audio, alloc_n<float>(samples));
-  CHORUS_ASSIGN(s.audio_host, cuda::PinnedBuffer::alloc(samples * sizeof(float)));
-  return ok_status();
-}
-
-// Lends a stream's history to the workspace for one call and takes it back, whatever happens.
-class Lend {
- public:
-  Lend(StreamHistory& h, CudaStreamState& w) : h_(h), w_(w) {
-    std::swap(h_.hist, w_.hist);
-    std::swap(h_.kv, w_.kv);
-    w_.parity = h_.parity;
-    w_.kv_capacity = h_.kv_capacity;
-    w_.next_pos = h_.next_pos;
-  }
-  ~Lend() {
-    std::swap(h_.hist, w_.hist);
-    std::swap(h_.kv, w_.kv);
-    h_.parity = w_.parity;
-    h_.next_pos = w_.next_pos;
-  }
-  Lend(const Lend&) = delete;
-  Lend& operator=(const Lend&) = delete;
-
- private:
-  StreamHistory& h_;
-  CudaStreamState& w_;
-};
-
 }  // namespace
 
 size_t CudaDecoder::state_bytes(int64_t block_frames) const {
@@ -337,15 +288,6 @@ size_t CudaDecoder::state_bytes(int64_t block_frames) const {
 Result<CudaDecoderState> CudaDecoder::new_state(int64_t block_frames) const {
   if (block_frames < 1 || block_frames > 256)
     return make_error(ErrorCode::kOutOfRange, "GPU decoder block size must be in [1, 256] frames");
-  {
-    std::lock_guard<std::mutex> lock(work_->mu);
-    auto& list = work_->by_block[block_frames];
-    if (list.empty()) {
-      auto entry = std::make_unique<detail::Workspaces::Entry>();
-      CHORUS_TRY(make_workspace(model_, block_frames, entry->state));
-      list.push_back(std::move(entry));
-    }
-  }
   const CudaDecoderModel& m = *model_;
   auto s = std::make_unique<StreamHistory>();
   s->model = model_;
@@ -356,6 +298,8 @@ Result<CudaDecoderState> CudaDecoder::new_state(int64_t block_frames) const {
   }
   s->kv_capacity = m.config.decoder.sliding_window - 1 + block_frames;
   CHORUS_ASSIGN(s->kv, alloc_n<float>(kv_floats(m, block_frames)));
+  // The zero fills ran on this thread's default stream; the decoder's streams do not wait for it.
+  CHORUS_CUDA_TRY(cudaStreamSynchronize(nullptr));
   CudaDecoderState state;
   state.impl_ = std::move(s);
   return state;
@@ -385,71 +329,6 @@ Status CudaDecoder::validate_codes(const int32_t* codes, int64_t frames) const {
                                                       ": code " + std::to_string(c) + " is outside [0, " +
                                                       std::to_string(size - 1) + "]");
     }
-  return ok_status();
-}
-
-Status CudaDecoder::decode(CudaDecoderState& state, const int32_t* codes, int64_t frames,
-                           std::vector<float>& out) const {
-  StreamHistory* s = state.impl_.get();
-  if (!s || s->model != model_) return make_error(ErrorCode::kInvalidArgument, "decoder state was not made by this decoder");
-  if (s->finished) return make_error(ErrorCode::kInvalidArgument, "decoder stream already flushed");
-  if (s->broken) return make_error(ErrorCode::kInternal, "decoder state is unusable after a device error (reset it)");
-  CHORUS_TRY(validate_codes(codes, frames));
-  if (frames == 0) return ok_status();
-  const int64_t spf = samples_per_frame(), Q = num_quantizers();
-  if (frames > static_cast<int64_t>(out.max_size() - out.size()) / spf)
-    return make_error(ErrorCode::kResourceExhausted, "too many frames for one output buffer");
-  // A free workspace of this block size, a new one while there are fewer than kPerBlock, else a
-  // busy one in turn.
-  std::unique_lock<std::mutex> lock;
-  detail::Workspaces::Entry* entry = nullptr;
-  {
-    std::lock_guard<std::mutex> guard(work_->mu);
-    auto& list = work_->by_block.at(s->block);  // made by new_state
-    for (auto& e : list) {
-      std::unique_lock<std::mutex> l(e->mu, std::try_to_lock);
-      if (l.owns_lock()) {
-        entry = e.get();
-        lock = std::move(l);
-        break;
-      }
-    }
-    if (!entry && list.size() < detail::Workspaces::kPerBlock) {
-      auto e = std::make_unique<detail::Workspaces::Entry>();
-      if (make_workspace(model_, s->block, e->state).ok()) {
-        entry = e.get();
-        lock = std::unique_lock<std::mutex>(entry->mu);
-        list.push_back(std::move(e));
-      }
-    }
-    if (!entry) entry = list[work_->turn++ % list.size()].get();
-  }
-  if (!lock.owns_lock()) lock = std::unique_lock<std::mutex>(entry->mu);
-  CudaStreamState& w = entry->state;
-  Lend lend(*s, w);
-  const size_t at = out.size();
-  cudaStream_t st = w.stream.get();
-  for (int64_t f0 = 0; f0 < frames; f0 += w.block) {
-    const int64_t n = std::min(w.block, frames - f0);
-    Status step = [&]() -> Status {
-      CHORUS_CUDA_TRY(cudaMemcpyAsync(w.codes.data(), codes + f0 * Q, sizeof(int32_t) * n * Q,
-                                      cudaMemcpyHostToDevice, st));
-      CHORUS_TRY(detail::run_step_cuda(*model_, w, n));
-      CHORUS_CUDA_TRY(cudaMemcpyAsync(w.audio_host.data(), w.audio.data(), sizeof(float) * n * spf,
-                                      cudaMemcpyDeviceToHost, st));
-      return w.stream.synchronize();
-    }();
-    if (!step.ok()) {
-      out.resize(at);  // a failed call appends nothing
-      s->broken = true;
-      return step;
-    }
-    const float* pcm = w.audio_host.as<const float>();
-    out.insert(out.end(), pcm, pcm + n * spf);
-    w.parity ^= 1;
-    w.next_pos += n;
-    s->frames += n;
-  }
   return ok_status();
 }
 

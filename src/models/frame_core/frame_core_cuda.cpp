@@ -123,7 +123,8 @@ Status FrameCore::allocate(const FrameRecipe& r, int S_in, int NB, int64_t capac
   const int64_t ws_rows = std::max(bb_rows_, 2 * Q);
   const int64_t ws_k = std::max({r.backbone->max_linear_k(), r.depth->max_linear_k(), H, D});
   const int64_t ws_n = std::max({r.backbone->max_linear_n_total(), r.depth->max_linear_n_total(), BV_, DV, D});
-  CHORUS_ASSIGN(ws_, cuda::LinearWorkspace::create(ws_rows, ws_k, ws_n));
+  const int64_t ws_dequant = std::max(r.backbone->max_dequant(), r.depth->max_dequant());
+  CHORUS_ASSIGN(ws_, cuda::LinearWorkspace::create(ws_rows, ws_k, ws_n, ws_dequant));
   bytes_ += ws_.bytes();
   CHORUS_ASSIGN(bb_scratch_, StackScratch::create(bd, bb_rows_, r.backbone->fused_mlp()));
   CHORUS_ASSIGN(depth_scratch_, StackScratch::create(dd, 2 * Q, r.depth->fused_mlp()));
@@ -400,16 +401,53 @@ Status FrameCore::enqueue_backbone(cudaStream_t s) {
   return sample_backbone(s);
 }
 
+Status FrameCore::slot_status(int s) const {
+  const int32_t flag = error(s);
+  if (flag == cuda::kSampleNonFinite) return make_error(ErrorCode::kInternal, "sampler: the model produced a non-finite logit");
+  if (flag == cuda::kSampleAllMasked) return make_error(ErrorCode::kInternal, "sampler: every id is masked");
+  return ok_status();
+}
+
+Status FrameCore::set_parked_slots(std::span<const int> slots) {
+  for (const int slot : slots)
+    if (slot < 0 || slot >= S_) return make_error(ErrorCode::kInternal, "frame batch: a parked slot out of range");
+  parked_.assign(slots.begin(), slots.end());
+  return ok_status();
+}
+
+Status FrameCore::copy_parked(bool restore, cudaStream_t s) {
+  SlotRegions r;
+  const auto add = [&](const cuda::DeviceBuffer& b, int64_t first_byte, int64_t bytes) {
+    r.base[r.count] = b.as<uint8_t>() + first_byte;
+    r.bytes[r.count] = bytes;
+    ++r.count;
+  };
+  const int64_t F = sizeof(float), I = sizeof(int32_t);
+  add(z_, 0, NB_ * H_ * F);                     // the backbone's last output rows: the next depth walk's input
+  add(report_, S_ * G_ * I, G_ * I);            // codes: codebook 0 of the next frame
+  add(report_, 2 * S_ * G_ * I, I);             // the error flag
+  add(frames_, 0, I);                           // the frame counter: positions and random draws
+  add(bb_pos_, 0, NB_ * I);                     // the backbone position of the row fed next
+  add(history_, 0, BV_);                        // codebook 0's penalty history
+  if (!park_stash_.data()) CHORUS_TRY(alloc(park_stash_, static_cast<size_t>(S_ * r.total())));
+  return copy_slot_state(r, parked_.data(), static_cast<int>(parked_.size()), park_stash_.as<uint8_t>(), restore, s);
+}
+
 Status FrameCore::run_frame(bool feed, std::optional<bool> then) {
   cudaStream_t s = stream_.get();
+  const bool park = !parked_.empty();
+  if (park && (then || pipe_.frame_ahead()))
+    return make_error(ErrorCode::kInternal, "frame batch: a parked slot in a frame launched ahead");
   if (kv_) {
     // Pages for the positions this call's launches write (the frame unless it was launched ahead,
-    // and the one launched ahead now), in the table before they run.
+    // and the one launched ahead now), in the table before they run. Parked slots do not advance.
     CHORUS_TRY(std::exchange(kv_error_, ok_status()));
-    CHORUS_TRY(kv_->before_launch((pipe_.frame_ahead() ? 0 : 1) + (then ? 1 : 0)));
+    CHORUS_TRY(kv_->before_launch((pipe_.frame_ahead() ? 0 : 1) + (then ? 1 : 0), parked_));
     CHORUS_TRY(kv_->flush(s));
   }
+  if (park) CHORUS_TRY(copy_parked(false, s));
   CHORUS_TRY(pipe_.run_frame(s, feed, then, [&] { return enqueue_depth(s); }, [&] { return enqueue_backbone(s); }));
+  if (park) CHORUS_TRY(copy_parked(true, s));
   if (kv_) CHORUS_TRY(kv_->reclaim(pipe_.waited()));
   times_.depth_ms = pipe_.first_half_ms();
   times_.backbone_ms = pipe_.second_half_ms();

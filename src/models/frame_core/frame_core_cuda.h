@@ -18,6 +18,14 @@
 // combine (combine_backbone). All active slots always compute; finished streams' codes are ignored
 // by the caller (their positions are clamped inside their caches).
 //
+// A stream that waits for input (Qwen3-TTS text that has not arrived) keeps its slot but must not
+// advance: its slot is parked (set_parked_slots). The frames still compute it, like a free slot of
+// the bucket, so their graphs and the other slots' results do not change; the core saves the
+// slot's state before the frame and puts it back after, outside the graph. Parking lives in the
+// core, once for every family, because the state a frame advances is the core's (codes, counters,
+// positions, penalty history, the backbone's last output row); a recipe's own per-slot buffers
+// are only read by frames (text rows, guidance settings) or are per-frame scratch.
+//
 // A batch is either fixed (init: its streams start together) or a pool (init_pool: streams join
 // free slots between frames and leave when they end; continuous batching). A pool given a page pool
 // keeps its backbone caches in pages that its streams take as they grow (KvPaging; nn/kv_pages.h
@@ -114,15 +122,27 @@ class FrameCore {
   // codes, but the backbone's device time is measured apart. Set before the first run_frame.
   void set_split_frames(bool split) { pipe_.set_split_halves(split); }
 
+  // Slots whose streams sit out the frames run from now on, until the next call (they wait for
+  // input): each such frame leaves their codes, frame counters, positions, penalty histories and
+  // backbone output rows as it found them, so their next frame is the one they would have made.
+  // Their reported codes mean nothing. The backbone cache row such a frame writes for them is the
+  // one their real frame writes again before reading it. Never with a frame launched ahead
+  // (kInternal). Costs nothing while no slot is parked.
+  Status set_parked_slots(std::span<const int> slots);
+  const std::vector<int32_t>& parked_slots() const { return parked_; }
+
   const int32_t* frame_codes(int s) const { return shown() + s * G_; }
   int32_t next_c0(int s) const { return shown()[(S_ + s) * G_]; }
   int32_t error(int s) const { return shown()[2 * S_ * G_ + s]; }
+  // error(s) as a Status: the sampler's complaint about slot s, if any.
+  Status slot_status(int s) const;
   const FrameTiming& timing() const { return times_; }
   size_t device_bytes() const { return bytes_; }
 
   // Paged pools: the pages a stream needs at most, reserved in the page pool before it takes a
   // slot (`positions`: its prompt rows and frame limit; `branches` sequences). One position more
   // than that: a frame launched ahead may run once past the stream's last frame.
+  using PagePool = nn::gpu::KvPagePool;  // engine/frame_pools.h's DevicePools::pages
   static int64_t kv_pages_for_stream(int64_t positions, int branches) {
     return branches * nn::kv_pages_for(positions + 1);
   }
@@ -218,6 +238,11 @@ class FrameCore {
   cuda::SampleArgs backbone_sampler(float* logits) const;
   Status sample_backbone(cudaStream_t s);
 
+  // Saves (or with `restore` puts back) the parked slots' state around a frame, on `s`.
+  Status copy_parked(bool restore, cudaStream_t s);
+
+  std::vector<int32_t> parked_;
+  cuda::DeviceBuffer park_stash_;  // the parked slots' saved state, allocated at the first parking
   cuda::Event ev_[2];  // the prefill's start and end
   cuda::FramePipeline pipe_;
   std::unique_ptr<KvPaging> kv_;  // paged pools only (gives its pages back after ~FrameCore's sync)

@@ -1,5 +1,7 @@
 #include "models/frame_core/frame_kernels_cuda.h"
 
+#include <algorithm>
+
 #include "runtime/cuda/cuda_handles.h"
 #include "runtime/cuda/launch.cuh"
 
@@ -39,6 +41,30 @@ __global__ void set_entries_kernel(float** table, TableEntries e) {
   if (i < e.n) table[e.index[i]] = e.page[i];
 }
 
+// The slots of one launch, passed by value so that no host-to-device copy (and no wait for the
+// stream) is needed to name them.
+constexpr int kSlotsPerLaunch = 128;
+struct SlotList {
+  int32_t slot[kSlotsPerLaunch];
+  int n;
+};
+
+// Block (i, r): region r of slot list.slot[i]. It lets no later kernel start before it has ended
+// (no launch_dependents): what follows is a frame that reads, or writes, the slots it copies.
+__global__ void slot_state_kernel(SlotRegions regions, SlotList list, uint8_t* stash, int64_t total, bool restore) {
+  cuda::dev::pdl_wait_only();
+  const int i = blockIdx.x, r = blockIdx.y;
+  int64_t off = 0;
+  for (int k = 0; k < r; ++k) off += regions.bytes[k];
+  const int64_t n = regions.bytes[r];
+  uint8_t* slot_part = regions.base[r] + static_cast<int64_t>(list.slot[i]) * n;
+  uint8_t* saved = stash + static_cast<int64_t>(i) * total + off;
+  for (int64_t b = threadIdx.x; b < n; b += blockDim.x) {
+    if (restore) slot_part[b] = saved[b];
+    else saved[b] = slot_part[b];
+  }
+}
+
 }  // namespace
 
 Status set_table_entries(float** table, const int64_t* index, float* const* page, int n, cudaStream_t s) {
@@ -51,6 +77,20 @@ Status set_table_entries(float** table, const int64_t* index, float* const* page
     }
     set_entries_kernel<<<1, kTableEntries, 0, s>>>(table, e);
     CHORUS_CUDA_LAUNCHED("set_entries_kernel");
+  }
+  return ok_status();
+}
+
+Status copy_slot_state(const SlotRegions& regions, const int32_t* slots, int n, uint8_t* stash, bool restore,
+                       cudaStream_t s) {
+  if (n <= 0 || regions.count <= 0) return ok_status();
+  const int64_t total = regions.total();
+  for (int a = 0; a < n; a += kSlotsPerLaunch) {
+    SlotList list{};
+    list.n = std::min(kSlotsPerLaunch, n - a);
+    for (int i = 0; i < list.n; ++i) list.slot[i] = slots[a + i];
+    CHORUS_CUDA_TRY(cuda::launch(slot_state_kernel, dim3(static_cast<unsigned>(list.n), static_cast<unsigned>(regions.count)),
+                                 dim3(256), 0, s, regions, list, stash + static_cast<int64_t>(a) * total, total, restore));
   }
   return ok_status();
 }

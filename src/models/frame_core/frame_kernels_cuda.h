@@ -1,5 +1,6 @@
 // Device kernels of the frame core that do not depend on a family: the per-slot counters of a
-// batch with one sequence per slot, and the row gather that picks each prompt's last row.
+// batch with one sequence per slot, the row gather that picks each prompt's last row, and the
+// copies that save and restore parked slots.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,6 +19,25 @@ Status advance_frames(int32_t* frames, const int32_t* prompt_rows, int32_t capac
 // table[index[i]] = page[i] for i < n, in stream order (kernel arguments: the host's arrays may go
 // at once). Paged caches' table entries change between frames this way.
 Status set_table_entries(float** table, const int64_t* index, float* const* page, int n, cudaStream_t s);
+
+// A slot's state that a frame changes, as regions of per-slot buffers: slot s's part of region r
+// is base[r] + s·bytes[r].
+struct SlotRegions {
+  static constexpr int kMax = 8;
+  uint8_t* base[kMax] = {};
+  int64_t bytes[kMax] = {};
+  int count = 0;
+  int64_t total() const {
+    int64_t t = 0;
+    for (int r = 0; r < count; ++r) t += bytes[r];
+    return t;
+  }
+};
+
+// The regions of the `n` slots `slots` (a host array) into `stash` (slot i's regions one after
+// another at i·total()), or with `restore` from the stash back into the slots.
+Status copy_slot_state(const SlotRegions& regions, const int32_t* slots, int n, uint8_t* stash, bool restore,
+                       cudaStream_t s);
 
 // dst[i] = src[index[i]] for rows of `width` floats.
 Status gather_rows(const float* src, const int32_t* index, int64_t width, int n, float* dst, cudaStream_t s);

@@ -35,8 +35,9 @@ Status KvPaging::admit(int slot, std::span<const int64_t> prompt_rows) {
   return pool_->with_allocator([&](nn::KvPageAllocator& a) { return table_host_.admit(a, slot, prompt_rows); });
 }
 
-Status KvPaging::before_launch(int launches) {
-  return pool_->with_allocator([&](nn::KvPageAllocator& a) { return table_host_.before_launch(a, launches); });
+Status KvPaging::before_launch(int launches, std::span<const int32_t> parked) {
+  return pool_->with_allocator(
+      [&](nn::KvPageAllocator& a) { return table_host_.before_launch(a, launches, parked); });
 }
 
 Status KvPaging::release(int slot, int64_t launched) {

@@ -34,7 +34,7 @@ class KvPaging {
   // nn::KvPageTable's steps, on the pool's allocator.
   Status hold(int slot, int64_t pages) { return table_host_.hold(slot, pages); }
   Status admit(int slot, std::span<const int64_t> prompt_rows);
-  Status before_launch(int launches);
+  Status before_launch(int launches, std::span<const int32_t> parked = {});
   Status release(int slot, int64_t launched);
   Status reclaim(int64_t done);
   // The entries changed since the last call, to the device table on `s` (before the launches that

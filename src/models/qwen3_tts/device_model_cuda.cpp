@@ -24,7 +24,8 @@ Status DeviceModel::project_cp_embeddings() {
   return ok_status();
 }
 
-Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model> model) {
+Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model> model, cpu::WeightFormat weights,
+                                                        ThreadPool* pool) {
   if (!model) return make_error(ErrorCode::kInternal, "upload_model: no model");
   std::shared_ptr<DeviceModel> m(new DeviceModel());
   m->keep_ = model;
@@ -35,8 +36,9 @@ Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Mo
   const Weights root(model->files().main);
   const Weights t = root.sub("talker.");
   const Weights cp = root.sub("talker.code_predictor.");
-  CHORUS_ASSIGN(m->talker_, DeviceStack::load(t.sub("model."), c.talker.dims));
-  CHORUS_ASSIGN(m->cp_, DeviceStack::load(cp.sub("model."), c.code_predictor.dims));
+  const nn::gpu::StackOptions stack{.weights = weights, .pool = pool};
+  CHORUS_ASSIGN(m->talker_, DeviceStack::load(t.sub("model."), c.talker.dims, {}, stack));
+  CHORUS_ASSIGN(m->cp_, DeviceStack::load(cp.sub("model."), c.code_predictor.dims, {}, stack));
   CHORUS_ASSIGN(m->codec_embedding_, load_matrix(t, "model.codec_embedding.weight"));
   CHORUS_ASSIGN(m->codec_head_, load_matrix(t, "codec_head.weight"));
   std::vector<const uint16_t*> tables{m->codec_embedding_.bf16()};

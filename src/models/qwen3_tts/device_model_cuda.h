@@ -1,5 +1,5 @@
-// Qwen3-TTS weights on the GPU: the talker and code-predictor stacks (bf16 matrices, f32 norm
-// weights), the codec embeddings and heads. Immutable after upload and shared by every batch of
+// Qwen3-TTS weights on the GPU: the talker and code-predictor stacks (bf16 matrices, or int8 / fp8
+// projections quantised at load; f32 norm weights), the codec embeddings and heads (bf16). Immutable after upload and shared by every batch of
 // streams; the per-stream state (KV caches, counters) lives in FrameBatch (frame_batch_cuda.h).
 // Built only with CUDA (CHORUS_HAVE_CUDA).
 #pragma once
@@ -63,12 +63,17 @@ class DeviceModel {
   size_t bytes_ = 0;
   int32_t eos_id_ = 0;
   int64_t allowed_below_ = 0;
-  friend Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model>);
+  friend Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model>, cpu::WeightFormat,
+                                                                  ThreadPool*);
   Status project_cp_embeddings();
 };
 
-// Keeps `model` alive as long as the device copy.
-Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model> model);
+// Keeps `model` alive as long as the device copy. `weights`: how the two stacks' projections are
+// kept on the device (nn::gpu::StackOptions::weights; `pool` quantises them), whatever the CPU
+// model holds: the device copy is made from the checkpoint's tensors.
+Result<std::shared_ptr<const DeviceModel>> upload_model(std::shared_ptr<const Model> model,
+                                                        cpu::WeightFormat weights = cpu::WeightFormat::kBf16,
+                                                        ThreadPool* pool = nullptr);
 
 }  // namespace chorus::qwen3_tts::gpu
 

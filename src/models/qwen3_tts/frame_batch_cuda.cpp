@@ -103,6 +103,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<cons
   f.CV_ = f.m_->cp_vocab();
   CHORUS_TRY(f.init_pool(f.recipe(), slots, 1, positions, std::move(pages)));
   f.text_stride_ = positions;
+  f.text_count_host_.assign(static_cast<size_t>(S), 0);
   const size_t F = sizeof(float), I = sizeof(int32_t);
   CHORUS_TRY(f.alloc(f.xt_, static_cast<size_t>(2 * S * H) * F));
   if (f.m_->has_projection()) CHORUS_TRY(f.alloc(f.xc_, static_cast<size_t>(2 * S * f.C_) * F));
@@ -136,12 +137,30 @@ Status FrameBatch::admit(std::span<const int> slots, std::span<const StreamSetup
                                static_cast<size_t>(rows * H_) * sizeof(float), cudaMemcpyHostToDevice));
     const int32_t count = static_cast<int32_t>(rows);
     CHORUS_CUDA_TRY(cudaMemcpy(text_count_.as<int32_t>() + slot, &count, sizeof(count), cudaMemcpyHostToDevice));
+    text_count_host_[static_cast<size_t>(slot)] = count;
     CHORUS_CUDA_TRY(cudaMemcpy(pad_.as<float>() + slot * H_, p->pad.data(), static_cast<size_t>(H_) * sizeof(float),
                                cudaMemcpyHostToDevice));
     setups.push_back(slot_setup(*p, g));
     seqs.push_back({p->prefill.data(), p->prefill_rows});
   }
   return admit_slots(slots, setups, seqs);
+}
+
+Status FrameBatch::append_text(std::span<const TextAppend> appends) {
+  if (text_stride_ == 0) return make_error(ErrorCode::kInternal, "frame batch: not a pool");
+  if (appends.empty()) return ok_status();
+  CHORUS_TRY(stream_.synchronize());
+  for (const TextAppend& a : appends) {
+    if (a.slot < 0 || a.slot >= size() || a.count < 0 || (a.count > 0 && !a.rows))
+      return make_error(ErrorCode::kInternal, "frame pool: text rows for no slot");
+    int32_t& held = text_count_host_[static_cast<size_t>(a.slot)];
+    const int64_t n = std::clamp<int64_t>(text_stride_ - held, 0, a.count);
+    if (n == 0) continue;
+    CHORUS_CUDA_TRY(cudaMemcpy(text_rows_.as<float>() + (a.slot * text_stride_ + held) * H_, a.rows,
+                               static_cast<size_t>(n * H_) * sizeof(float), cudaMemcpyHostToDevice));
+    held += static_cast<int32_t>(n);
+  }
+  return upload(text_count_, text_count_host_);
 }
 
 Status FrameBatch::prefill(const std::vector<const Prompt*>& prompts) {

@@ -49,6 +49,16 @@ class FrameBatch : public frame_core::gpu::FrameCore {
   Status admit(std::span<const int> slots, std::span<const StreamSetup> streams);
   int64_t positions() const { return cap_; }
 
+  // More trailing text rows for streams in a pool's slots (text that arrived after admission),
+  // after the rows each slot holds; rows past a slot's positions are dropped (never read). Waits
+  // for a frame in flight first: it may be reading the slots' row counts.
+  struct TextAppend {
+    int slot = 0;
+    const float* rows = nullptr;  // [count, hidden]
+    int64_t count = 0;
+  };
+  Status append_text(std::span<const TextAppend> appends);
+
  private:
   FrameBatch() = default;
   Status enqueue_depth(cudaStream_t s) override;
@@ -59,6 +69,7 @@ class FrameBatch : public frame_core::gpu::FrameCore {
   int B() const { return n_; }  // one sequence per slot; the active slots compute
   int64_t C_ = 0, CV_ = 0;
   int64_t text_stride_ = 0;  // a pool's trailing rows per slot (0: packed, a fixed batch)
+  std::vector<int32_t> text_count_host_;  // a pool's text_count_, as uploaded
   cuda::DeviceBuffer xt_, xc_, logits_cp_, text_rows_, text_off_, text_count_, pad_;
 };
 

@@ -80,12 +80,13 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::kBf16: return "bf16";
     case WeightFormat::kInt8: return "int8";
     case WeightFormat::kInt4: return "int4";
+    case WeightFormat::kFp8: return "fp8";
   }
   return "?";
 }
 
 std::optional<WeightFormat> weight_format_from_name(std::string_view name) {
-  for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kInt8, WeightFormat::kInt4})
+  for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kInt8, WeightFormat::kInt4, WeightFormat::kFp8})
     if (name == weight_format_name(f)) return f;
   return std::nullopt;
 }
@@ -97,6 +98,9 @@ void plant_quant_fault(QuantFault f) { g_fault.store(f); }
 Result<QuantMatrix> QuantMatrix::quantize(const MatrixRef& w, WeightFormat format, ThreadPool* pool) {
   if (format == WeightFormat::kBf16)
     return make_error(ErrorCode::kInvalidArgument, "quantize: bf16 is the as-stored format, not a quantised one");
+  if (format != WeightFormat::kInt8 && format != WeightFormat::kInt4)
+    return make_error(ErrorCode::kUnsupported, std::string(weight_format_name(format)) +
+                                                   " weights run on CUDA only; the CPU kernels take bf16, int8 or int4");
   if (!detail::is_weight_dtype(w.dtype) || w.rows <= 0 || w.cols <= 0)
     return make_error(ErrorCode::kInvalidArgument, "quantize: needs a non-empty float matrix (got " +
                                                        std::to_string(w.rows) + " x " + std::to_string(w.cols) + ")");

@@ -28,7 +28,7 @@ namespace chorus::cpu {
 
 struct MatrixRef;
 
-const char* weight_format_name(WeightFormat f);  // "bf16", "int8", "int4"
+const char* weight_format_name(WeightFormat f);  // "bf16", "int8", "int4", "fp8"
 std::optional<WeightFormat> weight_format_from_name(std::string_view name);
 
 class QuantMatrix {
@@ -36,7 +36,7 @@ class QuantMatrix {
   static constexpr int64_t kGroup = 32;  // columns per scale (a partial last group is zero-padded)
 
   // kInvalidArgument for a float-as-stored format, an empty or non-float matrix, and weights that
-  // are not finite or whose scale does not fit f16.
+  // are not finite or whose scale does not fit f16; kUnsupported for fp8 (CUDA only, row_quant.h).
   static Result<QuantMatrix> quantize(const MatrixRef& w, WeightFormat format, ThreadPool* pool = nullptr);
 
   WeightFormat format() const { return format_; }

@@ -34,49 +34,26 @@ __global__ void rvq_kernel(const int32_t* codes, int64_t n, int64_t Q, int64_t n
   ac[i] = a;
 }
 
-// One thread per (row, head among q and k heads, rotation pair i); k-head threads also store v.
-__global__ void rope_store_kernel(const float* qkv, int64_t n, int64_t Hq, int64_t Hkv, int64_t D,
-                                  const float* inv_freq, int64_t pos0, KvRing kv, float* q_out) {
-  const int64_t half = D / 2, heads = Hq + Hkv;
+__global__ void rope_store_kernel(RopeStore a, int64_t total) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= n * heads * half) return;
-  const int64_t i = idx % half, h = (idx / half) % heads, r = idx / (half * heads);
-  const int64_t ld = (Hq + 2 * Hkv) * D, pos = pos0 + r;
-  const float angle = static_cast<float>(pos) * inv_freq[i];
-  const float c = cosf(angle), s = sinf(angle);
-  const float* src = qkv + r * ld + h * D;  // q heads then k heads, contiguous
-  const float a = src[i], b = src[i + half];
-  const float lo = a * c - b * s, hi = b * c + a * s;
-  if (h < Hq) {
-    float* dst = q_out + r * Hq * D + h * D;
-    dst[i] = lo;
-    dst[i + half] = hi;
-  } else {
-    const int64_t g = h - Hq, row = pos % kv.capacity, kvd = Hkv * D;
-    float* kd = kv.k + row * kvd + g * D;
-    kd[i] = lo;
-    kd[i + half] = hi;
-    const float* vs = qkv + r * ld + (Hq + Hkv) * D + g * D;
-    float* vd = kv.v + row * kvd + g * D;
-    vd[i] = vs[i];
-    vd[i + half] = vs[i + half];
-  }
+  if (idx < total) rope_store_element(a, idx);
 }
 
-// One block per (row, query head): scores of the visible keys in shared memory, f32 softmax.
-__global__ void window_attention_kernel(const float* q, int64_t Hq, int64_t Hkv, int64_t D, int64_t pos0,
-                                        int64_t window, float scale, KvRing kv, float* out) {
+// One block per (row, query head): scores of the visible keys of the row's own stream in shared
+// memory, f32 softmax. Row r is row r mod n of stream r / n.
+__global__ void window_attention_kernel(const float* q, int64_t n, int64_t Hq, int64_t Hkv, int64_t D,
+                                        int64_t window, float scale, StreamKv kv, float* out) {
   extern __shared__ float smem[];
   __shared__ float red[32];
-  const int64_t r = blockIdx.x, h = blockIdx.y, g = h / (Hq / Hkv), kvd = Hkv * D;
-  const int64_t p = pos0 + r, first = p - window + 1 > 0 ? p - window + 1 : 0, nk = p - first + 1;
+  const int64_t r = blockIdx.x, h = blockIdx.y, g = h / (Hq / Hkv), b = r / n;
+  const int64_t p = kv.pos0[b] + r % n, first = window_first(p, window), nk = p - first + 1;
   float* qs = smem;       // [D]
   float* sc = smem + D;   // [nk]
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) qs[d] = q[(r * Hq + h) * D + d];
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   for (int64_t j = warp; j < nk; j += warps) {
-    const float* k = kv.k + ((first + j) % kv.capacity) * kvd + g * D;
+    const float* k = kv_row(kv, b, false, first + j) + g * D;
     float acc = 0.0f;
     for (int64_t d = lane; d < D; d += 32) acc += qs[d] * k[d];
     acc = dev::warp_sum(acc);
@@ -96,7 +73,7 @@ __global__ void window_attention_kernel(const float* q, int64_t Hq, int64_t Hkv,
   const float inv = 1.0f / sum;
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t j = 0; j < nk; ++j) acc += sc[j] * kv.v[((first + j) % kv.capacity) * kvd + g * D + d];
+    for (int64_t j = 0; j < nk; ++j) acc += sc[j] * kv_row(kv, b, true, first + j)[g * D + d];
     out[(r * Hq + h) * D + d] = acc * inv;
   }
 }
@@ -161,23 +138,25 @@ Status rvq_sums(const int32_t* codes, int64_t n, int64_t quantizers, int64_t sem
   return launched("rvq_sums");
 }
 
-Status rope_store(const float* qkv, int64_t n, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                  const float* inv_freq, int64_t pos0, KvRing kv, float* q_out, cudaStream_t s) {
-  const int64_t total = n * (q_heads + kv_heads) * (head_dim / 2);
+Status rope_store(const RopeStore& a, cudaStream_t s) {
+  if (a.n < 0 || a.streams < 1 || a.head_dim % 2 != 0)
+    return make_error(ErrorCode::kInvalidArgument, "rope_store: bad rows, streams or head size");
+  const int64_t total = rope_store_elements(a);
   if (total == 0) return ok_status();
-  rope_store_kernel<<<blocks_for(total), kThreads, 0, s>>>(qkv, n, q_heads, kv_heads, head_dim, inv_freq, pos0, kv,
-                                                            q_out);
+  rope_store_kernel<<<blocks_for(total), kThreads, 0, s>>>(a, total);
   return launched("rope_store");
 }
 
-Status window_attention(const float* q, int64_t n, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                        int64_t pos0, int64_t window, float scale, KvRing kv, float* out, cudaStream_t s) {
-  if (window < 1 || window > kMaxWindow || kv.capacity < window - 1 + n || q_heads % kv_heads != 0)
-    return make_error(ErrorCode::kInvalidArgument, "window_attention: window, ring capacity or heads out of range");
+Status window_attention(const float* q, int64_t n, int64_t streams, int64_t q_heads, int64_t kv_heads,
+                        int64_t head_dim, int64_t window, float scale, const StreamKv& kv, float* out, cudaStream_t s) {
+  if (window < 1 || window > kMaxWindow || kv_heads < 1 || q_heads % kv_heads != 0 || streams < 1)
+    return make_error(ErrorCode::kInvalidArgument, "window_attention: window, heads or streams out of range");
   if (n == 0) return ok_status();
+  if (n * streams > 0x7fffffffLL || q_heads > 65535)
+    return make_error(ErrorCode::kOutOfRange, "window_attention: too many rows or heads for one launch");
   const size_t smem = sizeof(float) * static_cast<size_t>(head_dim + window);
-  window_attention_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(q_heads)), kAttnThreads, smem, s>>>(
-      q, q_heads, kv_heads, head_dim, pos0, window, scale, kv, out);
+  window_attention_kernel<<<dim3(static_cast<unsigned>(n * streams), static_cast<unsigned>(q_heads)), kAttnThreads,
+                            smem, s>>>(q, n, q_heads, kv_heads, head_dim, window, scale, kv, out);
   return launched("window_attention");
 }
 

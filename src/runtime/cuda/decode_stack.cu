@@ -10,6 +10,11 @@
 // cuda::linear's single-row kernel, so the results are bit-identical. The phase input is staged once
 // per block in shared memory (RMS-normed there when the phase has a norm), read through L2 because
 // other blocks wrote it.
+//
+// Quantised stacks (int8 / fp8): a block's rows arrive as their codes, then their f16 scales (two
+// bulk copies per matrix segment, about half the bytes of bf16 rows), and a lane reads 16 codes at
+// k = 16·lane + 512·i, dequantised as the quantised matrix-vector kernel (linear_quant.cu) does and
+// summed in its order, so the results are bit-identical to that kernel's.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -27,6 +32,7 @@
 #include "runtime/cuda/ops.h"
 #include "runtime/cuda/attend_head.cuh"
 #include "runtime/cuda/bulk_copy.cuh"
+#include "runtime/cuda/quant_util.cuh"
 
 namespace chorus::cuda {
 
@@ -39,6 +45,8 @@ struct Mat {
   const uint16_t* w[3];
   int64_t n0, n1;  // rows of w[0] and w[1] (NW = 1 segments)
   int64_t F, K;    // features, input width (a multiple of 256)
+  const uint8_t* c[3];   // quantised stacks: the codes and scales of w[0..2]'s rows
+  const uint16_t* s[3];
 };
 
 // x (written by other blocks) → xs in shared memory, RMS-normed with `g` when given: the sum of
@@ -94,16 +102,20 @@ __device__ void stage(const float* x, int64_t K, const float* g, float eps, floa
 // Rows of a phase per block, at most: the shared-memory buffers are sized by it.
 __host__ __device__ inline int64_t rows_per_block(int64_t F, int64_t blocks) { return (F + blocks - 1) / blocks; }
 
+// Bytes of one weight row of K inputs in shared memory: bf16 values, or codes and their scales.
+__host__ __device__ inline int64_t row_bytes(int64_t K, bool quant) { return quant ? K + K / 16 : 2 * K; }
+
 // Bytes of the two weight buffers: [0] holds a layer's qkv and gate/up rows, [1] its o and down rows.
 struct WeightBuffers {
   int64_t bytes[2];
 };
 __host__ __device__ inline WeightBuffers weight_buffers(int64_t H, int64_t qkv_rows, int64_t qw, int64_t I,
-                                                        int64_t blocks) {
-  const int64_t qkv = rows_per_block(qkv_rows, blocks) * H, gu = 2 * rows_per_block(I, blocks) * H;
-  const int64_t o = rows_per_block(H, blocks) * qw, down = rows_per_block(H, blocks) * I;
-  const int64_t b0 = qkv > gu ? qkv : gu, b1 = o > down ? o : down;
-  return {{b0 * 2, b1 * 2}};
+                                                        int64_t blocks, bool quant) {
+  const int64_t qkv = rows_per_block(qkv_rows, blocks) * row_bytes(H, quant);
+  const int64_t gu = 2 * rows_per_block(I, blocks) * row_bytes(H, quant);
+  const int64_t o = rows_per_block(H, blocks) * row_bytes(qw, quant);
+  const int64_t down = rows_per_block(H, blocks) * row_bytes(I, quant);
+  return {{qkv > gu ? qkv : gu, o > down ? o : down}};
 }
 
 using dev::bulk_copy;
@@ -112,13 +124,43 @@ using dev::mbar_expect_bytes;
 using dev::mbar_wait;
 using dev::smem_addr;
 
+// A quantised block's rows of `m` → dst: for each weight row set n < NW, the rows' codes
+// (dst + n·rows·K), then for each the rows' scales (after all codes). Completes on `bar`.
+template <int NW>
+__device__ void issue_quant_rows(const Mat& m, int64_t r0, int64_t r1, uint16_t* dst, uint64_t* bar) {
+  const int64_t rows = r1 - r0, K = m.K, G = m.K / 32;
+  mbar_expect_bytes(bar, rows * (K + 2 * G) * NW);
+  if (rows <= 0) return;
+  uint8_t* cd = reinterpret_cast<uint8_t*>(dst);
+  uint16_t* sd = reinterpret_cast<uint16_t*>(cd + NW * rows * K);
+  if constexpr (NW == 2) {
+    for (int n = 0; n < 2; ++n) {
+      bulk_copy_weights(cd + n * rows * K, m.c[n] + r0 * K, rows * K, bar);
+      bulk_copy_weights(sd + n * rows * G, m.s[n] + r0 * G, rows * G * 2, bar);
+    }
+  } else {
+    const int64_t seg_end[3] = {m.n0, m.n0 + m.n1, m.F};
+    int64_t seg_begin = 0;
+    for (int s = 0; s < 3; seg_begin = seg_end[s], ++s) {
+      const int64_t a = max(r0, seg_begin), b = min(r1, seg_end[s]);
+      if (a >= b) continue;
+      bulk_copy_weights(cd + (a - r0) * K, m.c[s] + (a - seg_begin) * K, (b - a) * K, bar);
+      bulk_copy_weights(sd + (a - r0) * G, m.s[s] + (a - seg_begin) * G, (b - a) * G * 2, bar);
+    }
+  }
+}
+
 // This block's rows of `m` → dst (for NW = 2 the gate rows, then the up rows), completing on `bar`.
 // Thread 0 only, after a block barrier that ended all reads of dst.
-template <int NW>
+template <int NW, int QF>
 __device__ void issue_rows(const Mat& m, uint16_t* dst, uint64_t* bar) {
   const int64_t r0 = blockIdx.x * m.F / gridDim.x, r1 = (blockIdx.x + 1) * m.F / gridDim.x;
   const int64_t row_bytes = m.K * 2;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // earlier generic reads of dst come first
+  if constexpr (QF != 0) {
+    issue_quant_rows<NW>(m, r0, r1, dst, bar);
+    return;
+  }
   mbar_expect_bytes(bar, (r1 - r0) * row_bytes * NW);
   if (r1 <= r0) return;
   if constexpr (NW == 2) {
@@ -134,9 +176,39 @@ __device__ void issue_rows(const Mat& m, uint16_t* dst, uint64_t* bar) {
   }
 }
 
+// Row r's products of a quantised block (issue_quant_rows' layout) with the staged input xs → acc.
+template <int NW, int QF>
+__device__ __forceinline__ void quant_row_dots(const Mat& m, const float* xs, const uint16_t* wb, int64_t rows,
+                                               int64_t r, float (&acc)[NW]) {
+  const int lane = threadIdx.x & 31;
+  const int64_t K = m.K, G = m.K / 32;
+  const uint8_t* cb = reinterpret_cast<const uint8_t*>(wb);
+  const uint16_t* sb = reinterpret_cast<const uint16_t*>(cb + NW * rows * K);
+#pragma unroll 1
+  for (int64_t k = lane * dev::kCodeChunk; k < K; k += dev::kCodeStride) {
+    float xv[16];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float4 v = *reinterpret_cast<const float4*>(xs + k + 4 * q);
+      xv[4 * q] = v.x;
+      xv[4 * q + 1] = v.y;
+      xv[4 * q + 2] = v.z;
+      xv[4 * q + 3] = v.w;
+    }
+#pragma unroll
+    for (int n = 0; n < NW; ++n) {
+      float wf[16];
+      dev::dequant16<QF>(*reinterpret_cast<const uint4*>(cb + (n * rows + r) * K + k),
+                         dev::f16_bits_to_f32(sb[(n * rows + r) * G + (k >> 5)]), wf);
+#pragma unroll
+      for (int j = 0; j < 16; ++j) acc[n] = fmaf(wf[j], xv[j], acc[n]);
+    }
+  }
+}
+
 // EPI 0: y[f] = v; 1: y[f] += v (residual); 2: y[f] = SwiGLU(gate, up). bf16 rounding as linear.cu.
 // The block's rows of `m` from shared memory `wb` (waited for on `bar`), input xs.
-template <int NW, int EPI, bool BF16>
+template <int NW, int EPI, bool BF16, int QF>
 __device__ void gemv_rows(const Mat& m, const float* xs, const uint16_t* wb, uint64_t* bar, unsigned parity, float* y) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t r0 = blockIdx.x * m.F / gridDim.x, rows = (blockIdx.x + 1) * m.F / gridDim.x - r0;
@@ -148,18 +220,22 @@ __device__ void gemv_rows(const Mat& m, const float* xs, const uint16_t* wb, uin
     float acc[NW];
 #pragma unroll
     for (int n = 0; n < NW; ++n) acc[n] = 0.0f;
+    if constexpr (QF != 0) {
+      quant_row_dots<NW, QF>(m, xs, wb, rows, r, acc);
+    } else {
 #pragma unroll 4
-    for (int i = 0; i < C; ++i) {
-      const int k = lane * 8 + 256 * i;
-      const float4 a = *reinterpret_cast<const float4*>(xs + k);
-      const float4 b = *reinterpret_cast<const float4*>(xs + k + 4);
-      const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      for (int i = 0; i < C; ++i) {
+        const int k = lane * 8 + 256 * i;
+        const float4 a = *reinterpret_cast<const float4*>(xs + k);
+        const float4 b = *reinterpret_cast<const float4*>(xs + k + 4);
+        const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-      for (int n = 0; n < NW; ++n) {
-        float wf[8];
-        dev::unpack8(*reinterpret_cast<const uint4*>(wb + (n * rows + r) * m.K + k), wf);
+        for (int n = 0; n < NW; ++n) {
+          float wf[8];
+          dev::unpack8(*reinterpret_cast<const uint4*>(wb + (n * rows + r) * m.K + k), wf);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[n] = fmaf(wf[j], xv[j], acc[n]);
+          for (int j = 0; j < 8; ++j) acc[n] = fmaf(wf[j], xv[j], acc[n]);
+        }
       }
     }
 #pragma unroll
@@ -356,18 +432,27 @@ __device__ void attend_head(const DecodeStackArgs& a, const StackLayerWeights& L
   __syncthreads();  // the shared scratch is reused by the next head or phase
 }
 
-template <bool BF16, bool PAGED>
+template <bool BF16, int QF, bool PAGED>
 __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackArgs a) {
   extern __shared__ __align__(16) float sm[];
   if (a.n_layers <= 0) return;  // the launch probe of decode_stack_reserve
   const int64_t H = a.hidden, D = a.head_dim, qw = a.q_heads * D, kvw = a.kv_heads * D, I = a.intermediate;
-  auto qkv_mat = [&](const StackLayerWeights& L) { return Mat{{L.q, L.k, L.v}, qw, kvw, qw + 2 * kvw, H}; };
-  auto o_mat = [&](const StackLayerWeights& L) { return Mat{{L.o, nullptr, nullptr}, H, 0, H, qw}; };
-  auto gu_mat = [&](const StackLayerWeights& L) { return Mat{{L.gate, L.up, nullptr}, I, 0, I, H}; };
-  auto down_mat = [&](const StackLayerWeights& L) { return Mat{{L.down, nullptr, nullptr}, H, 0, H, I}; };
+  auto qkv_mat = [&](const StackLayerWeights& L) {
+    return Mat{{L.q, L.k, L.v}, qw, kvw, qw + 2 * kvw, H, {L.codes[0], L.codes[1], L.codes[2]},
+               {L.scales[0], L.scales[1], L.scales[2]}};
+  };
+  auto o_mat = [&](const StackLayerWeights& L) {
+    return Mat{{L.o, nullptr, nullptr}, H, 0, H, qw, {L.codes[3], nullptr, nullptr}, {L.scales[3], nullptr, nullptr}};
+  };
+  auto gu_mat = [&](const StackLayerWeights& L) {
+    return Mat{{L.gate, L.up, nullptr}, I, 0, I, H, {L.codes[4], L.codes[5], nullptr}, {L.scales[4], L.scales[5], nullptr}};
+  };
+  auto down_mat = [&](const StackLayerWeights& L) {
+    return Mat{{L.down, nullptr, nullptr}, H, 0, H, I, {L.codes[6], nullptr, nullptr}, {L.scales[6], nullptr, nullptr}};
+  };
 
   // Shared memory: the two weight buffers, then the staged input / attention scratch.
-  const WeightBuffers wbuf = weight_buffers(H, qw + 2 * kvw, qw, I, gridDim.x);
+  const WeightBuffers wbuf = weight_buffers(H, qw + 2 * kvw, qw, I, gridDim.x, QF != 0);
   uint16_t* buf0 = reinterpret_cast<uint16_t*>(sm);
   uint16_t* buf1 = buf0 + wbuf.bytes[0] / 2;
   const AttnPreload pre = preload_layout(reinterpret_cast<float*>(buf1 + wbuf.bytes[1] / 2), static_cast<int>(D));
@@ -380,8 +465,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
   if (threadIdx.x == 0) {
     for (uint64_t& b : bars) dev::mbar_init(&b, 1);
     dev::mbar_init_fence();
-    issue_rows<1>(qkv_mat(a.layers[0]), buf0, &bars[0]);
-    issue_rows<1>(o_mat(a.layers[0]), buf1, &bars[1]);
+    issue_rows<1, QF>(qkv_mat(a.layers[0]), buf0, &bars[0]);
+    issue_rows<1, QF>(o_mat(a.layers[0]), buf1, &bars[1]);
   }
   // Weights are constant, so their copies start before the wait for the previous kernel (PDL);
   // the row's position, input and caches come after it.
@@ -407,13 +492,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     const bool more = l + 1 < a.n_layers;
     const int ph = l * kPhasesPerLayer;
     stage_in(a.h, H, L.in_norm);
-    if (issuer && l > 0) issue_rows<1>(o_mat(L), buf1, &bars[1]);
+    if (issuer && l > 0) issue_rows<1, QF>(o_mat(L), buf1, &bars[1]);
     stamp(a, ph, 1);
-    gemv_rows<1, 0, BF16>(qkv_mat(L), xs, buf0, &bars[0], 0, a.qkv);
+    gemv_rows<1, 0, BF16, QF>(qkv_mat(L), xs, buf0, &bars[0], 0, a.qkv);
     grid_sync(a, target, ph, [&] {
       if (!attends) {
         wait_ns(kGateUpDelayNs);
-        issue_rows<2>(gu_mat(L), buf0, &bars[0]);
+        issue_rows<2, QF>(gu_mat(L), buf0, &bars[0]);
       }
     });
 
@@ -424,23 +509,23 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     grid_sync(a, target, ph + 1, none);
 
     stage_in(a.attn, qw, nullptr);
-    if (issuer && attends) issue_rows<2>(gu_mat(L), buf0, &bars[0]);
+    if (issuer && attends) issue_rows<2, QF>(gu_mat(L), buf0, &bars[0]);
     stamp(a, ph + 2, 1);
-    gemv_rows<1, 1, BF16>(o_mat(L), xs, buf1, &bars[1], 0, a.h);
+    gemv_rows<1, 1, BF16, QF>(o_mat(L), xs, buf1, &bars[1], 0, a.h);
     grid_sync(a, target, ph + 2, none);
 
     stage_in(a.h, H, L.post_norm);
-    if (issuer) issue_rows<1>(down_mat(L), buf1, &bars[1]);
+    if (issuer) issue_rows<1, QF>(down_mat(L), buf1, &bars[1]);
     stamp(a, ph + 3, 1);
-    gemv_rows<2, 2, BF16>(gu_mat(L), xs, buf0, &bars[0], 1, a.mlp);
+    gemv_rows<2, 2, BF16, QF>(gu_mat(L), xs, buf0, &bars[0], 1, a.mlp);
     grid_sync(a, target, ph + 3, [&] {
       if (more && !preload) prefetch_layer_kv<PAGED>(a, l + 1, seq, pos);
     });
 
     stage_in(a.mlp, I, nullptr);
-    if (issuer && more) issue_rows<1>(qkv_mat(a.layers[l + 1]), buf0, &bars[0]);
+    if (issuer && more) issue_rows<1, QF>(qkv_mat(a.layers[l + 1]), buf0, &bars[0]);
     stamp(a, ph + 4, 1);
-    gemv_rows<1, 1, BF16>(down_mat(L), xs, buf1, &bars[1], 1, a.h);
+    gemv_rows<1, 1, BF16, QF>(down_mat(L), xs, buf1, &bars[1], 1, a.h);
     if (more)
       grid_sync(a, target, ph + 4, [&] {
         if (preload) issue_preload<PAGED>(a, a.layers[l + 1], l + 1, seq, pos, pre, &bars[2]);
@@ -451,6 +536,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
 
 struct Launch {
   bool ok = false;
+  bool quant = false;  // the int8 / fp8 kernels fit too
   bool pdl = false;  // the cooperative launch also takes programmatic stream serialization
   int blocks = 0;
   int max_smem = 0;
@@ -482,13 +568,45 @@ int64_t smem_bytes(const DecodeStackArgs& a) {
   const int64_t D = a.head_dim, qw = a.q_heads * D;
   const int64_t stage_in = std::max<int64_t>({a.hidden, qw, a.intermediate});
   const int64_t attn = dev::head_scratch_floats(D, a.kv_capacity, kWarps);
-  const WeightBuffers w = weight_buffers(a.hidden, qw + 2 * a.kv_heads * D, qw, a.intermediate, g_launch.blocks);
+  const WeightBuffers w = weight_buffers(a.hidden, qw + 2 * a.kv_heads * D, qw, a.intermediate, g_launch.blocks,
+                                         a.weights != cpu::WeightFormat::kBf16);
   return w.bytes[0] + w.bytes[1] + (preload_floats(D) + std::max(stage_in, attn)) * static_cast<int64_t>(sizeof(float));
 }
 
 // Off only in tests (decode_stack_set_enabled), which compare the kernel-by-kernel path with it.
 std::atomic<bool> g_enabled{true};
 std::atomic<uint64_t> g_launches{0};
+
+using StackKernel = void (*)(DecodeStackArgs);
+template <int QF>
+StackKernel stack_kernel_q(bool bf16, bool paged) {
+  if (paged) return bf16 ? decode_stack_kernel<true, QF, true> : decode_stack_kernel<false, QF, true>;
+  return bf16 ? decode_stack_kernel<true, QF, false> : decode_stack_kernel<false, QF, false>;
+}
+
+// `paged`: the instantiation that reads K/V through a page table (a.kv_pages set).
+StackKernel stack_kernel(bool bf16, cpu::WeightFormat w, bool paged) {
+  switch (dev::quant_kind(w)) {
+    case dev::kQInt8: return stack_kernel_q<dev::kQInt8>(bf16, paged);
+    case dev::kQFp8: return stack_kernel_q<dev::kQFp8>(bf16, paged);
+    default: return stack_kernel_q<0>(bf16, paged);
+  }
+}
+
+// Gives `k` the dynamic shared memory limit; false when it cannot run one block per SM with it.
+bool reserve_kernel(StackKernel k, int max_smem) {
+  if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, static_cast<size_t>(max_smem)) != cudaSuccess ||
+      per_sm < 1) {
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
 
 // With decode_stack_enable_trace: stamps of the last launch per stack depth (up to kTraceSlots
 // depths of at most kTraceLayers layers), in buffers made by decode_stack_reserve, outside graph
@@ -583,29 +701,24 @@ bool decode_stack_reserve() {
         cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop)
       return;
     const int max_smem = optin - 1024;  // the kernel's static shared memory comes on top
-    for (auto* k : {decode_stack_kernel<false, false>, decode_stack_kernel<true, false>, decode_stack_kernel<false, true>,
-                    decode_stack_kernel<true, true>}) {
-      if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem) != cudaSuccess) {
-        cudaGetLastError();
-        return;
-      }
-      int per_sm = 0;
-      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, static_cast<size_t>(max_smem)) !=
-              cudaSuccess ||
-          per_sm < 1) {
-        cudaGetLastError();
-        return;
-      }
-    }
+    for (const bool paged : {false, true})
+      for (const bool bf16 : {false, true})
+        if (!reserve_kernel(stack_kernel(bf16, cpu::WeightFormat::kBf16, paged), max_smem)) return;
+    bool quant = true;
+    for (const auto w : {cpu::WeightFormat::kInt8, cpu::WeightFormat::kFp8})
+      for (const bool paged : {false, true})
+        for (const bool bf16 : {false, true}) quant = quant && reserve_kernel(stack_kernel(bf16, w, paged), max_smem);
     g_launch.blocks = sms;
     g_launch.max_smem = max_smem;
     g_launch.ok = true;
+    g_launch.quant = quant;
     // Whether this driver takes a cooperative launch with PDL: one empty launch (n_layers = 0),
     // here, outside any graph capture, where a refusal cannot break a capture.
     {
       StackLaunchConfig probe(sms, 0, nullptr, true);
       const bool launched =
-          cudaLaunchKernelEx(&probe.cfg, decode_stack_kernel<false, false>, DecodeStackArgs{}) == cudaSuccess;
+          cudaLaunchKernelEx(&probe.cfg, stack_kernel(false, cpu::WeightFormat::kBf16, false), DecodeStackArgs{}) ==
+          cudaSuccess;
       g_launch.pdl = launched && cudaDeviceSynchronize() == cudaSuccess;
       cudaGetLastError();
     }
@@ -621,6 +734,7 @@ bool decode_stack_reserve() {
 
 bool decode_stack_applies(const DecodeStackArgs& a) {
   if (!g_enabled.load(std::memory_order_relaxed) || !g_launch.ok) return false;
+  if (a.weights != cpu::WeightFormat::kBf16 && (!g_launch.quant || dev::quant_kind(a.weights) == 0)) return false;
   const int64_t D = a.head_dim;
   if (a.n_layers <= 0 || a.hidden <= 0 || a.q_heads <= 0 || a.kv_heads <= 0 || a.q_heads % a.kv_heads != 0 ||
       D <= 0 || D % 8 != 0 || D > 32 * dev::kHeadChunks)
@@ -639,9 +753,7 @@ Status decode_stack(const DecodeStackArgs& a, cudaStream_t s) {
   cudaLaunchConfig_t& cfg = lc.cfg;
   DecodeStackArgs args = a;
   if (trace_requested()) args.trace = trace_buffer(a.n_layers);
-  auto* kernel = a.kv_pages ? (a.bf16 ? decode_stack_kernel<true, true> : decode_stack_kernel<false, true>)
-                            : (a.bf16 ? decode_stack_kernel<true, false> : decode_stack_kernel<false, false>);
-  CHORUS_CUDA_TRY(cudaLaunchKernelEx(&cfg, kernel, args));
+  CHORUS_CUDA_TRY(cudaLaunchKernelEx(&cfg, stack_kernel(a.bf16, a.weights, a.kv_pages != nullptr), args));
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return ok_status();
 }

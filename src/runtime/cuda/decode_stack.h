@@ -18,15 +18,20 @@
 #include <string>
 
 #include "core/error.h"
+#include "runtime/cpu/weight_format.h"
 
 namespace chorus::cuda {
 
 // One decoder layer's weights on the device: bf16 matrices [out, in], f32 norm vectors; q_norm and
 // k_norm may be null (no QK-norm). No biases (Qwen3 and the Breeze depth decoder have none).
+// A quantised stack (DecodeStackArgs::weights int8 / fp8) gives each matrix's codes and scales
+// instead (cuda::DeviceMatrix), in the order q, k, v, o, gate, up, down; its bf16 pointers are null.
 struct StackLayerWeights {
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
   const uint16_t *gate = nullptr, *up = nullptr, *down = nullptr;
   const float *in_norm = nullptr, *post_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
+  const uint8_t* codes[7] = {};
+  const uint16_t* scales[7] = {};
 };
 
 struct DecodeStackArgs {
@@ -53,6 +58,9 @@ struct DecodeStackArgs {
   float* mlp = nullptr;          // scratch [intermediate]
   unsigned* barrier = nullptr;   // 2 zeroed words per concurrently running stack (left reusable)
   bool bf16 = false;             // bf16-activation mode, as cuda::linear / attention_decode
+  // How the layers' matrices are stored: bf16, or int8 / fp8 codes dequantised as cuda::linear's
+  // quantised kernels do, in the same per-feature order (bit-identical to them).
+  cpu::WeightFormat weights = cpu::WeightFormat::kBf16;
   // Diagnostics (decode_stack_enable_trace; set by decode_stack): per phase and block, %globaltimer
   // at the phase's start, after its input is staged and when the block arrives at the next barrier.
   unsigned long long* trace = nullptr;

@@ -6,7 +6,8 @@
 // MT rows. A feature's sum is always reduced the same way (lane l sums k = 8l + 256i + j in order,
 // then a butterfly over lanes), whatever M and the tile are: a row's result does not depend on
 // which other rows share the call. RMS-norm of the input, the bias, the residual add and SwiGLU are
-// fused in, so a Qwen3 layer needs four matrix launches.
+// fused in, so a Qwen3 layer needs four matrix launches. Quantised matrices take their own kernels
+// (linear_quant.cu) and share the cuBLAS path below after a dequantisation.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -14,6 +15,7 @@
 
 #include "runtime/cuda/device_util.cuh"
 #include "runtime/cuda/launch.cuh"
+#include "runtime/cuda/linear_quant.h"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::cuda {
@@ -510,7 +512,8 @@ Status cublas_ok(cublasStatus_t st, const char* what) {
 
 }  // namespace
 
-Result<LinearWorkspace> LinearWorkspace::create(int64_t max_rows, int64_t max_k, int64_t max_n_total) {
+Result<LinearWorkspace> LinearWorkspace::create(int64_t max_rows, int64_t max_k, int64_t max_n_total,
+                                                int64_t max_dequant) {
   LinearWorkspace w;
   w.max_rows_ = max_rows;
   w.max_k_ = max_k;
@@ -519,6 +522,10 @@ Result<LinearWorkspace> LinearWorkspace::create(int64_t max_rows, int64_t max_k,
   if (max_rows > kGemvMaxRows) {
     CHORUS_ASSIGN(w.x_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_rows * max_k) * sizeof(uint16_t)));
     CHORUS_ASSIGN(w.y_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_rows * max_n_total) * sizeof(float)));
+    if (max_dequant > 0) {
+      w.max_dequant_ = max_dequant;
+      CHORUS_ASSIGN(w.w_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_dequant) * sizeof(uint16_t)));
+    }
   }
   CHORUS_ASSIGN(w.cublas_ws_, DeviceBuffer::alloc(size_t{32} << 20));
   return std::move(w);
@@ -528,6 +535,10 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   if (a.M <= 0) return ok_status();
   if (a.outputs < 1 || a.outputs > 3 || (a.epilogue == Epilogue::kSwiGlu && a.outputs != 2))
     return make_error(ErrorCode::kInternal, "cuda linear: bad output count");
+  const bool quant = a.out[0].w.quantized();
+  if (quant)
+    if (const char* why = detail::quant_args_problem(a); *why)
+      return make_error(ErrorCode::kInternal, std::string("cuda linear: ") + why);
   const int64_t K = a.out[0].w.cols;
   GemvParams p{};
   p.x = a.x;
@@ -546,7 +557,7 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   bool vec = K % 8 == 0 && a.ldx % 4 == 0 && aligned16(a.x) && (!a.norm_weight || aligned16(a.norm_weight));
   for (int i = 0; i < a.outputs; ++i) {
     const LinearOut& o = a.out[i];
-    if (o.w.cols != K || !o.w.data || !o.y)
+    if (o.w.cols != K || (!quant && !o.w.data) || !o.y)
       return make_error(ErrorCode::kInternal, "cuda linear: outputs disagree on the input width");
     p.seg[i] = {o.w.data, o.bias, o.y, o.ldy, o.w.rows};
     p.rows_total += o.w.rows;
@@ -558,6 +569,7 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
     p.rows_total = a.out[0].w.rows;
   }
   const bool gemv = path == kLinearGemv || (path == kLinearAuto && a.M <= kGemvMaxRows);
+  if (gemv && quant) return detail::gemv_quant(a, s);
   if (gemv) {
     const bool single_row = a.M == 1 && vec;
     CHORUS_CUDA_TRY(p.bf16 ? launch_any_gemv<true>(p, single_row, vec, epi, s)
@@ -570,6 +582,9 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   int64_t n_sum = 0;
   for (int i = 0; i < a.outputs; ++i) n_sum += a.out[i].w.rows;
   if (n_sum > ws->max_n_) return make_error(ErrorCode::kInternal, "cuda linear: workspace too small for the outputs");
+  for (int i = 0; i < a.outputs && quant; ++i)
+    if (a.out[i].w.rows * K > ws->max_dequant_)
+      return make_error(ErrorCode::kInternal, "cuda linear: workspace too small to dequantise the weights");
   auto* xs = ws->x_split_.as<__nv_bfloat16>();
   CHORUS_CUDA_TRY(launch(split_rows_kernel, dim3(static_cast<unsigned>(a.M)), dim3(256), 0, s, a.x, a.ldx, a.M, K,
                          a.norm_weight, a.norm_eps, a.bf16, xs));
@@ -587,12 +602,27 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   const float one = 1.0f, zero = 0.0f;
   for (int i = 0; i < a.outputs; ++i) {
     const int64_t n = a.out[i].w.rows;
+    const void* w_hi = a.out[i].w.data;
+    const uint16_t* w_lo = nullptr;
+    if (quant) {  // dequantised into the workspace, high part then low part (reused by each output)
+      uint16_t* hi = ws->w_split_.as<uint16_t>();
+      w_lo = hi + n * K;
+      CHORUS_TRY(detail::dequantize_split(a.out[i].w, hi, hi + n * K, s));
+      w_hi = hi;
+    }
     // Column-major view: Y[n, 2M] = Wᵀ[n, K] · X[K, 2M].
     CHORUS_TRY(cublas_ok(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(2 * a.M),
-                                      static_cast<int>(K), &one, a.out[i].w.data, CUDA_R_16BF, static_cast<int>(K), xs,
+                                      static_cast<int>(K), &one, w_hi, CUDA_R_16BF, static_cast<int>(K), xs,
                                       CUDA_R_16BF, static_cast<int>(K), &zero, ys, CUDA_R_32F, static_cast<int>(n),
                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                          "cublasGemmEx"));
+    if (w_lo) {  // Y[n, 0:M] += W_loᵀ · X_hi: the weights' low part against the inputs' high part
+      CHORUS_TRY(cublas_ok(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(a.M),
+                                        static_cast<int>(K), &one, w_lo, CUDA_R_16BF, static_cast<int>(K), xs,
+                                        CUDA_R_16BF, static_cast<int>(K), &one, ys, CUDA_R_32F, static_cast<int>(n),
+                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                           "cublasGemmEx"));
+    }
     c.ys[i] = ys;
     c.seg[i] = p.seg[i];
     ys += 2 * a.M * n;

@@ -1,6 +1,7 @@
 // CUDA kernels of the inference backend: the device counterparts of runtime/cpu/kernels.h that the
 // Qwen3 stacks need, plus the sampler. Activations are f32 and row-major on the device; matrices
-// are bf16 on the device (converted once at load). Every launch is asynchronous on the given
+// are bf16 on the device (converted once at load), or, for a stack's projections, int8 / fp8
+// codes with f16 group scales (runtime/cpu/row_quant.h) where the model was loaded so. Every launch is asynchronous on the given
 // stream and returns a Status for launch errors; nothing synchronises with the host, so all of
 // these can be captured into a CUDA graph.
 //
@@ -13,15 +14,24 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "runtime/cpu/weight_format.h"
 #include "runtime/cuda/cuda_handles.h"
 
 namespace chorus::cuda {
 
-// A [rows, cols] bf16 matrix on the device (bit patterns), row-major: rows = output features.
+// A [rows, cols] matrix on the device, row-major: rows = output features. bf16 (bit patterns in
+// `data`), or quantised (format kInt8 / kFp8, the layout of runtime/cpu/row_quant.h): one code
+// byte per weight in `codes` [rows, cols] and f16 scales [rows, ⌈cols / 32⌉] in `scales`, the
+// weight being decode(code) · scale of its group of 32 columns. Only `linear` takes quantised
+// matrices (the stacks' projections); every other op reads bf16.
 struct DeviceMatrix {
   const uint16_t* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  cpu::WeightFormat format = cpu::WeightFormat::kBf16;
+  const uint8_t* codes = nullptr;
+  const uint16_t* scales = nullptr;
+  bool quantized() const { return format != cpu::WeightFormat::kBf16; }
 };
 
 // Whether p may be read as 16-byte vectors (float4, the matrix-vector kernels' weight chunks).
@@ -76,22 +86,30 @@ struct LinearArgs {
 
 // Scratch for the tensor-core path (cuBLAS): the inputs split into bf16 high and low parts
 // (x ≈ hi + lo to about 2⁻¹⁷ relative, so the product keeps f32-level accuracy) and the two partial
-// results. Sized once; a call that needs more fails instead of allocating (graph capture).
+// results; with max_dequant (the most elements of any quantised matrix the path takes), room for
+// one matrix dequantised into bf16 high and low parts the same way. Sized once; a call that needs
+// more fails instead of allocating (graph capture).
 class LinearWorkspace {
  public:
-  static Result<LinearWorkspace> create(int64_t max_rows, int64_t max_k, int64_t max_n_total);
+  static Result<LinearWorkspace> create(int64_t max_rows, int64_t max_k, int64_t max_n_total, int64_t max_dequant = 0);
   int64_t max_rows() const { return max_rows_; }
-  size_t bytes() const { return x_split_.bytes() + y_split_.bytes() + cublas_ws_.bytes(); }
+  size_t bytes() const { return x_split_.bytes() + y_split_.bytes() + cublas_ws_.bytes() + w_split_.bytes(); }
 
  private:
   friend Status linear(const LinearArgs&, LinearWorkspace*, cudaStream_t, int);
   Cublas cublas_;
-  DeviceBuffer x_split_, y_split_, cublas_ws_;
-  int64_t max_rows_ = 0, max_k_ = 0, max_n_ = 0;
+  DeviceBuffer x_split_, y_split_, cublas_ws_, w_split_;
+  int64_t max_rows_ = 0, max_k_ = 0, max_n_ = 0, max_dequant_ = 0;
 };
 
 // Path choice: matrix-vector kernels read the weights at full bandwidth and keep f32 inputs, and are
 // used up to kGemvMaxRows rows; more rows go to cuBLAS (bf16 tensor cores, split inputs).
+// Quantised matrices (every output of one call in the same format, cols a multiple of 16, inputs
+// 16-byte aligned with ldx a multiple of 4): the matrix-vector kernels dequantise in registers
+// (linear_quant.cu: code · scale in f32, then the same f32 products); the tensor-core path
+// dequantises each matrix into the workspace as bf16 high and low parts (w ≈ hi + lo to about 2⁻¹⁶
+// relative) and adds the low part's product, so both paths compute with the quantised weights
+// themselves.
 inline constexpr int64_t kGemvMaxRows = 8;
 inline constexpr int kLinearAuto = 0, kLinearGemv = 1, kLinearTensor = 2;
 Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path = kLinearAuto);

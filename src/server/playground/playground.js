@@ -301,6 +301,9 @@ async function speak(ev) {
   };
   ws.onerror = () => { if (ws === state.ws && state.speaking) showError('The WebSocket connection failed (is the server running, and is the API key right?).'); };
   ws.onclose = () => { if (ws === state.ws && state.speaking) finish('The connection closed.'); };
+  // Typing as an LLM: Qwen3-TTS takes one text token per frame (the streaming text layout), so it
+  // starts speaking after the first words instead of waiting for whole sentences.
+  if ($('llm').checked) config.non_streaming_mode = false;
   ws.onopen = async () => {
     ws.send(JSON.stringify(config));
     state.tFirstText = performance.now();

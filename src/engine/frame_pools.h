@@ -1,0 +1,321 @@
+// Continuous batching of the GPU engines' streams (Qwen3-TTS, Breeze TTS 2): streams whose frames
+// run in device frame pools that they join and leave between frames, and the per-step bookkeeping
+// around them. `Frames` is a family's FrameBatch, a recipe of the frame core
+// (models/frame_core/frame_core_cuda.h). Nothing here touches CUDA, so the scheduling is tested on
+// the CPU with a stand-in for Frames (tests/generation/frame_pools_test.cpp).
+//
+// A stream whose input arrives while it runs (Qwen3-TTS text in pieces) may wait for it: it keeps
+// its slot, and the frames run meanwhile leave that slot exactly as it was (FrameCore's parked
+// slots), so its codes are those it makes with all its input from the start.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/tts_model.h"
+
+namespace chorus::engine {
+
+template <class Frames>
+class DeviceStream;
+
+template <class Frames>
+struct DeviceBatch {
+  std::unique_ptr<Frames> frames;
+  int unfinished = 0;
+  // The unfinished stream in each slot (null: free); empty for a fixed batch.
+  std::vector<DeviceStream<Frames>*> held;
+
+  int free_slot() const {
+    for (size_t i = 0; i < held.size(); ++i)
+      if (!held[i]) return static_cast<int>(i);
+    return -1;
+  }
+  // The slots a frame must compute: up to the last held one, rounded up to a bucket (powers of two
+  // to 16, then multiples of 16) so that few frame graphs serve every count.
+  int active_slots() const {
+    int top = 0;
+    for (size_t i = 0; i < held.size(); ++i)
+      if (held[i]) top = static_cast<int>(i) + 1;
+    int n = 1;
+    while (n < top && n < 16) n *= 2;
+    if (top > 16) n = (top + 15) / 16 * 16;
+    return std::min(n, static_cast<int>(held.size()));
+  }
+};
+
+// A stream's place in its batch (none before its first step) and where it stands.
+template <class Frames>
+class DeviceStream : public TtsStream {
+ public:
+  // A stream dropped before it ends gives its pool slot back.
+  ~DeviceStream() override { finish(StopReason::kCancelled); }
+  bool finished() const override { return reason != StopReason::kRunning; }
+  StopReason stop_reason() const override { return reason; }
+  int64_t frames() const override { return made; }
+  void cancel() override { finish(StopReason::kCancelled); }
+  // Input that arrives while the stream runs: whether its frame number `frame` (0-based) can be
+  // made with what has arrived. A stream given all its input at the start always can.
+  virtual bool has_input_for(int64_t frame) const {
+    (void)frame;
+    return true;
+  }
+
+  void finish(StopReason r) {
+    if (reason != StopReason::kRunning) return;
+    reason = r;
+    if (!batch) return;
+    --batch->unfinished;
+    if (slot >= 0 && static_cast<size_t>(slot) < batch->held.size()) {
+      batch->held[static_cast<size_t>(slot)] = nullptr;
+      batch->frames->release_slot(slot);  // its KV pages and their reservation (paged pools)
+    }
+  }
+  // This stream's share of its batch's device memory (and the KV pages it holds), or `before` when
+  // it has no batch yet.
+  size_t batch_share_bytes(size_t before, size_t page_bytes = 0) const {
+    if (!batch) return before;
+    const int64_t pages = slot >= 0 ? batch->frames->slot_kv_pages(slot) : 0;
+    return batch->frames->device_bytes() / static_cast<size_t>(batch->frames->size()) +
+           static_cast<size_t>(pages) * page_bytes;
+  }
+
+  const void* owner = nullptr;
+  int64_t made = 0;
+  StopReason reason = StopReason::kRunning;
+  std::shared_ptr<DeviceBatch<Frames>> batch;
+  int slot = -1;
+};
+
+// The streams of `streams` that belong to `owner`, or an error naming the one that does not.
+template <class S>
+Result<std::vector<S*>> own_streams(std::span<TtsStream* const> streams, std::span<StepResult> out, const void* owner) {
+  if (out.size() != streams.size()) return make_error(ErrorCode::kInternal, "step: one result per stream");
+  std::vector<S*> ss;
+  for (TtsStream* t : streams) {
+    auto* c = dynamic_cast<S*>(t);
+    if (!c || c->owner != owner) return make_error(ErrorCode::kInvalidArgument, "step: a stream of another model");
+    ss.push_back(c);
+  }
+  for (StepResult& o : out) {
+    o.has_frame = false;
+    o.codes.clear();
+  }
+  return ss;
+}
+
+// Delivers one frame of `fb` to the streams `act` (indices into ss) and applies the stop rules.
+template <class Frames, class S, class MaxFrames>
+Status deliver_frame(Frames& fb, const std::vector<S*>& ss, const std::vector<size_t>& act, std::span<StepResult> out,
+                     int32_t eos, int codebooks, MaxFrames&& max_frames) {
+  for (size_t i : act) {
+    S& s = *ss[i];
+    if (s.finished()) continue;
+    CHORUS_TRY(fb.slot_status(s.slot));
+    const int32_t* c = fb.frame_codes(s.slot);
+    out[i].has_frame = true;
+    out[i].codes.assign(c, c + codebooks);
+    s.made += 1;
+    if (s.made >= max_frames(s)) s.finish(StopReason::kMaxFrames);
+    else if (fb.next_c0(s.slot) == eos) s.finish(StopReason::kEos);
+  }
+  return ok_status();
+}
+
+// The pools of a GPU engine (continuous batching): a new stream takes the lowest free slot of the
+// first pool with room (`positions` covering its prompt and frames), else a new pool is made by
+// `create(slots, positions)`: room for all the step's newcomers and twice the largest pool (first_slots
+// to start, at most max_slots; `create` may make fewer when memory is short).
+// Pools live while the engine does; an empty pool smaller than another is released.
+// With a page pool (`pages`, a Frames::PagePool: reserve(n) -> Result<bool>, unreserve(n); the
+// engine's pools are then paged), a newcomer first reserves the KV pages it may ever need
+// (Frames::kv_pages_for_stream of `branches` sequences, nn/kv_pages.h); when they cannot be had it
+// waits, and so do the newcomers after it (first come, first served), making no frame until
+// streams that end free enough pages. Parked slots take no pages for the frames they sit out.
+template <class Frames>
+struct DevicePools {
+  std::vector<std::shared_ptr<DeviceBatch<Frames>>> pools;
+  int first_slots = 8, max_slots = 1024;
+  int64_t min_positions = 1024;
+  std::shared_ptr<typename Frames::PagePool> pages;
+  int branches = 1;  // sequences per stream
+};
+
+// One step of `ss` with continuous batching. Streams without a batch join a pool; a pool whose
+// frame was launched ahead first finishes that frame for its running streams, then admits the
+// newcomers (`admit(frames, slots, stream indices)`: prompts through the backbone and codebook 0 of
+// frame 0), whose first frame comes with the next step; otherwise newcomers are admitted and every
+// stream of the pool gets a frame now.
+//
+// Every unfinished stream of a pool must be in `ss`, except those waiting for input (no
+// has_input_for(made)): they sit the step out, left out or passed alike, with no frame. One that
+// waits before its first frame takes no slot yet; one in a slot is parked (Frames::set_parked_slots):
+// the pool's frames leave its state as it was. A frame is launched ahead (before the host has read
+// the one before) only when no slot is parked and every stream of it has the input for its next
+// frame too, so no frame ever runs for a stream that turns out to wait.
+template <class Frames, class S, class Need, class Create, class Admit, class MaxFrames>
+Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, std::span<StepResult> out, int32_t eos,
+                           int codebooks, Need&& need, Create&& create, Admit&& admit, MaxFrames&& max_frames,
+                           StageTimes* times) {
+  using Batch = DeviceBatch<Frames>;
+  std::vector<std::shared_ptr<Batch>> touched;
+  std::vector<std::vector<size_t>> joiners;
+  const auto touch = [&](const std::shared_ptr<Batch>& b) -> size_t {
+    for (size_t k = 0; k < touched.size(); ++k)
+      if (touched[k] == b) return k;
+    touched.push_back(b);
+    joiners.emplace_back();
+    return touched.size() - 1;
+  };
+  const auto joining = [&](const S& s) { return !s.batch && !s.finished() && s.has_input_for(0); };
+  bool waiting = false;  // a newcomer waits for KV pages, and the later ones with it
+  for (size_t i = 0; i < ss.size(); ++i) {
+    S& s = *ss[i];
+    if (s.finished()) continue;
+    if (s.batch) {
+      if (s.batch->held.empty()) return make_error(ErrorCode::kInternal, "cuda step: a stream of a fixed batch");
+      touch(s.batch);
+      continue;
+    }
+    if (!joining(s)) continue;  // waits for the input of its first frame
+    if (waiting) continue;
+    const int64_t positions = need(s);
+    int64_t pages = 0;
+    if (dp.pages) {
+      pages = Frames::kv_pages_for_stream(positions, dp.branches);
+      CHORUS_ASSIGN(const bool reserved, dp.pages->reserve(pages));
+      if (!reserved) {
+        waiting = true;
+        continue;
+      }
+    }
+    // Until the slot holds them, the reservation goes back on any failure.
+    auto give_back = [&](Status st) -> Status {
+      if (dp.pages) (void)dp.pages->unreserve(pages);
+      return st;
+    };
+    int pending = 0;  // newcomers of this step still without a slot, this one included
+    for (size_t j = i; j < ss.size(); ++j) pending += joining(*ss[j]);
+    // A running pool with a free slot; an idle one only when it holds all the newcomers (else they
+    // would be split over two pools, each stepped apart).
+    std::shared_ptr<Batch> pool;
+    for (const auto& p : dp.pools) {
+      if (p->frames->positions() < positions || p->free_slot() < 0) continue;
+      if (p->unfinished == 0 && p->frames->size() < pending) continue;
+      pool = p;
+      break;
+    }
+    if (!pool) {
+      // Room for every newcomer of this step at once, and growth by doubling.
+      int slots = std::max(dp.first_slots, pending);
+      for (const auto& p : dp.pools) slots = std::max(slots, 2 * p->frames->size());
+      slots = std::min(slots, dp.max_slots);
+      const int64_t pos = (std::max(positions, dp.min_positions) + 255) / 256 * 256;
+      pool = std::make_shared<Batch>();
+      auto made = create(slots, pos);
+      if (!made.ok()) return give_back(std::move(made).error());
+      pool->frames = std::move(made).value();
+      pool->held.assign(static_cast<size_t>(pool->frames->size()), nullptr);
+      dp.pools.insert(dp.pools.begin(), pool);  // the newest (largest) is filled first
+    }
+    const int slot = pool->free_slot();
+    if (dp.pages) {
+      Status held = pool->frames->hold_pages(slot, pages);
+      if (!held.ok()) return give_back(std::move(held));
+    }
+    s.slot = slot;
+    pool->held[static_cast<size_t>(s.slot)] = &s;
+    ++pool->unfinished;
+    s.batch = pool;
+    joiners[touch(pool)].push_back(i);
+  }
+
+  for (size_t k = 0; k < touched.size(); ++k) {
+    Batch& pool = *touched[k];
+    Frames& fb = *pool.frames;
+    // The pool's streams that get a frame this step, and the slots of those that wait.
+    std::vector<size_t> running;
+    std::vector<int> parked;
+    std::vector<uint8_t> stepped(pool.held.size(), 0);
+    for (size_t i = 0; i < ss.size(); ++i) {
+      const S& s = *ss[i];
+      if (s.batch.get() != &pool || s.finished()) continue;
+      stepped[static_cast<size_t>(s.slot)] = 1;
+      if (std::find(joiners[k].begin(), joiners[k].end(), i) != joiners[k].end()) continue;
+      if (s.has_input_for(s.made)) running.push_back(i);
+      else parked.push_back(s.slot);
+    }
+    for (size_t slot = 0; slot < pool.held.size(); ++slot) {
+      const DeviceStream<Frames>* h = pool.held[slot];
+      if (!h || stepped[slot]) continue;
+      if (h->has_input_for(h->made))
+        return make_error(ErrorCode::kUnsupported, "cuda step: every unfinished stream of a pool must be stepped "
+                                                   "together (except those waiting for input)");
+      parked.push_back(static_cast<int>(slot));
+    }
+    CHORUS_TRY(fb.set_parked_slots(parked));
+    // A frame: feed when some stream may want the frame after it; launched ahead only when no
+    // newcomer waits (admission needs the pool idle), no slot is parked and every stream has the
+    // input of the frame after it.
+    const auto frame = [&](const std::vector<size_t>& act, bool ahead_ok) -> Status {
+      bool feed = false, feed_after = false, ahead = ahead_ok && parked.empty();
+      for (size_t i : act) {
+        feed = feed || ss[i]->made + 1 < max_frames(*ss[i]);
+        feed_after = feed_after || ss[i]->made + 2 < max_frames(*ss[i]);
+        ahead = ahead && ss[i]->has_input_for(ss[i]->made + 1);
+      }
+      fb.set_active_slots(pool.active_slots());
+      CHORUS_TRY(fb.run_frame(feed, feed && ahead ? std::optional<bool>(feed_after) : std::nullopt));
+      if (times) {
+        times->depth_s += fb.timing().depth_ms * 1e-3;
+        times->backbone_s += fb.timing().backbone_ms * 1e-3;
+      }
+      return deliver_frame(fb, ss, act, out, eos, codebooks, max_frames);
+    };
+    bool ran = false;
+    if (!running.empty() && (joiners[k].empty() || fb.frame_ahead())) {
+      CHORUS_TRY(frame(running, joiners[k].empty()));
+      ran = true;
+    }
+    if (!joiners[k].empty()) {
+      CHORUS_TRY(fb.settle());  // a frame launched for streams that have all left since
+      std::vector<int> slots;
+      for (size_t i : joiners[k]) slots.push_back(ss[i]->slot);
+      fb.set_active_slots(pool.active_slots());
+      CHORUS_TRY(admit(fb, slots, joiners[k]));
+      if (times) times->prefill_s += fb.timing().prefill_ms * 1e-3;
+      for (size_t i : joiners[k]) {
+        S& s = *ss[i];
+        CHORUS_TRY(fb.slot_status(s.slot));
+        if (fb.next_c0(s.slot) == eos) s.finish(StopReason::kEos);
+      }
+    }
+    if (!ran) {
+      std::vector<size_t> act;
+      for (size_t i : running) act.push_back(i);
+      for (size_t i : joiners[k])
+        if (!ss[i]->finished()) act.push_back(i);
+      if (!act.empty()) CHORUS_TRY(frame(act, true));
+    }
+    CHORUS_TRY(fb.set_parked_slots({}));
+  }
+  // An empty pool is kept only while no other is as large (the next request reuses it).
+  int largest = 0;
+  for (const auto& p : dp.pools) largest = std::max(largest, p->frames->size());
+  bool kept = false;
+  std::erase_if(dp.pools, [&](const std::shared_ptr<Batch>& p) {
+    if (p->unfinished > 0) return false;
+    if (p->frames->size() < largest || kept) return true;
+    kept = true;
+    return false;
+  });
+  return ok_status();
+}
+
+}  // namespace chorus::engine

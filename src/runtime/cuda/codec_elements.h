@@ -1,0 +1,363 @@
+// Per-element bodies of the codec decoder's batched kernels (conv_ops.h), written once for the
+// device and the host: each CUDA kernel runs one of these per thread, and the CPU tests
+// (tests/runtime/codec_elements_test.cpp) run the same functions in loops, so the stream / column
+// / history indexing and the GEMM's tiling are checked on machines without a GPU. No CUDA header
+// here: plain C++ sees the functions as ordinary inline functions.
+//
+// A batch is `streams` streams stepped together, each by the same number of columns `steps`: in
+// every channels-first activation [C, streams·steps] stream b owns columns [b·steps, (b+1)·steps),
+// and in every time-major one [streams·n, C] rows [b·n, (b+1)·n). What differs per stream (its
+// histories, its attention ring, its position) is reached through device arrays indexed by b.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define CHORUS_HD __host__ __device__ __forceinline__
+#define CHORUS_UNROLL _Pragma("unroll")
+#else
+#define CHORUS_HD inline
+#define CHORUS_UNROLL
+#endif
+
+namespace chorus::cuda::codec_ops {
+
+// Rounded f32 multiply and add that the device compiler never fuses into an FMA, so a value is
+// the same whichever kernel computes it (the host compiler does not contract in ISO C++ mode).
+CHORUS_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+CHORUS_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+// SnakeBeta parameters per channel (exp already applied at load): y = x + inv_beta·sin²(alpha·x).
+struct Snake {
+  const float* alpha = nullptr;
+  const float* inv_beta = nullptr;
+};
+
+CHORUS_HD float snake_at(float v, float alpha, float inv_beta) {
+  const float s = sinf(v * alpha);
+  return v + inv_beta * (s * s);
+}
+
+// The streaming histories of one layer for every stream of a batch: stream b reads
+// in[b] + offset and writes out[b] + offset (its two history buffers, never the same one).
+struct StreamHist {
+  const float* const* in = nullptr;
+  float* const* out = nullptr;
+  int64_t offset = 0;
+};
+
+// ---- im2col of a causal, stride-1 convolution ---------------------------------------------------
+// Per stream b: padded_b = [hist_b | act(x_b)] with hist_b [cin, H], H = (kernel − 1)·dilation, and
+// x_b element (c, t) at x[c·xcs + (b·steps + t)·xts]. col [cin·kernel, streams·steps]:
+// col[(c·K + k)·N + b·steps + t] = padded_b(c, t + k·dilation); the stream's next history is the
+// last H columns of padded_b. SnakeBeta on x when snake.alpha (histories hold activated values).
+struct Im2col {
+  StreamHist hist;
+  const float* x = nullptr;
+  int64_t xcs = 0, xts = 0;
+  int64_t cin = 0, steps = 0, streams = 0, kernel = 1, dilation = 1;
+  Snake snake;
+  float* col = nullptr;
+};
+
+CHORUS_HD int64_t conv_history(int64_t kernel, int64_t dilation) { return (kernel - 1) * dilation; }
+
+// Column j of stream b's padded input, channel c.
+CHORUS_HD float padded_at(const float* hist, const float* x, int64_t xcs, int64_t xts, int64_t H, int64_t first_col,
+                          int64_t c, int64_t j, Snake sn) {
+  if (j < H) return hist[c * H + j];
+  const float v = x[c * xcs + (first_col + j - H) * xts];
+  return sn.alpha ? snake_at(v, sn.alpha[c], sn.inv_beta[c]) : v;
+}
+
+CHORUS_HD int64_t im2col_elements(const Im2col& a) {
+  return a.cin * a.kernel * a.streams * a.steps + a.streams * a.cin * conv_history(a.kernel, a.dilation);
+}
+
+CHORUS_HD void im2col_element(const Im2col& a, int64_t i) {
+  const int64_t H = conv_history(a.kernel, a.dilation), N = a.streams * a.steps, ncol = a.cin * a.kernel * N;
+  if (i < ncol) {
+    const int64_t j = i % N, ck = i / N, k = ck % a.kernel, c = ck / a.kernel;
+    const int64_t b = j / a.steps, t = j % a.steps;
+    a.col[i] = padded_at(a.hist.in[b] + a.hist.offset, a.x, a.xcs, a.xts, H, b * a.steps, c, t + k * a.dilation,
+                         a.snake);
+  } else {
+    const int64_t r = i - ncol, per = a.cin * H, b = r / per, c = (r % per) / H, j = r % H;
+    a.hist.out[b][a.hist.offset + c * H + j] =
+        padded_at(a.hist.in[b] + a.hist.offset, a.x, a.xcs, a.xts, H, b * a.steps, c, a.steps + j, a.snake);
+  }
+}
+
+// ---- depthwise causal conv (groups = channels), x and y channels-first [C, streams·steps] ----------
+// y[c, b·steps + t] = bias[c] + Σ_k w[c, k]·padded_b(c, t + k·dilation), the history as im2col's.
+struct Depthwise {
+  StreamHist hist;
+  const float* x = nullptr;
+  int64_t channels = 0, steps = 0, streams = 0, kernel = 1, dilation = 1;
+  const float* weight = nullptr;  // [C, kernel]
+  const float* bias = nullptr;
+  float* y = nullptr;
+};
+
+CHORUS_HD int64_t depthwise_elements(const Depthwise& a) {
+  return a.channels * a.streams * a.steps + a.streams * a.channels * conv_history(a.kernel, a.dilation);
+}
+
+CHORUS_HD void depthwise_element(const Depthwise& a, int64_t i) {
+  const int64_t H = conv_history(a.kernel, a.dilation), N = a.streams * a.steps;
+  const Snake none{};
+  if (i < a.channels * N) {
+    const int64_t c = i / N, j = i % N, b = j / a.steps, t = j % a.steps;
+    const float* hist = a.hist.in[b] + a.hist.offset;
+    float acc = a.bias ? a.bias[c] : 0.0f;
+    for (int64_t k = 0; k < a.kernel; ++k)
+      acc += a.weight[c * a.kernel + k] * padded_at(hist, a.x, N, 1, H, b * a.steps, c, t + k * a.dilation, none);
+    a.y[i] = acc;
+  } else {
+    const int64_t r = i - a.channels * N, per = a.channels * H, b = r / per, c = (r % per) / H, j = r % H;
+    a.hist.out[b][a.hist.offset + c * H + j] =
+        padded_at(a.hist.in[b] + a.hist.offset, a.x, N, 1, H, b * a.steps, c, a.steps + j, none);
+  }
+}
+
+// ---- output of a causal transposed conv (stride <= kernel <= 2·stride) ---------------------------
+// z = Wᵀ·x [cout·K, N] with N = streams·steps: z[(c·K + j)·N + col] is the contribution of input
+// column col to output sample (col's local t)·stride + j of its stream. y [cout, N·stride]:
+// y[c, b·steps·S + t·S + j] = bias[c] + z_prev + z_cur (earlier input first, as the CPU), where
+// stream b's previous input column before t = 0 is its history [cout·K] (when kernel > stride),
+// and the stream's last column of z becomes its next history.
+struct TconvOut {
+  StreamHist hist;  // unused (in/out null) when kernel == stride
+  const float* z = nullptr;
+  int64_t cout = 0, steps = 0, streams = 0, kernel = 1, stride = 1;
+  const float* bias = nullptr;
+  float* y = nullptr;
+};
+
+CHORUS_HD bool tconv_overlaps(const TconvOut& a) { return a.kernel > a.stride; }
+
+CHORUS_HD int64_t tconv_elements(const TconvOut& a) {
+  return a.cout * a.streams * a.steps * a.stride + (tconv_overlaps(a) ? a.streams * a.cout * a.kernel : 0);
+}
+
+CHORUS_HD void tconv_element(const TconvOut& a, int64_t i) {
+  const int64_t N = a.streams * a.steps, S = a.stride, K = a.kernel, len = N * S;
+  if (i < a.cout * len) {
+    const int64_t c = i / len, p = i % len, b = p / (a.steps * S), q = p % (a.steps * S), t = q / S, j = q % S;
+    const int64_t col = b * a.steps + t;
+    float v = a.bias ? a.bias[c] : 0.0f;
+    const int64_t jp = j + S;  // tap of the previous input column that lands on this sample
+    if (jp < K) v += t > 0 ? a.z[(c * K + jp) * N + col - 1] : a.hist.in[b][a.hist.offset + c * K + jp];
+    v += a.z[(c * K + j) * N + col];
+    a.y[i] = v;
+  } else {
+    const int64_t r = i - a.cout * len, per = a.cout * K, b = r / per, row = r % per;
+    a.hist.out[b][a.hist.offset + row] = a.z[row * N + b * a.steps + a.steps - 1];
+  }
+}
+
+// ---- the decoder transformer's attention ring, per stream ----------------------------------------
+// Stream b keeps every layer's keys and values in one buffer base[b]: [layer][k|v][capacity[b]][kv_dim],
+// position p in row p mod capacity[b]; its rows of this step are at positions pos0[b] + i.
+struct StreamKv {
+  float* const* base = nullptr;
+  const int64_t* capacity = nullptr;
+  const int64_t* pos0 = nullptr;
+  int64_t layer = 0, kv_dim = 0;
+};
+
+CHORUS_HD float* kv_row(const StreamKv& kv, int64_t b, bool value, int64_t pos) {
+  const int64_t cap = kv.capacity[b];
+  return kv.base[b] + ((2 * kv.layer + (value ? 1 : 0)) * cap + pos % cap) * kv.kv_dim;
+}
+
+// Keys visible to the query at position p: positions first .. p, at most `window` of them.
+CHORUS_HD int64_t window_first(int64_t p, int64_t window) { return p - window + 1 > 0 ? p - window + 1 : 0; }
+
+// Rope of the q and k heads of one row of qkv [streams·n, (Hq + 2·Hkv)·D] and the ring store of k, v.
+// Element idx = (row, head among q and k heads, rotation pair i).
+struct RopeStore {
+  const float* qkv = nullptr;
+  int64_t n = 0, streams = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+  const float* inv_freq = nullptr;
+  StreamKv kv;
+  float* q_out = nullptr;  // [streams·n, Hq·D]
+};
+
+CHORUS_HD int64_t rope_store_elements(const RopeStore& a) {
+  return a.streams * a.n * (a.q_heads + a.kv_heads) * (a.head_dim / 2);
+}
+
+CHORUS_HD void rope_store_element(const RopeStore& a, int64_t idx) {
+  const int64_t D = a.head_dim, half = D / 2, heads = a.q_heads + a.kv_heads;
+  const int64_t i = idx % half, h = (idx / half) % heads, r = idx / (half * heads);
+  const int64_t b = r / a.n, pos = a.kv.pos0[b] + r % a.n;
+  const int64_t ld = (a.q_heads + 2 * a.kv_heads) * D;
+  const float angle = static_cast<float>(pos) * a.inv_freq[i];
+  const float c = cosf(angle), s = sinf(angle);
+  const float* src = a.qkv + r * ld + h * D;  // q heads then k heads, contiguous
+  const float x = src[i], y = src[i + half];
+  const float lo = x * c - y * s, hi = y * c + x * s;
+  if (h < a.q_heads) {
+    float* dst = a.q_out + r * a.q_heads * D + h * D;
+    dst[i] = lo;
+    dst[i + half] = hi;
+  } else {
+    const int64_t g = h - a.q_heads;
+    float* kd = kv_row(a.kv, b, false, pos) + g * D;
+    kd[i] = lo;
+    kd[i + half] = hi;
+    const float* vs = a.qkv + r * ld + (a.q_heads + a.kv_heads) * D + g * D;
+    float* vd = kv_row(a.kv, b, true, pos) + g * D;
+    vd[i] = vs[i];
+    vd[i + half] = vs[i + half];
+  }
+}
+
+// ---- batch-invariant SGEMM ----------------------------------------------------------------------
+// Row-major C[M, N] = alpha·op(A)[M, K]·op(B)[K, N] + beta·C. Every element is computed the same
+// way whatever M, N and the tile shape: K is cut into chunks of kGemmKChunk (a fixed constant, so
+// the cut depends on K alone), each chunk summed by one fmaf chain in ascending k from 0, the
+// chunk sums added in order, then the epilogue. So a column of a stream's activations comes out
+// bit-identical whether it is multiplied alone or among thousands of other streams' columns — what
+// cuBLAS does not promise, since it picks kernels (and split-K) by shape.
+constexpr int64_t kGemmKChunk = 1024;
+
+CHORUS_HD int64_t gemm_splits(int64_t K) { return K <= kGemmKChunk ? 1 : (K + kGemmKChunk - 1) / kGemmKChunk; }
+
+struct GemmArgs {
+  int64_t M = 0, N = 0, K = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  const float* A = nullptr;  // [M, K] (lda) or, transposed, stored [K, M]
+  int64_t lda = 0;
+  const float* B = nullptr;  // [K, N] (ldb) or, transposed, stored [N, K]
+  int64_t ldb = 0;
+  float* C = nullptr;
+  int64_t ldc = 0;
+  float* partial = nullptr;  // [splits, M, N] chunk sums when splits > 1
+  int64_t splits = 1;
+};
+
+// A tile shape: BM × BN outputs per block of (BM / TM)·(BN / TN) threads, each TM × TN of them;
+// BK k per shared-memory stage (kGemmKChunk is a multiple of it, so only K's end is ragged).
+template <int BM_, int BN_, int TM_, int TN_>
+struct GemmTile {
+  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = 8;
+  static constexpr int kThreads = (BM / TM) * (BN / TN);
+  static constexpr int LDA = BM + 4, LDB = BN + 4;  // padded shared rows (k-major)
+  static constexpr int kSmemA = BK * LDA, kSmemB = BK * LDB;
+  static_assert(kGemmKChunk % BK == 0, "chunks must start on a stage boundary");
+};
+using GemmTileLarge = GemmTile<128, 128, 8, 8>;
+using GemmTileSmall = GemmTile<64, 64, 4, 4>;
+
+CHORUS_HD float gemm_a(const GemmArgs& g, bool ta, int64_t m, int64_t k) {
+  return ta ? g.A[k * g.lda + m] : g.A[m * g.lda + k];
+}
+CHORUS_HD float gemm_b(const GemmArgs& g, bool tb, int64_t k, int64_t n) {
+  return tb ? g.B[n * g.ldb + k] : g.B[k * g.ldb + n];
+}
+
+// Thread `tid`'s share of loading the stage at k0 (zeros outside [0, M) × [k0, k_end) × [0, N)).
+// Consecutive threads take consecutive addresses of the stored layout.
+template <class T, bool TA, bool TB>
+CHORUS_HD void gemm_load_stage(const GemmArgs& g, float* As, float* Bs, int64_t m0, int64_t n0, int64_t k0,
+                               int64_t k_end, int tid) {
+  CHORUS_UNROLL
+  for (int e = tid; e < T::BM * T::BK; e += T::kThreads) {
+    const int m = TA ? e % T::BM : e / T::BK, k = TA ? e / T::BM : e % T::BK;
+    const int64_t gm = m0 + m, gk = k0 + k;
+    As[k * T::LDA + m] = gm < g.M && gk < k_end ? gemm_a(g, TA, gm, gk) : 0.0f;
+  }
+  CHORUS_UNROLL
+  for (int e = tid; e < T::BK * T::BN; e += T::kThreads) {
+    const int n = TB ? e / T::BK : e % T::BN, k = TB ? e % T::BK : e / T::BN;
+    const int64_t gn = n0 + n, gk = k0 + k;
+    Bs[k * T::LDB + n] = gn < g.N && gk < k_end ? gemm_b(g, TB, gk, gn) : 0.0f;
+  }
+}
+
+// acc[i][j] of thread tid: output (m0 + ty·TM + i, n0 + tx + j·(BN / TN)): a warp's threads take
+// consecutive columns, so their shared-memory reads hit distinct banks and their stores coalesce.
+template <class T>
+CHORUS_HD void gemm_thread_origin(int tid, int& ty, int& tx) {
+  tx = tid % (T::BN / T::TN);
+  ty = tid / (T::BN / T::TN);
+}
+
+template <class T>
+CHORUS_HD void gemm_mac_stage(const float* As, const float* Bs, float (&acc)[T::TM][T::TN], int tid) {
+  int ty, tx;
+  gemm_thread_origin<T>(tid, ty, tx);
+  // Fully unrolled, so that acc stays in registers.
+  CHORUS_UNROLL
+  for (int k = 0; k < T::BK; ++k) {
+    float a[T::TM], b[T::TN];
+    CHORUS_UNROLL
+    for (int i = 0; i < T::TM; ++i) a[i] = As[k * T::LDA + ty * T::TM + i];
+    CHORUS_UNROLL
+    for (int j = 0; j < T::TN; ++j) b[j] = Bs[k * T::LDB + tx + j * (T::BN / T::TN)];
+    CHORUS_UNROLL
+    for (int i = 0; i < T::TM; ++i) {
+      CHORUS_UNROLL
+      for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+  }
+}
+
+CHORUS_HD float gemm_epilogue(const GemmArgs& g, float sum, int64_t m, int64_t n) {
+  float v = g.alpha == 1.0f ? sum : mul_rn(g.alpha, sum);
+  if (g.beta != 0.0f) v = add_rn(v, mul_rn(g.beta, g.C[m * g.ldc + n]));
+  return v;
+}
+
+// Writes thread tid's outputs of chunk `split`: through the epilogue when K is one chunk, else as
+// chunk sums for gemm_reduce_element.
+template <class T>
+CHORUS_HD void gemm_store(const GemmArgs& g, const float (&acc)[T::TM][T::TN], int64_t m0, int64_t n0,
+                          int64_t split, int tid) {
+  int ty, tx;
+  gemm_thread_origin<T>(tid, ty, tx);
+  CHORUS_UNROLL
+  for (int i = 0; i < T::TM; ++i) {
+    const int64_t m = m0 + ty * T::TM + i;
+    CHORUS_UNROLL
+    for (int j = 0; j < T::TN; ++j) {
+      const int64_t n = n0 + tx + j * (T::BN / T::TN);
+      if (m < g.M && n < g.N) {
+        if (g.splits == 1) g.C[m * g.ldc + n] = gemm_epilogue(g, acc[i][j], m, n);
+        else g.partial[(split * g.M + m) * g.N + n] = acc[i][j];
+      }
+    }
+  }
+}
+
+// Element idx = m·N + n of C when splits > 1: the chunk sums in order, then the epilogue.
+CHORUS_HD void gemm_reduce_element(const GemmArgs& g, int64_t idx) {
+  const int64_t m = idx / g.N, n = idx % g.N, mn = g.M * g.N;
+  float sum = g.partial[idx];
+  for (int64_t s = 1; s < g.splits; ++s) sum = add_rn(sum, g.partial[s * mn + idx]);
+  g.C[m * g.ldc + n] = gemm_epilogue(g, sum, m, n);
+}
+
+// The k range [begin, end) of chunk `split`.
+CHORUS_HD void gemm_chunk(const GemmArgs& g, int64_t split, int64_t& begin, int64_t& end) {
+  begin = split * kGemmKChunk;
+  end = begin + kGemmKChunk < g.K ? begin + kGemmKChunk : g.K;
+}
+
+}  // namespace chorus::cuda::codec_ops
