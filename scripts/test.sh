@@ -116,8 +116,9 @@ run_check bench_url /usr/bin/python3 tests/load/bench_url_test.py --chorus build
 
 # Whether a stage of about $1 minutes, and the fuzzing after it, still fit in the run's budget.
 budget_min=${CHORUS_RUN_BUDGET_MIN:-55}
+fuzz_count=$(find tests/fuzz -maxdepth 1 -name 'fuzz_*.cpp' 2>/dev/null | wc -l)
 fits() {
-  local fuzz_min=$(( fuzz_seconds * 7 / 60 + 7 ))  # the clang build of the targets (~6 min cold) and the runs
+  local fuzz_min=$(( fuzz_seconds * fuzz_count / 60 + 7 ))  # the clang build of the targets (~6 min cold) and the runs
   [ $(( SECONDS / 60 + $1 + fuzz_min )) -le "$budget_min" ]
 }
 

@@ -17,10 +17,16 @@
 #                    be fetched
 #     --work DIR     work folder (default /tmp/chorus-peer; env PEER_WORK); kept for reruns
 #     --chorus BIN   the chorus binary (default build/chorus)
-#     --python PY    a Python with numpy, torch, safetensors and gguf for the peer's converter
-#                    (convert.py reads the safetensors through torch); default: a virtual
-#                    environment in the work folder, filled by pip (needs the network)
+#     --python PY    a Python with numpy for the peer's converter (default: the first of
+#                    /usr/bin/python3 and python3 that imports numpy; Debian: python3-numpy)
 #     --threads, --frames (default 60), --rounds (default 2)
+#
+# Offline, from local clones (e.g. mirrors of both repositories):
+#   nice scripts/peer/qwentts_side_by_side.sh --qwentts /path/to/qwentts.cpp.git --ggml /path/to/ggml.git
+#
+# The converter imports `safetensors` (read through torch) and `gguf`; the script hands it
+# shim_safetensors.py and shim_gguf.py (numpy only, next to this script) under those names, from a
+# folder in the work folder, so no pip, torch or network is needed.
 #
 # Upstream ggml works in place of the peer's fork (its submodule): qwen-tts and quantize build and
 # link against ggml-org/ggml d99724f2 (the peer at a8a7716), CPU backend.
@@ -101,15 +107,19 @@ fi
 models=$work/models
 if [ ! -f "$models/qwen-talker-0.6b-customvoice-F32.gguf" ] || [ ! -f "$models/qwen-tokenizer-12hz-F32.gguf" ]; then
   if [ -z "$python" ]; then
-    if [ ! -x "$work/venv/bin/python" ]; then
-      log "virtual environment for the converter (pip: numpy torch safetensors gguf)"
-      python3 -m venv "$work/venv"
-      "$work/venv/bin/pip" install --quiet numpy torch safetensors gguf
-    fi
-    python=$work/venv/bin/python
+    for p in /usr/bin/python3 python3; do
+      if "$p" -c 'import numpy' 2>/dev/null; then python=$p; break; fi
+    done
+    [ -n "$python" ] || { echo "no python3 with numpy (apt-get install python3-numpy, or --python)" >&2; exit 2; }
   fi
-  log "converting (the peer's convert.py)"
-  (cd "$work" && "$python" "$src/convert.py") >&2
+  shim=$work/pyshim
+  mkdir -p "$shim"
+  cp "$root/scripts/peer/shim_safetensors.py" "$shim/safetensors.py"
+  cp "$root/scripts/peer/shim_gguf.py" "$shim/gguf.py"
+  log "converting (the peer's convert.py; safetensors and gguf from $shim)"
+  # A failed conversion leaves a partial file that convert.py would skip next time.
+  (cd "$work" && PYTHONPATH="$shim${PYTHONPATH:+:$PYTHONPATH}" "$python" "$src/convert.py") >&2 ||
+    { rm -f "$models"/qwen-*-F32.gguf; echo "conversion failed" >&2; exit 1; }
 fi
 declare -A peer_type=([bf16]=BF16 [int8]=Q8_0 [int4]=Q4_K_M)
 for w in bf16 int8 int4; do
@@ -120,14 +130,14 @@ done
 # 5. Timing: every setting and thread count, the engines alternating, --rounds rounds.
 text="The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green forest."
 results=$work/results.tsv
-printf 'round\tengine\tweights\tthreads\ttalker_ms\tcode_predictor_ms\tcodec_ms\trtf\n' > "$results"
+printf 'round\tengine\tweights\tthreads\ttalker_ms\tcode_predictor_ms\tcodec_ms\trtf\tpeer_total_rtf\n' > "$results"
 num() { grep -oE "$1" | head -1 | grep -oE '[0-9]+(\.[0-9]+)?' | head -1; }
 for r in $(seq 1 "$rounds"); do
   for t in $threads; do
     for w in bf16 int8 int4; do
       log "round $r, $t thread(s), $w: chorus (load $(cut -d' ' -f1 /proc/loadavg))"
       c=$("$chorus" bench --model "$ckpt" --frames "$frames" --warmup 2 --threads "$t" --weights "$w" --greedy)
-      printf '%s\tchorus\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$w" "$t" \
+      printf '%s\tchorus\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$r" "$w" "$t" \
         "$(echo "$c" | grep '^per frame' | num 'talker [0-9.]+')" \
         "$(echo "$c" | grep '^per frame' | num 'code predictor [0-9.]+')" \
         "$(echo "$c" | grep '^codec' | num '[0-9.]+ ms')" "$(echo "$c" | num 'real-time factor [0-9.]+ \(one')" >> "$results"
@@ -138,13 +148,33 @@ for r in $(seq 1 "$rounds"); do
             --max-new "$frames" -o "$work/peer.wav" 2>&1)
       n=$(echo "$p" | grep '\[Perf\] Total' | num '[0-9]+ frames')
       codec=$(echo "$p" | grep '\[Perf\] CodecDecode' | num '[0-9.]+ ms')
-      printf '%s\tqwentts.cpp\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "${peer_type[$w]}" "$t" \
+      ar=$(echo "$p" | grep '\[Perf\] Total' | num '[0-9.]+ ms/frame AR')
+      # rtf as chorus bench counts it (generation per frame + codec per frame, over 80 ms of audio);
+      # the peer's own figure also holds the prompt, the prefill and their first touch of the weights.
+      printf '%s\tqwentts.cpp\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "${peer_type[$w]}" "$t" \
         "$(echo "$p" | grep '\[Perf\] TalkerDecode' | num '[0-9.]+ ms/frame')" \
         "$(echo "$p" | grep '\[Perf\] CodePredictor' | num '[0-9.]+ ms/frame')" \
         "$(awk -v c="$codec" -v n="$n" 'BEGIN { if (n > 0) printf "%.1f", c / n }')" \
+        "$(awk -v a="$ar" -v c="$codec" -v n="$n" 'BEGIN { if (n > 0 && a != "") printf "%.2f", (a + c / n) / 80 }')" \
         "$(echo "$p" | grep '\[Perf\] Total' | num 'RTF [0-9.]+')" >> "$results"
     done
   done
 done
-log "results ($results; ms per frame; rtf: end to end, codec included)"
+log "results ($results; ms per frame; rtf: generation + codec per frame over 80 ms, first frame excluded)"
 column -t -s $'\t' "$results"
+# On a shared box other work slows some runs down; the least disturbed run of each setting is the
+# one to compare (each column's minimum over the rounds).
+log "best of $rounds round(s), each column's minimum"
+awk -F'\t' 'NR > 1 {
+    k = $2 "\t" $3 "\t" $4
+    if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+    for (c = 5; c <= 9; c++) if ($c != "" && $c != "-" && (!((k, c) in best) || $c + 0 < best[k, c])) best[k, c] = $c + 0
+  }
+  END {
+    print "engine\tweights\tthreads\ttalker_ms\tcode_predictor_ms\tcodec_ms\trtf\tpeer_total_rtf"
+    for (i = 1; i <= n; i++) {
+      printf "%s", order[i]
+      for (c = 5; c <= 9; c++) printf "\t%s", ((order[i], c) in best) ? best[order[i], c] : "-"
+      print ""
+    }
+  }' "$results" | column -t -s $'\t'

@@ -16,6 +16,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 
+#include "server/request_head.h"
 #include "server/websocket_detail.h"
 
 namespace chorus::server {
@@ -141,11 +142,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void refuse_or_close(beast::error_code ec) {
-    if (ec == http::error::body_limit) return refuse(http::status::payload_too_large, "the request body is too large");
-    if (ec == http::error::header_limit) return refuse(http::status::request_header_fields_too_large, "the request headers are too large");
-    if (ec.category() == http::make_error_code(http::error::bad_target).category() && ec != http::error::end_of_stream &&
-        ec != http::error::partial_message)
-      return refuse(http::status::bad_request, "malformed HTTP request: " + ec.message());
+    if (auto r = refusal_for_parse_error(ec)) return refuse(static_cast<http::status>(r->status), r->message);
     close();
   }
 

@@ -7,6 +7,7 @@
 
 #include "audio/stream_encoder.h"
 #include "audio/tempo.h"
+#include "server/request_head.h"
 #include "server/service.h"
 #include "server/text_split.h"
 
@@ -15,14 +16,6 @@ namespace chorus::server {
 namespace http = boost::beast::http;
 
 namespace {
-
-bool is_json(std::string_view ct) {
-  const size_t semi = ct.find(';');
-  std::string t(ct.substr(0, semi));
-  while (!t.empty() && t.back() == ' ') t.pop_back();
-  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return t == "application/json";
-}
 
 // One speech response in progress. Owned by the callbacks that still refer to it.
 struct SpeechJob : std::enable_shared_from_this<SpeechJob> {
@@ -247,7 +240,7 @@ ApiError Service::submit_error(const Error& err) {
 }
 
 void Service::handle_speech(Request&& req, Responder r) {
-  if (!is_json(req[http::field::content_type]))
+  if (!is_json_content_type(req[http::field::content_type]))
     return reply_error(r, "speech", ApiError{415, "Content-Type must be application/json", "invalid_request_error", {}, "unsupported_media_type"});
   SpeechParse parsed = parse_speech_body(req.body(), options_.limits);
   if (!parsed.params) return reply_error(r, "speech", parsed.error);

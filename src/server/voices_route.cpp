@@ -29,30 +29,26 @@ std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohma
 
 }  // namespace
 
+// route() (request_head.h) has checked the id and the method: GET or DELETE with an id, GET or
+// POST without.
 void Service::handle_voices(Request&& req, Responder r, const std::string& id) {
   const auto method = req.method();
   if (!id.empty()) {
-    if (!VoiceStore::valid_id(id)) return reply_error(r, "voices", bad_request("invalid voice id", "voice_id", "invalid_voice_id"));
     if (method == http::verb::get) {
       auto v = voices_->get(id);
       if (!v) return reply_error(r, "voices", not_found("no voice '" + id + "'", "voice_id", "voice_not_found"));
       return reply(r, "voices", 200, dump(voice_json(*v)));
     }
-    if (method == http::verb::delete_) {
-      auto removed = voices_->remove(id);
-      if (!removed.ok()) return reply_error(r, "voices", api_error_from(removed.error()));
-      if (!*removed) return reply_error(r, "voices", not_found("no voice '" + id + "'", "voice_id", "voice_not_found"));
-      return reply(r, "voices", 200, dump({{"id", id}, {"object", "audio.voice.deleted"}, {"deleted", true}}));
-    }
-    return reply_error(r, "voices", ApiError{405, "use GET or DELETE", "invalid_request_error", {}, "method_not_allowed"});
+    auto removed = voices_->remove(id);
+    if (!removed.ok()) return reply_error(r, "voices", api_error_from(removed.error()));
+    if (!*removed) return reply_error(r, "voices", not_found("no voice '" + id + "'", "voice_id", "voice_not_found"));
+    return reply(r, "voices", 200, dump({{"id", id}, {"object", "audio.voice.deleted"}, {"deleted", true}}));
   }
   if (method == http::verb::get) {
     nlohmann::json data = nlohmann::json::array();
     for (const auto& v : voices_->list()) data.push_back(voice_json(*v));
     return reply(r, "voices", 200, dump({{"object", "list"}, {"data", data}}));
   }
-  if (method != http::verb::post)
-    return reply_error(r, "voices", ApiError{405, "use GET or POST", "invalid_request_error", {}, "method_not_allowed"});
 
   auto boundary = multipart_boundary(req[http::field::content_type]);
   if (!boundary)

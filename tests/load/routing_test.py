@@ -198,10 +198,16 @@ def main():
                 drained["exit_after_s"] = time.monotonic() - drained["at"]
             threading.Thread(target=wait_exit, daemon=True).start()
             # Synchronous on purpose: the load keeps going on the event loop's sockets meanwhile.
-            probe.request("GET", "/ready")
-            rr = probe.getresponse()
-            rr.read()
-            drained["ready_status"] = rr.status
+            # The signal reaches the server's loop asynchronously: /ready must turn 503 within a
+            # moment (a load balancer polls it), not necessarily on the very next request.
+            for _ in range(20):
+                probe.request("GET", "/ready")
+                rr = probe.getresponse()
+                rr.read()
+                drained["ready_status"] = rr.status
+                if rr.status == 503:
+                    break
+                time.sleep(0.1)
             drained["held_bytes"] = len(first) + len(held_response.read()) if held_response.status == 200 else -1
             held.close()
 

@@ -424,7 +424,13 @@ TEST(SpeechStreamSlowReader, AReaderTooFarBehindIsDisconnected) {
   c.send({{"type", "session.config"}, {"model", "tiny_cv"}, {"voice", "ryan"}, {"seed", 1}, {"max_new_tokens", 400},
           {"response_format", "pcm"}, {"input", text}});
   c.send({{"type", "input.done"}});
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // reading nothing meanwhile
+  // Read nothing until the server has given up on this reader (or, wrongly, finished): on a busy
+  // machine the audio takes longer to pile up than any fixed wait.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  for (int i = 0; i < 900; ++i) {
+    if (metric(http_request(s.port(), "GET", "/metrics").body, "chorus_active_streams") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   bool slow = false, finished = false;
   while (auto m = c.read()) {
     if (m->binary) continue;

@@ -250,20 +250,61 @@ struct GemmArgs {
   int64_t ldc = 0;
   float* partial = nullptr;  // [splits, M, N] chunk sums when splits > 1
   int64_t splits = 1;
+  bool trans_c = false;  // C stored transposed: element (m, n) at C[n·ldc + m]
 };
+
+CHORUS_HD int64_t gemm_c_index(const GemmArgs& g, int64_t m, int64_t n) {
+  return g.trans_c ? n * g.ldc + m : m * g.ldc + n;
+}
+
+// The same product as Cᵀ = op(B)ᵀ·op(A)ᵀ (run with trans_a = !trans_b and trans_b = !trans_a), so
+// that a product with few rows can take the kernels for few columns. Each output's chain is the
+// same: fmaf(b, a, acc) and fmaf(a, b, acc) round the same exact product-plus-sum.
+CHORUS_HD GemmArgs gemm_swapped(const GemmArgs& g) {
+  GemmArgs t = g;
+  t.M = g.N;
+  t.N = g.M;
+  t.A = g.B;
+  t.lda = g.ldb;
+  t.B = g.A;
+  t.ldb = g.lda;
+  t.trans_c = !g.trans_c;
+  return t;
+}
+
+// A chunk's fmaf chain runs over k = begin .. begin + round_up(length, kGemmKPad), the terms past
+// the chunk's end being fmaf(0, 0, acc): a no-op except that it turns a −0 sum into +0, so every
+// kernel must run exactly this many terms to give the same bits.
+constexpr int64_t kGemmKPad = 8;
 
 // A tile shape: BM × BN outputs per block of (BM / TM)·(BN / TN) threads, each TM × TN of them;
 // BK k per shared-memory stage (kGemmKChunk is a multiple of it, so only K's end is ragged).
-template <int BM_, int BN_, int TM_, int TN_>
+template <int BM_, int BN_, int TM_, int TN_, int BK_ = 8>
 struct GemmTile {
-  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = 8;
+  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = BK_;
   static constexpr int kThreads = (BM / TM) * (BN / TN);
   static constexpr int LDA = BM + 4, LDB = BN + 4;  // padded shared rows (k-major)
   static constexpr int kSmemA = BK * LDA, kSmemB = BK * LDB;
+  // Per-thread share of a stage when it is staged through registers (gemm_fetch_stage).
+  static constexpr int kPerA = BM * BK / kThreads, kPerB = BK * BN / kThreads;
   static_assert(kGemmKChunk % BK == 0, "chunks must start on a stage boundary");
+  static_assert(BK % kGemmKPad == 0, "a stage must hold whole pad granules");
 };
 using GemmTileLarge = GemmTile<128, 128, 8, 8>;
 using GemmTileSmall = GemmTile<64, 64, 4, 4>;
+// Narrow N (a few streams' columns of one step): all N columns in one block, parallel over M
+// (32 rows a block) and over the chunks; deep stages, since per stage there is little to multiply.
+using GemmSkinny8 = GemmTile<32, 8, 1, 1, 64>;
+using GemmSkinny32 = GemmTile<32, 32, 2, 2, 64>;
+using GemmSkinny64 = GemmTile<32, 64, 2, 4, 64>;
+constexpr int64_t kGemmSkinnyMaxN = 64;
+
+// The number of chain terms of the stage at k0 of a chunk ending at k_end (at most BK).
+template <class T>
+CHORUS_HD int gemm_stage_steps(int64_t k0, int64_t k_end) {
+  const int64_t padded = (k_end - k0 + kGemmKPad - 1) / kGemmKPad * kGemmKPad;
+  return padded < T::BK ? static_cast<int>(padded) : T::BK;
+}
 
 CHORUS_HD float gemm_a(const GemmArgs& g, bool ta, int64_t m, int64_t k) {
   return ta ? g.A[k * g.lda + m] : g.A[m * g.lda + k];
@@ -291,6 +332,47 @@ CHORUS_HD void gemm_load_stage(const GemmArgs& g, float* As, float* Bs, int64_t 
   }
 }
 
+// gemm_load_stage in two halves, so that the next stage's global loads are in flight while the
+// current one is multiplied: thread tid's share into registers, then into shared memory (the same
+// elements at the same places as gemm_load_stage).
+template <class T, bool TA, bool TB>
+CHORUS_HD void gemm_fetch_stage(const GemmArgs& g, float (&ra)[T::kPerA], float (&rb)[T::kPerB], int64_t m0,
+                                int64_t n0, int64_t k0, int64_t k_end, int tid) {
+  CHORUS_UNROLL
+  for (int r = 0; r < T::kPerA; ++r) {
+    const int e = tid + r * T::kThreads;
+    const int m = TA ? e % T::BM : e / T::BK, k = TA ? e / T::BM : e % T::BK;
+    const int64_t gm = m0 + m, gk = k0 + k;
+    ra[r] = gm < g.M && gk < k_end ? gemm_a(g, TA, gm, gk) : 0.0f;
+  }
+  CHORUS_UNROLL
+  for (int r = 0; r < T::kPerB; ++r) {
+    const int e = tid + r * T::kThreads;
+    const int n = TB ? e / T::BK : e % T::BN, k = TB ? e % T::BK : e / T::BN;
+    const int64_t gn = n0 + n, gk = k0 + k;
+    rb[r] = gn < g.N && gk < k_end ? gemm_b(g, TB, gk, gn) : 0.0f;
+  }
+}
+
+template <class T, bool TA, bool TB>
+CHORUS_HD void gemm_put_stage(float* As, float* Bs, const float (&ra)[T::kPerA], const float (&rb)[T::kPerB],
+                              int tid) {
+  static_assert(T::kPerA * T::kThreads == T::BM * T::BK && T::kPerB * T::kThreads == T::BK * T::BN,
+                "a stage must split evenly over the threads");
+  CHORUS_UNROLL
+  for (int r = 0; r < T::kPerA; ++r) {
+    const int e = tid + r * T::kThreads;
+    const int m = TA ? e % T::BM : e / T::BK, k = TA ? e / T::BM : e % T::BK;
+    As[k * T::LDA + m] = ra[r];
+  }
+  CHORUS_UNROLL
+  for (int r = 0; r < T::kPerB; ++r) {
+    const int e = tid + r * T::kThreads;
+    const int n = TB ? e / T::BK : e % T::BN, k = TB ? e % T::BK : e / T::BN;
+    Bs[k * T::LDB + n] = rb[r];
+  }
+}
+
 // acc[i][j] of thread tid: output (m0 + ty·TM + i, n0 + tx + j·(BN / TN)): a warp's threads take
 // consecutive columns, so their shared-memory reads hit distinct banks and their stores coalesce.
 template <class T>
@@ -299,13 +381,16 @@ CHORUS_HD void gemm_thread_origin(int tid, int& ty, int& tx) {
   ty = tid / (T::BN / T::TN);
 }
 
+// The first `steps` k of a stage (gemm_stage_steps; all BK of them when BK == kGemmKPad).
 template <class T>
-CHORUS_HD void gemm_mac_stage(const float* As, const float* Bs, float (&acc)[T::TM][T::TN], int tid) {
+CHORUS_HD void gemm_mac_stage(const float* As, const float* Bs, float (&acc)[T::TM][T::TN], int tid,
+                              int steps = T::BK) {
   int ty, tx;
   gemm_thread_origin<T>(tid, ty, tx);
   // Fully unrolled, so that acc stays in registers.
   CHORUS_UNROLL
   for (int k = 0; k < T::BK; ++k) {
+    if (k >= steps) break;
     float a[T::TM], b[T::TN];
     CHORUS_UNROLL
     for (int i = 0; i < T::TM; ++i) a[i] = As[k * T::LDA + ty * T::TM + i];
@@ -321,7 +406,7 @@ CHORUS_HD void gemm_mac_stage(const float* As, const float* Bs, float (&acc)[T::
 
 CHORUS_HD float gemm_epilogue(const GemmArgs& g, float sum, int64_t m, int64_t n) {
   float v = g.alpha == 1.0f ? sum : mul_rn(g.alpha, sum);
-  if (g.beta != 0.0f) v = add_rn(v, mul_rn(g.beta, g.C[m * g.ldc + n]));
+  if (g.beta != 0.0f) v = add_rn(v, mul_rn(g.beta, g.C[gemm_c_index(g, m, n)]));
   return v;
 }
 
@@ -339,7 +424,7 @@ CHORUS_HD void gemm_store(const GemmArgs& g, const float (&acc)[T::TM][T::TN], i
     for (int j = 0; j < T::TN; ++j) {
       const int64_t n = n0 + tx + j * (T::BN / T::TN);
       if (m < g.M && n < g.N) {
-        if (g.splits == 1) g.C[m * g.ldc + n] = gemm_epilogue(g, acc[i][j], m, n);
+        if (g.splits == 1) g.C[gemm_c_index(g, m, n)] = gemm_epilogue(g, acc[i][j], m, n);
         else g.partial[(split * g.M + m) * g.N + n] = acc[i][j];
       }
     }
@@ -351,7 +436,7 @@ CHORUS_HD void gemm_reduce_element(const GemmArgs& g, int64_t idx) {
   const int64_t m = idx / g.N, n = idx % g.N, mn = g.M * g.N;
   float sum = g.partial[idx];
   for (int64_t s = 1; s < g.splits; ++s) sum = add_rn(sum, g.partial[s * mn + idx]);
-  g.C[m * g.ldc + n] = gemm_epilogue(g, sum, m, n);
+  g.C[gemm_c_index(g, m, n)] = gemm_epilogue(g, sum, m, n);
 }
 
 // The k range [begin, end) of chunk `split`.

@@ -26,12 +26,19 @@ namespace chorus::cuda::codec_ops {
 // The batch-invariant SGEMM of codec_elements.h (GemmArgs, kGemmKChunk): row-major
 // C[M, N] = alpha·op(A)·op(B) + beta·C with leading dimensions as stored; trans_a: A is stored
 // [K, M], trans_b: B is stored [N, K]. When K spans several chunks the chunk sums go to `partial`,
-// which must hold gemm_partial_floats(M, N, K) floats. (The tile shape is chosen by size; it does
-// not change any result.)
+// which must hold gemm_partial_floats(M, N, K) floats. (The kernel and tile shape are chosen by
+// size; they do not change any result.)
 size_t gemm_partial_floats(int64_t M, int64_t N, int64_t K);
 Status gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
             const float* B, int64_t ldb, float beta, float* C, int64_t ldc, float* partial, size_t partial_floats,
             cudaStream_t s);
+// gemm on a given kernel (kAuto: gemm's own choice by size), for tests that check that the kernels
+// agree bit for bit. kSkinny: the kernel for N <= kGemmSkinnyMaxN columns; kSkinnyRows: the same
+// kernel on the transposed product (codec_elements.h gemm_swapped), for M <= kGemmSkinnyMaxN.
+enum class GemmPath { kAuto, kTiles, kSkinny, kSkinnyRows };
+Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                    float* partial, size_t partial_floats, cudaStream_t s);
 
 // Batched streaming convolutions (codec_elements.h has the semantics and layouts): im2col of a
 // causal stride-1 conv, a depthwise causal conv, the output stage of a transposed conv.
