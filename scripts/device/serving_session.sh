@@ -12,6 +12,7 @@
 #               e.g. "bf16 int8 fp8"), 10 s of Poisson arrivals, 2 solo replays
 #   ws:         `chorus serve` + ws_latency.py alone, then under an HTTP load of WS_RATE req/s of
 #               20–30 s utterances (default 16: about 200 streams at once)
+#   CHORUS: the binary the serve and ws steps run (default: the packed chorus)
 set -uo pipefail
 out=${OUT:-/tmp/gpu_out}
 mkdir -p "$out"
@@ -22,6 +23,7 @@ cublas=$(find /usr/local /usr/lib /opt -name 'libcublas.so.13' 2>/dev/null | hea
 cublas_dir=$(dirname "${cublas:-/usr/local/cuda/lib64/x}")
 export LD_LIBRARY_PATH=$PWD/.devcarry/gpu/lib:$cublas_dir:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 B=$PWD/.devcarry/gpu
+bin=${CHORUS:-$B/chorus}
 model=/tmp/q06
 [ -d "$model" ] || "$B/chorus" make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out "$model" > /dev/null
 voice=$(python3 -c "import json;print(sorted(json.load(open('$model/config.json'))['talker_config']['spk_id'])[0])")
@@ -71,20 +73,20 @@ if has serve; then
   for w in ${SERVE_WEIGHTS:-bf16}; do
     for r in ${RATES:-10 20}; do
       echo "## $w, $r requests/s"
-      timeout 120 "$B/chorus" bench --device cuda --model "$model" --weights "$w" --serve --rate "$r" --duration 10 \
+      timeout 120 "$bin" bench --device cuda --model "$model" --weights "$w" --serve --rate "$r" --duration 10 \
         --lengths 5-30 --verify 2 > "$out/serve_${w}_$r.txt" 2>&1
       tail -2 "$out/serve_${w}_$r.txt"
     done
   done
 fi
 if has ws; then
-  "$B/chorus" serve --model "$model" --device cuda --port 8000 --max-streams 256 --max-queue 4096 > "$out/serve.log" 2>&1 &
+  "$bin" serve --model "$model" --device cuda --port 8000 --max-streams 256 --max-queue 4096 > "$out/serve.log" 2>&1 &
   server=$!
   if wait_ready http://127.0.0.1:8000; then
     url=ws://127.0.0.1:8000/v1/audio/speech/stream
     timeout 60 python3 -u scripts/device/ws_latency.py --url "$url" --model q06 --voice "$voice" --runs 3 --label alone \
       > "$out/ws.txt" 2>&1
-    timeout 90 "$B/chorus" bench --model q06 --serve --url http://127.0.0.1:8000 --voice "$voice" --rate "${WS_RATE:-16}" \
+    timeout 90 "$bin" bench --model q06 --serve --url http://127.0.0.1:8000 --voice "$voice" --rate "${WS_RATE:-16}" \
       --duration 30 --lengths 20-30 > "$out/ws_load.txt" 2>&1 &
     load=$!
     sleep 14
