@@ -257,8 +257,8 @@ CHORUS_HD void rope_store_element(const RopeStore& a, int64_t idx) {
 // column n of op(B) and K only — never on M, N, the tile shape or the position in a tile or
 // fragment. So a stream's columns come out bit-identical whether multiplied alone or among
 // thousands of other streams' columns, which cuBLAS does not promise (it picks kernels and
-// split-K by shape). The split makes the products f32-accurate (about 2^-21 of |a·b| where one
-// TF32 product errs by up to 2^-11) at the tensor cores' rate; the mma's accumulation is not
+// split-K by shape). The split makes the products f32-accurate (within 3·2^-22 of |a·b|, where one
+// TF32 product errs by up to 2^-10) at the tensor cores' rate; the mma's accumulation is not
 // IEEE-sequential, so these bits are checked on the device (tests/gpu/codec_gemm_cuda_test.cpp)
 // and only the data flow on the host. A non-finite input makes its outputs NaN (x − x_hi of an
 // infinity); the codec's activations and weights are finite.

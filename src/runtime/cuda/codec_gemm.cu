@@ -1,7 +1,7 @@
 // The codec decoder's batch-invariant GEMM (conv_ops.h) on tensor cores: 3xTF32 mma.sync.m16n8k8
 // with the per-element arithmetic fixed by codec_elements.h and the tiles of codec_gemm_tiles.h;
 // A and B go to shared memory through cp.async (16 bytes where aligned, else 4) in a multi-stage
-// pipeline, fragments are read from shared memory and split into hi and lo there, and when K
+// pipeline, fragments are read from shared memory and split into hi and lo in registers, and when K
 // spans several chunks a second kernel adds the chunk sums in order. The tile shape follows the
 // problem (large tiles when there are enough of them to fill the GPU, small ones otherwise, thin
 // 16-row tiles for few rows or few columns), which changes the speed, never a bit.
