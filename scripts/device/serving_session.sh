@@ -8,7 +8,8 @@
 #   weights:    single stream, ms per frame and first audio, bf16 / int8 / fp8 (and chorus_before
 #               when packed, side by side)
 #   codecbatch: the GPU codec, per-stream calls against one batched pass, 1..128 streams
-#   serve:      `bench --serve` at RATES (default "10 20"), 10 s of Poisson arrivals, 2 solo replays
+#   serve:      `bench --serve` at RATES (default "10 20") for each of SERVE_WEIGHTS (default bf16;
+#               e.g. "bf16 int8 fp8"), 10 s of Poisson arrivals, 2 solo replays
 #   ws:         `chorus serve` + ws_latency.py alone, then under an HTTP load of WS_RATE req/s of
 #               20–30 s utterances (default 16: about 200 streams at once)
 set -uo pipefail
@@ -67,10 +68,13 @@ if has codecbatch; then
   grep -E "streams|memory" "$out/codecbatch.txt"
 fi
 if has serve; then
-  for r in ${RATES:-10 20}; do
-    timeout 120 "$B/chorus" bench --device cuda --model "$model" --serve --rate "$r" --duration 10 --lengths 5-30 \
-      --verify 2 > "$out/serve_$r.txt" 2>&1
-    tail -2 "$out/serve_$r.txt"
+  for w in ${SERVE_WEIGHTS:-bf16}; do
+    for r in ${RATES:-10 20}; do
+      echo "## $w, $r requests/s"
+      timeout 120 "$B/chorus" bench --device cuda --model "$model" --weights "$w" --serve --rate "$r" --duration 10 \
+        --lengths 5-30 --verify 2 > "$out/serve_${w}_$r.txt" 2>&1
+      tail -2 "$out/serve_${w}_$r.txt"
+    done
   done
 fi
 if has ws; then
@@ -78,14 +82,14 @@ if has ws; then
   server=$!
   if wait_ready http://127.0.0.1:8000; then
     url=ws://127.0.0.1:8000/v1/audio/speech/stream
-    timeout 60 python3 scripts/device/ws_latency.py --url "$url" --model q06 --voice "$voice" --runs 3 --label alone \
+    timeout 60 python3 -u scripts/device/ws_latency.py --url "$url" --model q06 --voice "$voice" --runs 3 --label alone \
       > "$out/ws.txt" 2>&1
     timeout 90 "$B/chorus" bench --model q06 --serve --url http://127.0.0.1:8000 --voice "$voice" --rate "${WS_RATE:-16}" \
       --duration 30 --lengths 20-30 > "$out/ws_load.txt" 2>&1 &
     load=$!
     sleep 14
     active_streams >> "$out/ws.txt"
-    timeout 60 python3 scripts/device/ws_latency.py --url "$url" --model q06 --voice "$voice" --runs 3 --label under-load \
+    timeout 60 python3 -u scripts/device/ws_latency.py --url "$url" --model q06 --voice "$voice" --runs 3 --label under-load \
       >> "$out/ws.txt" 2>&1
     active_streams >> "$out/ws.txt"
     wait "$load"

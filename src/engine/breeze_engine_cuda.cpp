@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "engine/breeze_engine.h"
@@ -31,13 +32,14 @@ class CudaBreezeStream final : public DeviceStream<Frames> {
   size_t state_bytes() const override {
     size_t n = 0;
     for (const Tensor& t : rows) n += t.nbytes();
-    return batch_share_bytes(n);
+    return batch_share_bytes(n, page_bytes);
   }
 
   std::vector<Tensor> rows;  // each branch's prefill rows (dropped after the prefill)
   bt::gpu::StreamSetup setup;
   int64_t text_tokens_ = 0, prompt_rows_ = 0;
   int64_t prompt_rows_longest = 0;  // of the branches: with max_frames, the positions a slot needs
+  size_t page_bytes = 0;            // of the engine's KV pages
 };
 
 bt::gpu::Guide guide_of(const bt::GenerationParams& g) {
@@ -63,6 +65,10 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
     }
     e->info_ = e->cpu_->info();
     e->split_frames_ = o.split_frames;
+    // One page pool for every (guidance mode, activations) pool set: the caches are f32 rows of the
+    // same backbone in all of them.
+    const nn::gpu::DeviceStack& bb = e->dev_->backbone();
+    CHORUS_ASSIGN(e->pages_, nn::gpu::KvPagePool::create(bb.dims().layers, bb.kv_width(), o.kv_cache_bytes));
     return e;
   }
 
@@ -90,7 +96,9 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
     int64_t limit = g.max_frames > 0 ? g.max_frames : c.generation.max_new_tokens;
     limit = std::min(limit, std::max<int64_t>(0, c.generation.max_seq_len - longest + 1));
     if (limit < 1) return make_error(ErrorCode::kOutOfRange, "the prompt is longer than the backbone's context");
+    CHORUS_TRY(check_kv_room(*pages_, Frames::kv_pages_for_stream(longest + limit, static_cast<int>(layouts.size()))));
     s->owner = this;
+    s->page_bytes = pages_->page_bytes();
     s->text_tokens_ = static_cast<int64_t>(parts.text.size());
     s->prompt_rows_ = s->rows[0].dim(0);
     bt::gpu::StreamSetup& st = s->setup;
@@ -124,8 +132,8 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
       const bt::Activations act = sub[0]->setup.act;
       const auto need = [](const CudaBreezeStream& s) { return s.prompt_rows_longest + s.setup.max_frames; };
       const auto create = [&](int slots, int64_t positions) -> Result<std::unique_ptr<Frames>> {
-        CHORUS_ASSIGN(slots, pool_slots_that_fit(slots, branches, positions));
-        CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, branches, act, positions));
+        CHORUS_ASSIGN(slots, pool_slots_that_fit(slots, branches));
+        CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, branches, act, positions, pages_));
         frames->set_split_frames(split_frames_);
         return frames;
       };
@@ -139,7 +147,10 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
         }
         return ok_status();
       };
-      CHORUS_TRY(step_pooled_streams<Frames>(pools_[k], sub, sub_out, static_cast<int32_t>(dev_->config().backbone_eos()),
+      DevicePools<Frames>& dp = pools_[k];
+      dp.pages = pages_;
+      dp.branches = branches;
+      CHORUS_TRY(step_pooled_streams<Frames>(dp, sub, sub_out, static_cast<int32_t>(dev_->config().backbone_eos()),
                                              dev_->codebooks(), need, create, admit,
                                              [](const CudaBreezeStream& s) { return s.setup.max_frames; }, times));
       for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = std::move(sub_out[j]);
@@ -149,16 +160,19 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
 
   const bt::gpu::DeviceModel& device_model() const { return *dev_; }
 
+  // The page pool is thread-safe: no need for the pools' lock (a gauge may read it during a step).
+  std::optional<nn::KvPageStats> kv_pages() const override { return pages_->stats(); }
+
  private:
-  // A slot's backbone caches: K and V of every layer per position, for each guidance branch.
-  Result<int> pool_slots_that_fit(int slots, int branches, int64_t positions) const {
-    const nn::Qwen3Dims& d = dev_->backbone().dims();
-    return slots_that_fit(slots, static_cast<double>(branches) * static_cast<double>(positions) * sizeof(float) * 2.0 *
-                                     static_cast<double>(d.layers * d.kv_heads * d.head_dim));
+  // A slot's own memory, its backbone caches being paged: its share of the sampler's and the depth
+  // decoder's per-sequence buffers (~0.1 MiB per branch at the real vocabularies, rounded up).
+  Result<int> pool_slots_that_fit(int slots, int branches) const {
+    return slots_that_fit(slots, static_cast<double>(branches) * 256.0 * 1024);
   }
 
   std::shared_ptr<const bt::gpu::DeviceModel> dev_;
   std::unique_ptr<bt::gpu::TextEncoderCuda> text_;  // the prompts' text segments
+  std::shared_ptr<nn::gpu::KvPagePool> pages_;     // the backbone's KV pages, for every pool
   ThreadPool* pool_ = nullptr;
   bool split_frames_ = false;  // CudaLoadOptions::split_frames
   // The frame pools per (guidance mode, activations): scheduling state, not part of the model.

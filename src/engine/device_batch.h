@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 
 #include "core/error.h"
 #include "engine/frame_pools.h"
 #include "engine/tts_model.h"
+#include "nn/kv_page_pool_cuda.h"
 #include "runtime/cuda/cuda_handles.h"
 
 namespace chorus::engine {
@@ -24,6 +26,17 @@ inline Result<int> slots_that_fit(int slots, double bytes_per_slot) {
   const int fit = room > 0 && bytes_per_slot > 0 ? static_cast<int>(std::min(room / bytes_per_slot, 1e9)) : 0;
   if (fit < 1) return make_error(ErrorCode::kResourceExhausted, "no device memory left for another stream");
   return std::min(slots, fit);
+}
+
+// A stream that needs more KV pages than the device could ever hold is refused at once (the others
+// wait for pages: DevicePools).
+inline Status check_kv_room(const nn::gpu::KvPagePool& pages, int64_t need) {
+  const nn::KvPageStats st = pages.stats();
+  if (need <= st.ceiling) return ok_status();
+  const auto mib = [&](int64_t n) { return std::to_string(n * st.page_bytes >> 20) + " MiB"; };
+  return make_error(ErrorCode::kResourceExhausted, "the request needs " + std::to_string(need) + " KV cache pages (" +
+                                                       mib(need) + ") and the device holds at most " +
+                                                       std::to_string(st.ceiling) + " (" + mib(st.ceiling) + ")");
 }
 
 // The parts of a GPU engine that every family shares: its CPU engine (request handling, voices),

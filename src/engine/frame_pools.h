@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -71,11 +72,18 @@ class DeviceStream : public TtsStream {
     reason = r;
     if (!batch) return;
     --batch->unfinished;
-    if (slot >= 0 && static_cast<size_t>(slot) < batch->held.size()) batch->held[static_cast<size_t>(slot)] = nullptr;
+    if (slot >= 0 && static_cast<size_t>(slot) < batch->held.size()) {
+      batch->held[static_cast<size_t>(slot)] = nullptr;
+      batch->frames->release_slot(slot);  // its KV pages and their reservation (paged pools)
+    }
   }
-  // This stream's share of its batch's device memory, or `before` when it has no batch yet.
-  size_t batch_share_bytes(size_t before) const {
-    return batch ? batch->frames->device_bytes() / static_cast<size_t>(batch->frames->size()) : before;
+  // This stream's share of its batch's device memory (and the KV pages it holds), or `before` when
+  // it has no batch yet.
+  size_t batch_share_bytes(size_t before, size_t page_bytes = 0) const {
+    if (!batch) return before;
+    const int64_t pages = slot >= 0 ? batch->frames->slot_kv_pages(slot) : 0;
+    return batch->frames->device_bytes() / static_cast<size_t>(batch->frames->size()) +
+           static_cast<size_t>(pages) * page_bytes;
   }
 
   const void* owner = nullptr;
@@ -125,11 +133,18 @@ Status deliver_frame(Frames& fb, const std::vector<S*>& ss, const std::vector<si
 // `create(slots, positions)`: room for all the step's newcomers and twice the largest pool (first_slots
 // to start, at most max_slots; `create` may make fewer when memory is short).
 // Pools live while the engine does; an empty pool smaller than another is released.
+// With a page pool (`pages`, a Frames::PagePool: reserve(n) -> Result<bool>, unreserve(n); the
+// engine's pools are then paged), a newcomer first reserves the KV pages it may ever need
+// (Frames::kv_pages_for_stream of `branches` sequences, nn/kv_pages.h); when they cannot be had it
+// waits, and so do the newcomers after it (first come, first served), making no frame until
+// streams that end free enough pages. Parked slots take no pages for the frames they sit out.
 template <class Frames>
 struct DevicePools {
   std::vector<std::shared_ptr<DeviceBatch<Frames>>> pools;
   int first_slots = 8, max_slots = 1024;
   int64_t min_positions = 1024;
+  std::shared_ptr<typename Frames::PagePool> pages;
+  int branches = 1;  // sequences per stream
 };
 
 // One step of `ss` with continuous batching. Streams without a batch join a pool; a pool whose
@@ -159,6 +174,7 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
     return touched.size() - 1;
   };
   const auto joining = [&](const S& s) { return !s.batch && !s.finished() && s.has_input_for(0); };
+  bool waiting = false;  // a newcomer waits for KV pages, and the later ones with it
   for (size_t i = 0; i < ss.size(); ++i) {
     S& s = *ss[i];
     if (s.finished()) continue;
@@ -168,7 +184,22 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       continue;
     }
     if (!joining(s)) continue;  // waits for the input of its first frame
+    if (waiting) continue;
     const int64_t positions = need(s);
+    int64_t pages = 0;
+    if (dp.pages) {
+      pages = Frames::kv_pages_for_stream(positions, dp.branches);
+      CHORUS_ASSIGN(const bool reserved, dp.pages->reserve(pages));
+      if (!reserved) {
+        waiting = true;
+        continue;
+      }
+    }
+    // Until the slot holds them, the reservation goes back on any failure.
+    auto give_back = [&](Status st) -> Status {
+      if (dp.pages) (void)dp.pages->unreserve(pages);
+      return st;
+    };
     int pending = 0;  // newcomers of this step still without a slot, this one included
     for (size_t j = i; j < ss.size(); ++j) pending += joining(*ss[j]);
     // A running pool with a free slot; an idle one only when it holds all the newcomers (else they
@@ -187,11 +218,18 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       slots = std::min(slots, dp.max_slots);
       const int64_t pos = (std::max(positions, dp.min_positions) + 255) / 256 * 256;
       pool = std::make_shared<Batch>();
-      CHORUS_ASSIGN(pool->frames, create(slots, pos));
+      auto made = create(slots, pos);
+      if (!made.ok()) return give_back(std::move(made).error());
+      pool->frames = std::move(made).value();
       pool->held.assign(static_cast<size_t>(pool->frames->size()), nullptr);
       dp.pools.insert(dp.pools.begin(), pool);  // the newest (largest) is filled first
     }
-    s.slot = pool->free_slot();
+    const int slot = pool->free_slot();
+    if (dp.pages) {
+      Status held = pool->frames->hold_pages(slot, pages);
+      if (!held.ok()) return give_back(std::move(held));
+    }
+    s.slot = slot;
     pool->held[static_cast<size_t>(s.slot)] = &s;
     ++pool->unfinished;
     s.batch = pool;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <limits>
 #include <mutex>
+#include <optional>
 
 #include "engine/device_batch.h"
 #include "engine/qwen3_tts_engine.h"
@@ -25,18 +26,23 @@ namespace {
 using Frames = qwen3_tts::gpu::FrameBatch;
 namespace q3 = qwen3_tts;
 
+// Per-slot buffers of a frame pool besides its caches (logits, sampler scratch, penalty history,
+// inputs): ~0.1 MiB at the real models' vocabularies, rounded up.
+constexpr double kSlotOverheadBytes = 256.0 * 1024;
+
 class CudaStream : public DeviceStream<Frames> {
  public:
   int64_t max_frames() const override { return settings.max_frames; }
   int64_t text_tokens() const override { return text_tokens_; }
   int64_t prompt_rows() const override { return prompt.prefill_rows; }
   size_t state_bytes() const override {
-    return batch_share_bytes((prompt.prefill.size() + prompt.trailing.size()) * sizeof(float));
+    return batch_share_bytes((prompt.prefill.size() + prompt.trailing.size()) * sizeof(float), page_bytes);
   }
 
   q3::Prompt prompt;  // its rows are dropped at admission
   q3::GenerationSettings settings;
   int64_t text_tokens_ = 0;
+  size_t page_bytes = 0;  // of the engine's KV pages
   // Trailing text rows that arrived after admission, for the slot before the next frame.
   std::vector<float> pending;
   int64_t pending_rows = 0;
@@ -49,7 +55,8 @@ class CudaStream : public DeviceStream<Frames> {
 // its slot (frame_pools.h).
 class CudaTextStream final : public CudaStream {
  public:
-  explicit CudaTextStream(std::unique_ptr<Qwen3TextInput> input) : input_(std::move(input)) {
+  CudaTextStream(std::unique_ptr<Qwen3TextInput> input, std::shared_ptr<const nn::gpu::KvPagePool> pages)
+      : input_(std::move(input)), pages_(std::move(pages)) {
     settings = input_->settings();
   }
   int64_t text_tokens() const override { return input_->text_tokens(); }
@@ -65,6 +72,9 @@ class CudaTextStream final : public CudaStream {
         prompt = std::move(st.prompt);
         settings = st.settings;
         rows_ = prompt.trailing_rows;
+        // Its reservation (at admission) covers this limit; the cap when the text ends only lowers it.
+        if (pages_)
+          CHORUS_TRY(check_kv_room(*pages_, Frames::kv_pages_for_stream(prompt.prefill_rows + settings.max_frames, 1)));
       }
       CHORUS_ASSIGN(Qwen3TextInput::Rows rows, input_->take_rows());
       if (rows.count > 0) {
@@ -80,6 +90,7 @@ class CudaTextStream final : public CudaStream {
 
  private:
   std::unique_ptr<Qwen3TextInput> input_;
+  std::shared_ptr<const nn::gpu::KvPagePool> pages_;
   int64_t rows_ = 0;  // trailing rows the stream holds: its prompt's, pending or on the device
 };
 
@@ -94,6 +105,8 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     CHORUS_ASSIGN(e->dev_, q3::gpu::upload_model(e->model_, o.weights, pool));
     e->info_ = e->cpu_->info();
     e->split_frames_ = o.split_frames;
+    const nn::Qwen3Dims& d = e->dev_->talker().dims();
+    CHORUS_ASSIGN(e->pools_.pages, nn::gpu::KvPagePool::create(d.layers, e->dev_->talker().kv_width(), o.kv_cache_bytes));
     return e;
   }
 
@@ -108,6 +121,7 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     const int64_t room = model_->config().talker.dims.max_positions - prompt.prefill_rows + 1;
     if (room < 1) return make_error(ErrorCode::kOutOfRange, "the prompt is longer than the talker's context");
     g.max_frames = std::min({g.max_frames, length_cap_frames(r.length_cap, prompt.text_tokens), room});
+    CHORUS_TRY(check_kv_room(*pools_.pages, Frames::kv_pages_for_stream(prompt.prefill_rows + g.max_frames, 1)));
     CHORUS_ASSIGN(auto check, q3::Stream::create(model_, prompt, g));
     (void)check;
     auto s = std::make_unique<CudaStream>();
@@ -115,6 +129,7 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     s->text_tokens_ = prompt.text_tokens;
     s->prompt = std::move(prompt);
     s->settings = g;
+    s->page_bytes = pools_.pages->page_bytes();
     return std::unique_ptr<TtsStream>(std::move(s));
   }
 
@@ -125,8 +140,9 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     if (!feed) return make_error(ErrorCode::kInternal, "create_text_stream: no feed to fill");
     CHORUS_ASSIGN(std::unique_ptr<Qwen3TextInput> input, cpu_->text_input(r));
     *feed = input->feed();
-    auto s = std::make_unique<CudaTextStream>(std::move(input));
+    auto s = std::make_unique<CudaTextStream>(std::move(input), pools_.pages);
     s->owner = this;
+    s->page_bytes = pools_.pages->page_bytes();
     return std::unique_ptr<TtsStream>(std::move(s));
   }
 
@@ -139,7 +155,7 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     const auto need = [](const CudaStream& s) { return s.prompt.prefill_rows + s.settings.max_frames; };
     const auto create = [&](int slots, int64_t positions) -> Result<std::unique_ptr<Frames>> {
       CHORUS_ASSIGN(slots, pool_slots_that_fit(slots, positions));
-      CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, positions));
+      CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, positions, pools_.pages));
       frames->set_split_frames(split_frames_);
       return frames;
     };
@@ -159,6 +175,9 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
                                        dev_->groups(), need, create, admit,
                                        [](const CudaStream& s) { return s.settings.max_frames; }, times);
   }
+
+  // The page pool is thread-safe: no need for the pools' lock (a gauge may read it during a step).
+  std::optional<nn::KvPageStats> kv_pages() const override { return pools_.pages->stats(); }
 
  private:
   // Text rows that arrived for streams in slots go to the device before any frame reads them: one
@@ -181,13 +200,12 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     return ok_status();
   }
 
-  // The talker's cache dominates a slot: K and V of every layer per position, then the trailing
-  // text rows.
+  // A slot's own memory, its talker cache being paged: the trailing text rows of its positions and
+  // its share of the sampler's per-slot buffers.
   Result<int> pool_slots_that_fit(int slots, int64_t positions) const {
     const auto& d = model_->config().talker.dims;
-    return slots_that_fit(slots, static_cast<double>(positions) * sizeof(float) *
-                                     (2.0 * static_cast<double>(d.layers * d.kv_heads * d.head_dim) +
-                                      static_cast<double>(d.hidden)));
+    return slots_that_fit(slots, static_cast<double>(positions) * sizeof(float) * static_cast<double>(d.hidden) +
+                                     kSlotOverheadBytes);
   }
 
   std::shared_ptr<const q3::Model> model_;

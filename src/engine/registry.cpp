@@ -19,12 +19,12 @@ Result<std::unique_ptr<TtsModel>> load_cpu(const std::string& dir, const LoadOpt
 
 Result<std::unique_ptr<TtsModel>> qwen3_cuda(const std::string& dir, const LoadOptions& o) {
   CHORUS_TRY(weights_supported(o.device, o.weights));
-  return load_cuda_qwen3_model(dir, {.device = o.device.index, .pool = o.pool, .weights = o.weights});
+  return load_cuda_qwen3_model(dir, {.device = o.device.index, .pool = o.pool, .kv_cache_bytes = o.kv_cache_bytes, .weights = o.weights});
 }
 
 Result<std::unique_ptr<TtsModel>> breeze_cuda(const std::string& dir, const LoadOptions& o) {
   CHORUS_TRY(weights_supported(o.device, o.weights));
-  return load_cuda_breeze_model(dir, {.device = o.device.index, .pool = o.pool, .weights = o.weights});
+  return load_cuda_breeze_model(dir, {.device = o.device.index, .pool = o.pool, .kv_cache_bytes = o.kv_cache_bytes, .weights = o.weights});
 }
 
 constexpr FamilyLoader kFamilies[] = {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "core/thread_pool.h"
 #include "engine/device.h"
 #include "engine/request.h"
+#include "nn/kv_pages.h"
 #include "runtime/cpu/weight_format.h"
 
 namespace chorus::engine {
@@ -87,9 +89,13 @@ class TtsModel {
   virtual Result<std::unique_ptr<TtsStream>> create_text_stream(const SynthesisRequest& request,
                                                                 std::shared_ptr<TextFeed>* feed) const;
   // Advances every unfinished stream by one frame; out[i] receives stream i's frame if it made one.
-  // Streams must come from this model. On failure, drop the streams of this batch.
+  // Streams must come from this model. On failure, drop the streams of this batch. A stream may
+  // make no frame in a step while it waits for memory (the CUDA engines' KV pages).
   virtual Status step(std::span<TtsStream* const> streams, std::span<StepResult> out,
                       StageTimes* times = nullptr) const = 0;
+  // The paged KV cache's pages (the CUDA engines: the backbone's caches), or nullopt where the
+  // caches are not paged. Any thread, also while a step runs.
+  virtual std::optional<nn::KvPageStats> kv_pages() const { return std::nullopt; }
 };
 
 // How a model keeps the decoder layers of generation (talker / code predictor, backbone / depth
@@ -108,6 +114,9 @@ struct LoadOptions {
   // HF_HUB_OFFLINE still forbids it). Off by default: loading never touches the network unasked.
   bool download = false;
   bool download_progress = false;  // a progress line per file on stderr
+  // CUDA: the most device memory the backbone's paged KV cache may take (0: what the device allows,
+  // nn/kv_page_pool_cuda.h). Streams that would need more wait for others to end.
+  size_t kv_cache_bytes = 0;
 };
 
 // Detects the family of the checkpoint folder (a folder, or a Hugging Face id in the local cache)

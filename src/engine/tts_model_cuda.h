@@ -26,6 +26,7 @@ struct CudaLoadOptions {
   // Each frame as two graphs (the depth walk, then the backbone step) instead of one, so StageTimes
   // gives their device times apart (`chorus bench --split-frames`); a little slower.
   bool split_frames = false;
+  size_t kv_cache_bytes = 0;  // LoadOptions::kv_cache_bytes
   // The decoder layers' weights: bf16 as stored, or int8 / fp8 quantised at load (LoadOptions::weights;
   // int4 is kUnsupported on CUDA).
   WeightFormat weights = WeightFormat::kBf16;

@@ -223,6 +223,8 @@ Result<bool> DeviceStack::forward_persistent(float* h, float* out, const cuda::R
   a.kv_layer_floats = kv.layer_floats();
   a.kv_seq_stride = l0.seq_stride;
   a.kv_capacity = l0.capacity;
+  a.kv_pages = kv.pages;
+  a.kv_page_shift = l0.page_shift;
   a.seq = rows.seq;
   a.pos = rows.pos;
   a.h = h;

@@ -14,8 +14,9 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "io/weight_table.h"
 #include "core/thread_pool.h"
+#include "io/weight_table.h"
+#include "nn/kv_pages.h"
 #include "nn/qwen3_block.h"
 #include "runtime/cpu/row_quant.h"
 #include "runtime/cuda/cuda_handles.h"
@@ -58,19 +59,34 @@ Result<DeviceTensor> load_vector_f32(const Weights& w, const std::string& name);
 Result<DeviceTensor> load_matrix(const Weights& w, const std::string& name, cpu::WeightFormat format,
                                  ThreadPool* pool);
 
-// A stack's KV cache for `seqs` sequences of `capacity` positions: per layer, keys then values,
-// each [seqs, capacity, kv_heads·head_dim] f32.
+// A stack's KV cache for `seqs` sequences of `capacity` positions (width = kv_heads·head_dim).
+// Contiguous (pages null): per layer, keys then values, each [seqs, capacity, width] f32 at base.
+// Paged (nn/kv_pages.h; capacity a multiple of kKvPagePositions): position p of sequence s lies in
+// the page at device address pages[s·(capacity >> kKvPageShift) + (p >> kKvPageShift)]; a page
+// holds, per layer, keys then values, each [kKvPagePositions, width] f32 (page_floats in all).
 struct KvCacheRef {
   float* base = nullptr;
   int64_t seqs = 0, capacity = 0, width = 0;
-  int64_t layer_floats() const { return seqs * capacity * width; }  // keys (or values) of one layer
+  float* const* pages = nullptr;
+  // Keys (or values) of one layer: of every sequence, or of one page when paged.
+  int64_t layer_floats() const { return pages ? kKvPagePositions * width : seqs * capacity * width; }
   cuda::KvLayer layer(int64_t l) const {
     const int64_t per = layer_floats();
+    if (pages) {
+      cuda::KvLayer kv;
+      kv.capacity = capacity;
+      kv.pages = pages;
+      kv.page_shift = kKvPageShift;
+      kv.k_page = 2 * l * per;
+      kv.v_page = (2 * l + 1) * per;
+      return kv;
+    }
     return {base + 2 * l * per, base + (2 * l + 1) * per, capacity * width, capacity};
   }
   static int64_t floats(int64_t layers, int64_t seqs, int64_t capacity, int64_t width) {
     return 2 * layers * seqs * capacity * width;
   }
+  static int64_t page_floats(int64_t layers, int64_t width) { return 2 * layers * kKvPagePositions * width; }
 };
 
 // Activations of one stack forward over up to max_rows rows.

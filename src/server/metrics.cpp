@@ -31,6 +31,10 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   auto& q = BuildGauge().Name("chorus_synthesizer_requests").Help("Synthesizer requests by state").Register(*registry_);
   queued_ = &q.Add({{"state", "queued"}});
   running_ = &q.Add({{"state", "running"}});
+  auto& kv = BuildGauge().Name("chorus_kv_cache_pages").Help("Pages of the GPU KV caches by state (free: admission may reserve them)").Register(*registry_);
+  kv_used_ = &kv.Add({{"state", "used"}});
+  kv_available_ = &kv.Add({{"state", "free"}});
+  kv_reserved_ = &kv.Add({{"state", "reserved"}});
   rss_ = &BuildGauge().Name("chorus_resident_memory_bytes").Help("Resident memory of the server process").Register(*registry_).Add({});
   connections_ = &BuildGauge().Name("chorus_http_connections").Help("Open HTTP connections, this scrape's own included").Register(*registry_).Add({});
   ttfa_ = &BuildHistogram().Name("chorus_time_to_first_audio_seconds").Help("From admission request to the first audio").Register(*registry_)
@@ -58,6 +62,11 @@ void Metrics::synthesis(double first_audio_s, double audio_s, double total_s) {
 void Metrics::set_queued(int queued, int running) {
   queued_->Set(queued);
   running_->Set(running);
+}
+void Metrics::set_kv_pages(int64_t used, int64_t available, int64_t reserved) {
+  kv_used_->Set(static_cast<double>(used));
+  kv_available_->Set(static_cast<double>(available));
+  kv_reserved_->Set(static_cast<double>(reserved));
 }
 int Metrics::active_streams() const { return static_cast<int>(active_->Value()); }
 

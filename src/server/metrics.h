@@ -1,9 +1,10 @@
 // The server's Prometheus metrics (prometheus-cpp), rendered in the text exposition format for
 // GET /metrics: requests by endpoint and status, streams active and queued, refusals, cancels,
 // time to first audio and real-time factor histograms, audio seconds made, resident memory, open
-// connections.
+// connections, KV cache pages (GPU).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,6 +27,9 @@ class Metrics {
   void synthesis(double first_audio_s, double audio_s, double total_s);
   // Set just before rendering.
   void set_queued(int queued, int running);
+  // The GPU engines' paged KV caches, summed over the loaded models (pages in use, free to admit
+  // new streams, free but reserved for running streams' growth).
+  void set_kv_pages(int64_t used, int64_t available, int64_t reserved);
   // Read at each render: open HTTP connections (the metrics layer does not know the HTTP server).
   void count_connections(std::function<int()> f) { connections_source_ = std::move(f); }
   std::string render();
@@ -40,6 +44,7 @@ class Metrics {
   prometheus::Gauge* active_;
   prometheus::Gauge* queued_;
   prometheus::Gauge* running_;
+  prometheus::Gauge *kv_used_, *kv_available_, *kv_reserved_;
   prometheus::Gauge* rss_;
   prometheus::Gauge* connections_;
   std::function<int()> connections_source_;

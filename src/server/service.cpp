@@ -83,12 +83,19 @@ void Service::handle(Request&& req, Responder r) {
       return reply(r, label, 200, R"({"status":"ready"})");
     case Endpoint::kMetrics: {
       int queued = 0, running = 0;
+      int64_t kv_used = 0, kv_available = 0, kv_reserved = 0;
       for (auto& m : models_) {
         auto l = m->synth->load();
         queued += l.queued;
         running += l.running;
+        if (const auto kv = m->synth->model().generator().kv_pages()) {
+          kv_used += kv->total - kv->free;
+          kv_available += kv->available();
+          kv_reserved += kv->promised;
+        }
       }
       metrics_.set_queued(queued, running);
+      metrics_.set_kv_pages(kv_used, kv_available, kv_reserved);
       return reply(r, label, 200, metrics_.render(), "text/plain; version=0.0.4");
     }
     case Endpoint::kPlayground:

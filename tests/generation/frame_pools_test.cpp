@@ -7,16 +7,24 @@
 // that have all their input, must give exactly the codes they give alone with all their input from
 // the start; two planted bugs (a parked slot that advances anyway, a frame launched ahead before
 // its input arrived) must be caught by that comparison.
+// With a page pool, the stand-in keeps a real KV page table (nn/kv_pages.h) the way FrameCore does
+// (pages before each launch, parked slots passed along, release and reclaim) and checks that every
+// row a frame writes has a page of its slot; tight reservations make a parked slot counted as
+// advancing outgrow its own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <random>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/frame_pools.h"
+#include "nn/kv_pages.h"
 
 namespace chorus::test {
 namespace {
@@ -39,6 +47,20 @@ constexpr uint64_t kPad = 0xFEEDull;
 struct Counters {
   int parked_frames = 0;  // frames computed while an active slot was parked
   int ahead_frames = 0;   // frames launched ahead
+  int unmapped_rows = 0;  // rows written by admitted slots at positions without a page of theirs
+  int parked_rows_checked = 0;
+};
+
+// The engine's page pool: the host allocator, and how often a newcomer found too few pages.
+struct FakePages {
+  nn::KvPageAllocator alloc;
+  int refusals = 0;
+  Result<bool> reserve(int64_t n) {
+    const bool ok = alloc.reserve(n);
+    refusals += !ok;
+    return ok;
+  }
+  Status unreserve(int64_t n) { return alloc.unreserve(n); }
 };
 
 struct Timing {
@@ -47,10 +69,42 @@ struct Timing {
 
 class FakeFrames {
  public:
-  FakeFrames(int slots, int64_t positions, bool restore_parked, Counters* counters)
-      : slots_(static_cast<size_t>(slots)), positions_(positions), restore_parked_(restore_parked), counters_(counters) {
+  using PagePool = FakePages;
+  // `pages` (null: not paged); `parked_advance`: the planted bug of page accounting that counts a
+  // parked slot's frame as one it made.
+  FakeFrames(int slots, int64_t positions, bool restore_parked, Counters* counters,
+             std::shared_ptr<FakePages> pages = nullptr, bool parked_advance = false)
+      : slots_(static_cast<size_t>(slots)), positions_(positions), restore_parked_(restore_parked), counters_(counters),
+        pages_(std::move(pages)), parked_advance_(parked_advance) {
     report_.codes.assign(static_cast<size_t>(slots * kG), 0);
     report_.c0.assign(static_cast<size_t>(slots), 0);
+    if (pages_) {
+      auto t = nn::KvPageTable::create(slots, 1, (positions + nn::kKvPagePositions - 1) / nn::kKvPagePositions *
+                                                     nn::kKvPagePositions);
+      EXPECT_TRUE(t.ok());
+      if (t.ok()) {
+        table_ = std::move(t).value();
+      }
+    }
+  }
+  ~FakeFrames() {
+    if (pages_) {
+      EXPECT_TRUE(table_.release_all(pages_->alloc).ok());
+    }
+  }
+
+  // As FrameCore: prompt rows and frame limit, plus one position for a frame launched past the end.
+  static int64_t kv_pages_for_stream(int64_t positions, int branches) {
+    return branches * nn::kv_pages_for(positions + 1);
+  }
+  Status hold_pages(int slot, int64_t pages) { return table_.hold(slot, pages); }
+  int64_t slot_kv_pages(int slot) const { return pages_ ? table_.slot_pages(slot) : 0; }
+  void release_slot(int slot) {
+    if (!pages_) return;
+    Status st = table_.release(pages_->alloc, slot, launched_);
+    if (st.ok() && table_.idle()) ahead_.reset();  // an idle pool settles: its pages come back at once
+    if (st.ok()) st = table_.reclaim(pages_->alloc, launched_ - (ahead_ ? 1 : 0));
+    if (!st.ok() && page_error_.ok()) page_error_ = st;
   }
   int size() const { return static_cast<int>(slots_.size()); }
   int64_t positions() const { return positions_; }
@@ -73,6 +127,12 @@ class FakeFrames {
   Status run_frame(bool feed, std::optional<bool> then) {
     if (!parked_.empty() && (then || ahead_))
       return make_error(ErrorCode::kInternal, "fake: a parked slot in a frame launched ahead");
+    if (pages_) {
+      CHORUS_TRY(std::exchange(page_error_, ok_status()));
+      const std::vector<int32_t> parked(parked_.begin(), parked_.end());
+      CHORUS_TRY(table_.before_launch(pages_->alloc, (ahead_ ? 0 : 1) + (then ? 1 : 0),
+                                      parked_advance_ ? std::span<const int32_t>() : std::span<const int32_t>(parked)));
+    }
     if (ahead_) {
       report_ = *ahead_;
       ahead_.reset();
@@ -92,7 +152,13 @@ class FakeFrames {
   }
 
   // A stream into a free slot: its state from its seed, its text rows so far, codebook 0 of frame 0.
+  // Its prompt is one row (position 0).
   void admit(int slot, uint64_t seed, const std::vector<uint64_t>& rows) {
+    if (pages_) {
+      const int64_t prompt[1] = {1};
+      const Status st = table_.admit(pages_->alloc, slot, prompt);
+      EXPECT_TRUE(st.ok()) << st.error().to_string();
+    }
     Slot& x = slots_[static_cast<size_t>(slot)];
     x = Slot{};
     x.state = mix(seed);
@@ -121,8 +187,15 @@ class FakeFrames {
   }
   Report compute(bool feed) {
     Report r = report_;  // slots past the active ones keep what they showed
+    ++launched_;
     for (int s = 0; s < n_; ++s) {
       Slot& x = slots_[static_cast<size_t>(s)];
+      if (pages_ && table_.occupied(s)) {
+        // The row this frame writes: position prompt + frames so far (parked slots included).
+        const int64_t pos = std::min<int64_t>(1 + x.frames, table_.pages_per_sequence() * nn::kKvPagePositions - 1);
+        counters_->unmapped_rows += table_.page(s, pos >> nn::kKvPageShift) < 0;
+        counters_->parked_rows_checked += std::find(parked_.begin(), parked_.end(), s) != parked_.end();
+      }
       int32_t* codes = r.codes.data() + s * kG;
       codes[0] = x.c0;
       for (int g = 1; g < kG; ++g) codes[g] = static_cast<int32_t>(mix(x.state + 31 * static_cast<uint64_t>(g)) % 1000);
@@ -147,6 +220,11 @@ class FakeFrames {
   Report report_;
   std::optional<Report> ahead_;
   Timing timing_;
+  std::shared_ptr<FakePages> pages_;
+  bool parked_advance_ = false;
+  nn::KvPageTable table_;
+  int64_t launched_ = 0;  // frames computed (the one launched ahead included)
+  Status page_error_ = ok_status();
 };
 
 // A request: its text rows (all of them, for the solo run), how many have arrived, and whether
@@ -176,6 +254,7 @@ struct Engine {
   DevicePools<FakeFrames> pools;
   Counters counters;
   bool restore_parked = true;
+  bool parked_advance = false;  // with pools.pages
 
   // What a GPU engine's step does: rows that arrived go to the slots, then the pooled step.
   Status step(const std::vector<FakeStream*>& ss, std::span<StepResult> out) {
@@ -188,9 +267,9 @@ struct Engine {
       o.has_frame = false;
       o.codes.clear();
     }
-    const auto need = [](const FakeStream&) { return int64_t{64}; };
+    const auto need = [](const FakeStream& s) { return s.prompt_rows() + s.max; };
     const auto create = [&](int slots, int64_t positions) -> Result<std::unique_ptr<FakeFrames>> {
-      return std::make_unique<FakeFrames>(slots, positions, restore_parked, &counters);
+      return std::make_unique<FakeFrames>(slots, positions, restore_parked, &counters, pools.pages, parked_advance);
     };
     const auto admit = [&](FakeFrames& fb, const std::vector<int>& slots, const std::vector<size_t>& idx) -> Status {
       for (size_t k = 0; k < idx.size(); ++k) {
@@ -400,6 +479,60 @@ TEST(FramePools, ANewcomerWithoutInputTakesNoSlotYet) {
   }
   EXPECT_EQ(codes, solo(sp));
   EXPECT_GT(codes.size(), 1u);
+}
+
+// Limits whose reservations are exactly full pages (prompt row, frames, the one past the end), so a
+// page taken for a frame a stream never makes shows as a reservation outgrown.
+std::vector<Spec> tight_specs(int n, uint32_t seed) {
+  std::vector<Spec> v = specs(n, seed);
+  for (size_t i = 0; i < v.size(); ++i) v[i].max = static_cast<int64_t>(nn::kKvPagePositions) * (1 + (i % 3)) - 2;
+  return v;
+}
+
+// Parked slots with paged KV: a parked frame's row has a page (the position its next frame writes),
+// the slot's reservation is never outgrown (it does not count as advancing), newcomers wait when
+// pages run short, codes equal the solo runs, and every page comes back.
+TEST(FramePools, ParkedSlotsTakeNoPagesAndAllPagesComeBack) {
+  int parked_rows = 0, long_streams = 0, refusals = 0;
+  for (uint32_t seed : {1u, 2u, 3u, 4u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const auto sp = tight_specs(40, seed);
+    Engine e;
+    e.pools.pages = std::make_shared<FakePages>();
+    ASSERT_TRUE(e.pools.pages->alloc.grow(14).ok());
+    const Schedule run = scheduled(e, sp, seed * 11, false);
+    ASSERT_TRUE(run.status.ok()) << run.status.error().to_string();
+    EXPECT_EQ(mismatches(sp, run), 0);
+    EXPECT_EQ(e.counters.unmapped_rows, 0);
+    const nn::KvPageAllocator& a = e.pools.pages->alloc;
+    EXPECT_EQ(a.free(), a.total()) << "pages held after every stream ended";
+    EXPECT_EQ(a.promised(), 0);
+    e.pools.pools.clear();
+    EXPECT_EQ(a.free(), a.total());
+    parked_rows += e.counters.parked_rows_checked;
+    for (const Codes& c : run.codes) long_streams += static_cast<int64_t>(c.size()) >= nn::kKvPagePositions;
+    refusals += e.pools.pages->refusals;
+  }
+  // Not vacuous: parked slots' rows checked, streams past one page, newcomers that waited for pages.
+  EXPECT_GT(parked_rows, 10);
+  EXPECT_GT(long_streams, 0);
+  EXPECT_GT(refusals, 0);
+}
+
+// Planted bug: page accounting that counts a parked slot's frame as made; some stream then needs
+// a page its reservation does not have and the step fails.
+TEST(FramePools, AParkedSlotCountedAsAdvancingOutgrowsItsPages) {
+  int caught = 0;
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    const auto sp = tight_specs(40, seed);
+    Engine e;
+    e.parked_advance = true;
+    e.pools.pages = std::make_shared<FakePages>();
+    ASSERT_TRUE(e.pools.pages->alloc.grow(14).ok());
+    const Schedule run = scheduled(e, sp, seed * 11, false);
+    caught += !run.status.ok();
+  }
+  EXPECT_GT(caught, 0);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "engine/tts_model.h"
 #include "generation/golden_cases.h"
+#include "nn/kv_pages.h"
 #include "gpu_test_util.h"
 #include "support/test_support.h"
 
@@ -26,9 +27,10 @@ struct Outcome {
   engine::StopReason reason = engine::StopReason::kRunning;
 };
 
-std::unique_ptr<engine::TtsModel> load_gpu(const std::string& dir) {
+std::unique_ptr<engine::TtsModel> load_gpu(const std::string& dir, size_t kv_cache_bytes = 0) {
   engine::LoadOptions o;
   o.device = engine::Device::cuda(0);
+  o.kv_cache_bytes = kv_cache_bytes;
   auto m = engine::load_tts_model(dir, o);
   EXPECT_TRUE(m.ok()) << m.error().to_string();
   return m.ok() ? std::move(m).value() : nullptr;
@@ -100,6 +102,10 @@ std::vector<Outcome> solo_runs(const std::string& dir, const std::vector<engine:
 struct Schedule {
   int max_running = 0;
   int cancelled = 0;
+  // KV pages: the most in use after a step, and steps whose live streams' worst cases together
+  // exceeded `budget_pages` (so some had to wait for pages).
+  int64_t peak_pages = 0, budget_pages = 0;
+  int over_budget_steps = 0;
 };
 
 // The requests arriving at random steps into one model's pools; some are cancelled at a random
@@ -149,22 +155,65 @@ std::vector<Outcome> joined_runs(const engine::TtsModel& m, const std::vector<en
     if (!st.ok()) return {};
     for (size_t k = 0; k < live.size(); ++k)
       if (out[k].has_frame) got[live[k]].codes.push_back(out[k].codes);
+    const auto pages = m.kv_pages();
+    EXPECT_TRUE(pages.has_value()) << "the CUDA engines' caches are paged";
+    if (pages) {
+      EXPECT_GE(pages->free, pages->promised) << "a running stream could not be sure of its pages";
+      sched->peak_pages = std::max(sched->peak_pages, pages->total - pages->free);
+    }
+    int64_t worst = 0;
+    for (engine::TtsStream* p : ptrs)
+      if (!p->finished()) worst += nn::kv_pages_for(p->prompt_rows() + p->max_frames() + 1);
+    sched->over_budget_steps += sched->budget_pages > 0 && worst > sched->budget_pages;
   }
   return got;
 }
 
+// After every stream has ended or been cancelled, every KV page and reservation is back.
+void expect_pages_returned(const engine::TtsModel& m, const Schedule& sched) {
+  const auto pages = m.kv_pages();
+  ASSERT_TRUE(pages.has_value());
+  EXPECT_EQ(pages->free, pages->total) << "pages still held";
+  EXPECT_EQ(pages->promised, 0) << "reservations still held";
+  EXPECT_GT(sched.peak_pages, 0) << "no page was ever used";
+  std::printf("[gpu pool] KV pages: %lld in the pool (%lld KiB each), at most %lld in use\n",
+              static_cast<long long>(pages->total), static_cast<long long>(pages->page_bytes >> 10),
+              static_cast<long long>(sched.peak_pages));
+}
+
+// `kv_pages`: a KV cache budget of that many pages (0: none), so that streams wait for pages.
 void expect_joined_equal_solo(const std::string& model, int n, uint32_t seed, int first_pool = 8,
-                              size_t max_live = 1000) {
+                              size_t max_live = 1000, int64_t kv_pages = 0) {
   const std::string dir = test::reference_path(model);
-  auto m = load_gpu(dir);
+  size_t budget = 0;
+  if (kv_pages > 0) {
+    auto probe = load_gpu(dir);
+    ASSERT_TRUE(probe);
+    const auto pages = probe->kv_pages();
+    ASSERT_TRUE(pages.has_value());
+    budget = static_cast<size_t>(kv_pages * pages->page_bytes);
+  }
+  auto m = load_gpu(dir, budget);
   ASSERT_TRUE(m);
   ASSERT_TRUE(m->joins_running_batch());
   const auto rs = requests(m->info(), n, seed);
   const auto solo = solo_runs(dir, rs);
   ASSERT_EQ(solo.size(), rs.size());
   Schedule sched;
+  sched.budget_pages = kv_pages;
+  {
+    const auto start = m->kv_pages();
+    ASSERT_TRUE(start.has_value());
+    EXPECT_EQ(start->free, start->total);
+    EXPECT_EQ(start->promised, 0);
+  }
   const auto got = joined_runs(*m, rs, seed * 7 + 1, &sched, max_live);
   ASSERT_EQ(got.size(), rs.size());
+  expect_pages_returned(*m, sched);
+  if (kv_pages > 0) {
+    EXPECT_LE(sched.peak_pages, kv_pages) << "the budget was exceeded";
+    EXPECT_GT(sched.over_budget_steps, 0) << "the budget never made a stream wait";
+  }
   size_t frames = 0, distinct = 0;
   for (size_t i = 0; i < rs.size(); ++i) {
     frames += solo[i].codes.size();
@@ -192,6 +241,35 @@ void expect_joined_equal_solo(const std::string& model, int n, uint32_t seed, in
 TEST(GpuContinuousBatching, JoinsAndLeavesAtRandomFramesGiveTheSoloCodes) {
   REQUIRE_GPU();
   expect_joined_equal_solo("qwen3_tts/models/tiny_custom_voice", 40, 3);
+}
+
+// A KV budget of a few streams' worst cases: newcomers wait for pages (first come, first served),
+// running streams never fail, and every request still gives its solo codes.
+TEST(GpuContinuousBatching, StreamsWaitForKvPagesAndGiveTheSoloCodes) {
+  REQUIRE_GPU();
+  expect_joined_equal_solo("qwen3_tts/models/tiny_custom_voice", 30, 17, /*first_pool=*/4, /*max_live=*/12,
+                           /*kv_pages=*/6);
+}
+
+// A request that needs more KV pages than the budget allows is refused when it is made.
+TEST(GpuContinuousBatching, ARequestLargerThanTheKvBudgetIsRefused) {
+  REQUIRE_GPU();
+  const std::string dir = test::reference_path("qwen3_tts/models/tiny_custom_voice");
+  auto probe = load_gpu(dir);
+  ASSERT_TRUE(probe);
+  const auto pages = probe->kv_pages();
+  ASSERT_TRUE(pages.has_value());
+  auto m = load_gpu(dir, static_cast<size_t>(2 * pages->page_bytes));
+  ASSERT_TRUE(m);
+  auto r = requests(m->info(), 1, 5)[0];
+  r.min_frames = 0;
+  r.max_frames = 4;
+  auto small = m->create_stream(r);
+  EXPECT_TRUE(small.ok()) << small.error().to_string();
+  r.max_frames = 3 * nn::kKvPagePositions;
+  auto large = m->create_stream(r);
+  ASSERT_FALSE(large.ok());
+  EXPECT_EQ(large.error().code, ErrorCode::kResourceExhausted) << large.error().to_string();
 }
 
 TEST(GpuContinuousBatching, VoiceDesignModelToo) {

@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "gpu_test_util.h"
 #include "io/safetensors.h"
 #include "nn/device_stack_cuda.h"
+#include "nn/kv_pages.h"
 #include "io/weight_table.h"
 #include "runtime/cuda/decode_stack.h"
 
@@ -145,6 +148,83 @@ void check_stack(const nn::Qwen3Dims& d, int64_t capacity, int steps, bool bf16,
   std::filesystem::remove_all(dir);
 }
 
+// The same decode steps with the cache in pages (nn/kv_pages.h; shuffled, with spare pages between)
+// through the persistent kernel and the per-kernel path, against the persistent kernel over a
+// contiguous cache: every output, residual and cached row bit for bit. The positions cross page
+// boundaries, and the first 32 take the persistent kernel's preload path.
+void check_paged_stack(const nn::Qwen3Dims& d, int64_t capacity, int steps, bool bf16, uint32_t seed) {
+  constexpr int64_t P = nn::kKvPagePositions;
+  const std::string dir = ::testing::TempDir() + "/decode_stack_paged_" + std::to_string(seed);
+  const io::Checkpoint ckpt = random_stack(d, dir, seed);
+  auto stack = ng::DeviceStack::load(Weights(ckpt), d);
+  ASSERT_TRUE(stack.ok()) << stack.error().to_string();
+  auto ws = cuda::LinearWorkspace::create(1, stack->max_linear_k(), stack->max_linear_n_total());
+  ASSERT_TRUE(ws.ok());
+  const int64_t width = d.kv_heads * d.head_dim, per_seq = capacity / P, pages = per_seq + 2;
+  const int64_t page_floats = ng::KvCacheRef::page_floats(d.layers, width);
+  const size_t kv_floats = static_cast<size_t>(ng::KvCacheRef::floats(d.layers, 1, capacity, width));
+  cuda::DeviceBuffer contiguous = to_device(std::vector<float>(kv_floats, 0.0f));
+  cuda::DeviceBuffer pool[2] = {to_device(std::vector<float>(static_cast<size_t>(pages * page_floats), 0.0f)),
+                                to_device(std::vector<float>(static_cast<size_t>(pages * page_floats), 0.0f))};
+  std::vector<int64_t> order(static_cast<size_t>(pages));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937 shuffle_rng(seed + 2);
+  std::shuffle(order.begin(), order.end(), shuffle_rng);
+  cuda::DeviceBuffer table[2];
+  for (int i = 0; i < 2; ++i) {
+    std::vector<float*> t;
+    for (int64_t j = 0; j < per_seq; ++j) t.push_back(pool[i].as<float>() + order[static_cast<size_t>(j)] * page_floats);
+    table[i] = to_device(t);
+  }
+  std::vector<ng::StackScratch> scratch;
+  for (int i = 0; i < 3; ++i) {
+    auto sc = ng::StackScratch::create(d, 1);
+    ASSERT_TRUE(sc.ok());
+    scratch.push_back(std::move(sc).value());
+  }
+  cuda::DeviceBuffer seq = to_device(std::vector<int32_t>{0});
+  cuda::DeviceBuffer pos = to_device(std::vector<int32_t>{0});
+  const cuda::RowMap rows{seq.as<const int32_t>(), pos.as<const int32_t>(), 1, true};
+  std::mt19937 rng(seed + 1);
+  const uint64_t launches_before = cuda::decode_stack_launches();
+  int differing_steps = 0;
+  for (int p = 0; p < steps; ++p) {
+    const std::vector<float> x = random_vec(rng, static_cast<size_t>(d.hidden), -2.0f, 2.0f);
+    ASSERT_EQ(cudaMemcpy(pos.data(), &p, sizeof p, cudaMemcpyHostToDevice), cudaSuccess);
+    std::vector<float> h[3], out[3];
+    // 0: persistent, contiguous; 1: persistent, paged; 2: per kernel, paged.
+    for (int run = 0; run < 3; ++run) {
+      cuda::DeviceBuffer hd = to_device(x), od = poisoned(static_cast<size_t>(d.hidden));
+      cuda::decode_stack_set_enabled(run < 2);
+      ng::KvCacheRef ref{contiguous.as<float>(), 1, capacity, width};
+      if (run > 0) ref = {nullptr, 1, capacity, width, table[run - 1].as<float* const>()};
+      const Status st = stack->forward(hd.as<float>(), od.as<float>(), rows, ref, scratch[static_cast<size_t>(run)], *ws,
+                                       nullptr, bf16);
+      ASSERT_TRUE(st.ok()) << st.error().to_string();
+      h[run] = to_host<float>(hd, x.size());
+      out[run] = to_host<float>(od, x.size());
+    }
+    const bool same = h[1] == h[0] && out[1] == out[0] && h[2] == h[0] && out[2] == out[0];
+    if (!same && differing_steps++ == 0) ADD_FAILURE() << "step " << p << ": the paged runs differ";
+  }
+  cuda::decode_stack_set_enabled(true);
+  EXPECT_EQ(differing_steps, 0);
+  EXPECT_EQ(cuda::decode_stack_launches() - launches_before, static_cast<uint64_t>(2 * steps));
+  // Every cached row where the contiguous run has it.
+  const std::vector<float> want = to_host<float>(contiguous, kv_floats);
+  for (int i = 0; i < 2; ++i) {
+    const std::vector<float> all = to_host<float>(pool[i], static_cast<size_t>(pages * page_floats));
+    std::vector<float> got(kv_floats);
+    for (int64_t l = 0; l < 2 * d.layers; ++l)  // keys and values of each layer
+      for (int64_t t = 0; t < capacity; ++t) {
+        const float* src = all.data() + order[static_cast<size_t>(t / P)] * page_floats + (l * P + t % P) * width;
+        std::copy(src, src + width, got.begin() + (l * capacity + t) * width);
+      }
+    EXPECT_EQ(got, want) << (i == 0 ? "persistent" : "per-kernel") << " paged cache";
+  }
+  std::filesystem::remove_all(dir);
+}
+
 nn::Qwen3Dims code_predictor_dims(int64_t layers) {
   return nn::qwen3_dims(1024, 3072, layers, 16, 8, 128, 1e-6, 1e6, 32768);
 }
@@ -158,6 +238,12 @@ TEST(GpuDecodeStack, SmallContextEqualsThePerKernelPath) {
 TEST(GpuDecodeStack, LongContextEqualsThePerKernelPath) {
   REQUIRE_GPU();
   check_stack(code_predictor_dims(2), 160, 90, false, 12, 0.0);
+}
+
+TEST(GpuDecodeStack, PagedCacheEqualsTheContiguousOne) {
+  REQUIRE_GPU();
+  check_paged_stack(code_predictor_dims(2), 3 * nn::kKvPagePositions, 150, false, 14);
+  check_paged_stack(code_predictor_dims(2), 3 * nn::kKvPagePositions, 140, true, 15);
 }
 
 TEST(GpuDecodeStack, Bf16ActivationsEqualThePerKernelPath) {

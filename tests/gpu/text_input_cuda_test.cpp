@@ -28,6 +28,7 @@
 #include "models/qwen3_tts/frame_batch_cuda.h"
 #include "models/qwen3_tts/presets.h"
 #include "models/qwen3_tts/prompt.h"
+#include "nn/kv_page_pool_cuda.h"
 #include "support/test_support.h"
 
 namespace chorus::gpu_test {
@@ -279,6 +280,13 @@ void expect_pieces_equal_whole_text(q3::Variant variant, const std::vector<Mode>
   EXPECT_GT(sch.spoke_early, 0);
   EXPECT_GT(sch.waited_mid_run, 5);
   EXPECT_GT(sch.passed_waiting, 0);
+  // The engine's backbone caches are paged: with every request ended, all its pages are back
+  // (parked slots took none of their own, text streams' reservations were returned).
+  const std::optional<nn::KvPageStats> kv = m->kv_pages();
+  ASSERT_TRUE(kv.has_value());
+  EXPECT_GT(kv->total, 0) << "the requests ran without pages";
+  EXPECT_EQ(kv->free, kv->total);
+  EXPECT_EQ(kv->promised, 0);
   std::printf("[gpu text in pieces] %s: %d requests, %zu frames, %d spoke early, %d waits beside running streams\n",
               q3::variant_name(variant), n, frames, sch.spoke_early, sch.waited_mid_run);
 }
@@ -359,9 +367,12 @@ struct PoolRun {
   Codes a, b;
 };
 
+// With `pages` the pool's backbone caches are paged, each slot holding just the reservation of its
+// prompt and frames (a slot counted as advancing while parked outgrows it when `wait` is long).
 PoolRun pool_run(const std::shared_ptr<const q3::gpu::DeviceModel>& dev, const q3::Prompt& prompt, bool b_in_pieces,
-                 bool park, bool split) {
-  constexpr int kFrames = 24, kWait = 5;
+                 bool park, bool split, int wait = 5, std::shared_ptr<nn::gpu::KvPagePool> pages = nullptr) {
+  constexpr int kFrames = 24;
+  const int kWait = wait;
   q3::GenerationSettings ga, gb;
   for (auto* g : {&ga, &gb}) {
     g->talker = {false, 0.9f, 50, 1.0f, 1.2f};
@@ -377,13 +388,24 @@ PoolRun pool_run(const std::shared_ptr<const q3::gpu::DeviceModel>& dev, const q
     pb.trailing_rows = 3;
   }
   PoolRun run;
-  auto fb = q3::gpu::FrameBatch::create_pool(dev, 4, 256);
+  auto fb = q3::gpu::FrameBatch::create_pool(dev, 4, 256, pages);
   EXPECT_TRUE(fb.ok()) << fb.error().to_string();
   if (!fb.ok()) return run;
   q3::gpu::FrameBatch& f = **fb;
   f.set_split_frames(split);
   f.set_active_slots(2);
   const int slots[2] = {0, 1};
+  if (pages) {
+    // A (slot 0) runs through B's wait; B's reservation is just its prompt and frames.
+    for (const int slot : slots) {
+      const int64_t need =
+          q3::gpu::FrameBatch::kv_pages_for_stream(prompt.prefill_rows + kFrames + (slot == 0 ? kWait + 2 : 0), 1);
+      auto reserved = pages->reserve(need);
+      EXPECT_TRUE(reserved.ok() && *reserved);
+      const Status held = f.hold_pages(slot, need);
+      EXPECT_TRUE(held.ok()) << held.error().to_string();
+    }
+  }
   const q3::gpu::StreamSetup setups[2] = {{&prompt, ga}, {&pb, gb}};
   Status st = f.admit(slots, setups);
   EXPECT_TRUE(st.ok()) << st.error().to_string();
@@ -434,6 +456,40 @@ TEST(GpuTextInput, AParkedSlotComesOutAsItWentIn) {
     EXPECT_EQ(planted.a, want.a);   // the other slot is untouched either way
     EXPECT_NE(planted.b, want.b);   // a waiting slot that runs anyway is caught
     EXPECT_NE(want.a, want.b);      // not a comparison of constants
+  }
+}
+
+// Parking with paged backbone caches: the parked frames' rows land in pages of the slot's own
+// reservation, the codes are the contiguous pool's, and every page comes back with the pool. The
+// wait is longer than a page, so a parked slot counted as advancing would outgrow its reservation.
+TEST(GpuTextInput, AParkedSlotWithPagedCachesTakesNoPagesOfItsOwn) {
+  REQUIRE_GPU();
+  const std::string dir = "models/tiny_custom_voice";
+  auto dev = q3::gpu::upload_model(test::tiny_model(dir));
+  ASSERT_TRUE(dev.ok()) << dev.error().to_string();
+  q3::PromptInputs in;
+  in.text_ids = test::prompt_ids().text;
+  in.speaker = "ryan";
+  in.language = "english";
+  in.layout = q3::TextLayout::kStreaming;
+  auto prompt = q3::build_prompt(*test::tiny_model(dir), in);
+  ASSERT_TRUE(prompt.ok()) << prompt.error().to_string();
+  const nn::Qwen3Dims& d = (*dev)->talker().dims();
+  constexpr int kLongWait = 2 * static_cast<int>(nn::kKvPagePositions);
+  for (const bool split : {false, true}) {
+    SCOPED_TRACE(split ? "two graphs per frame" : "one graph per frame");
+    auto pages = nn::gpu::KvPagePool::create(d.layers, (*dev)->talker().kv_width());
+    ASSERT_TRUE(pages.ok()) << pages.error().to_string();
+    const PoolRun want = pool_run(*dev, *prompt, true, true, split, kLongWait);
+    const PoolRun paged = pool_run(*dev, *prompt, true, true, split, kLongWait, *pages);
+    ASSERT_EQ(want.b.size(), 24u);
+    EXPECT_EQ(paged.a, want.a);
+    EXPECT_EQ(paged.b, want.b);
+    EXPECT_NE(want.a, want.b);  // not a comparison of constants
+    const nn::KvPageStats ps = (*pages)->stats();
+    EXPECT_GT(ps.total, 0);
+    EXPECT_EQ(ps.free, ps.total) << "pages held after the pool is gone";
+    EXPECT_EQ(ps.promised, 0);
   }
 }
 

@@ -100,7 +100,8 @@ Status FrameBatch::alloc_own() {
 }
 
 Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<const DeviceModel> model, int slots,
-                                                            int branches, Activations act, int64_t positions) {
+                                                            int branches, Activations act, int64_t positions,
+                                                            std::shared_ptr<nn::gpu::KvPagePool> pages) {
   if (!model || slots < 1 || branches < 1 || branches > 3) return make_error(ErrorCode::kInternal, "breeze frame pool: no model or no slots");
   if (positions < 2 || positions > std::numeric_limits<int32_t>::max() / 4)
     return make_error(ErrorCode::kOutOfRange, "breeze frame pool: too many positions");
@@ -112,7 +113,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<cons
   f.V_ = f.m_->vocab();
   f.bf16_ = act == Activations::kBF16;
   f.pool_branches_ = branches;
-  CHORUS_TRY(f.init_pool(f.recipe(), slots, branches, positions));
+  CHORUS_TRY(f.init_pool(f.recipe(), slots, branches, positions, std::move(pages)));
   CHORUS_TRY(f.alloc_own());
   return fb;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 #include <type_traits>
+#include <utility>
 
 #include "models/frame_core/frame_kernels_cuda.h"
 
@@ -69,8 +70,15 @@ Status FrameCore::init(const FrameRecipe& r, std::span<const SlotSetup> slots, i
   return ok_status();
 }
 
-Status FrameCore::init_pool(const FrameRecipe& r, int slots, int branches, int64_t capacity) {
+Status FrameCore::init_pool(const FrameRecipe& r, int slots, int branches, int64_t capacity,
+                            std::shared_ptr<nn::gpu::KvPagePool> pages) {
   if (slots < 1 || branches < 1 || capacity < 2) return make_error(ErrorCode::kInternal, "frame pool: no slots");
+  if (pages) {
+    if (!r.backbone || pages->page_floats() != KvCacheRef::page_floats(r.backbone->dims().layers, r.backbone->kv_width()))
+      return make_error(ErrorCode::kInternal, "frame pool: a page pool of another backbone");
+    CHORUS_ASSIGN(kv_, KvPaging::create(std::move(pages), slots, branches, capacity));
+    bytes_ += kv_->bytes();
+  }
   CHORUS_TRY(allocate(r, slots, branches, capacity,
                       std::max<int64_t>({int64_t{slots} * branches, kPrefillChunkRows, capacity})));
   // Free slots compute too (up to the active count): their buffers start zeroed (DeviceBuffer::alloc)
@@ -124,7 +132,7 @@ Status FrameCore::allocate(const FrameRecipe& r, int S_in, int NB, int64_t capac
 
   const size_t F = sizeof(float), I = sizeof(int32_t);
   const auto n = [](int64_t v) { return static_cast<size_t>(v); };
-  CHORUS_TRY(alloc(bb_kv_, n(KvCacheRef::floats(bd.layers, Q, cap_, bd.kv_heads * bd.head_dim)) * F));
+  if (!kv_) CHORUS_TRY(alloc(bb_kv_, n(KvCacheRef::floats(bd.layers, Q, cap_, bd.kv_heads * bd.head_dim)) * F));
   CHORUS_TRY(alloc(depth_kv_, n(KvCacheRef::floats(dd.layers, Q, G, dd.kv_heads * dd.head_dim)) * F));
   CHORUS_TRY(alloc(bb_h_, n(bb_rows_ * H) * F));
   CHORUS_TRY(alloc(bb_out_, n(bb_rows_ * H) * F));
@@ -210,8 +218,10 @@ Status FrameCore::admit_slots(std::span<const int> slots, std::span<const SlotSe
   if (setups.size() != slots.size() || seqs.size() != slots.size() * static_cast<size_t>(NB_))
     return make_error(ErrorCode::kInternal, "frame pool: one setup per slot and one prompt per sequence");
   if (pipe_.frame_ahead()) return make_error(ErrorCode::kInternal, "frame pool: a frame is in flight");
+  CHORUS_TRY(std::exchange(kv_error_, ok_status()));
   cudaStream_t s = stream_.get();
   CHORUS_TRY(stream_.synchronize());
+  if (kv_) CHORUS_TRY(kv_->reclaim(pipe_.waited()));
   const auto put = [](const cuda::DeviceBuffer& b, int64_t index, const auto& v) {
     using T = std::decay_t<decltype(v)>;
     return cuda::check(cudaMemcpy(b.as<uint8_t>() + index * static_cast<int64_t>(sizeof(T)), &v, sizeof(T),
@@ -238,7 +248,9 @@ Status FrameCore::admit_slots(std::span<const int> slots, std::span<const SlotSe
     CHORUS_TRY(put(frames_, slot, int32_t{0}));
     CHORUS_TRY(put(report_, 2 * S_ * G_ + slot, int32_t{0}));  // the error flag
     CHORUS_CUDA_TRY(cudaMemset(history_.as<uint8_t>() + slot * BV_, 0, static_cast<size_t>(BV_)));
+    if (kv_) CHORUS_TRY(kv_->admit(slot, setup.prompt_rows));  // pages for the prompt
   }
+  if (kv_) CHORUS_TRY(kv_->flush(s));
 
   std::vector<int> seq_index;  // the sequence q of each prompt
   for (size_t k = 0; k < seqs.size(); ++k) seq_index.push_back(slots[k / NB_] * NB_ + static_cast<int>(k % NB_));
@@ -264,9 +276,30 @@ Status FrameCore::admit_slots(std::span<const int> slots, std::span<const SlotSe
   return ok_status();
 }
 
-Status FrameCore::prefill_prompts(std::span<const int> seq_index, std::span<const SeqRows> seqs, cudaStream_t s) {
+KvCacheRef FrameCore::backbone_kv() const {
   const nn::Qwen3Dims& bd = r_.backbone->dims();
-  const KvCacheRef kv{bb_kv_.as<float>(), Q_, cap_, bd.kv_heads * bd.head_dim};
+  KvCacheRef kv{bb_kv_.as<float>(), Q_, cap_, bd.kv_heads * bd.head_dim};
+  if (kv_) kv.pages = kv_->table();
+  return kv;
+}
+
+Status FrameCore::hold_pages(int slot, int64_t pages) {
+  if (!kv_) return make_error(ErrorCode::kInternal, "frame pool: pages for a pool that is not paged");
+  return kv_->hold(slot, pages);
+}
+
+void FrameCore::release_slot(int slot) {
+  if (!kv_) return;
+  Status st = kv_->release(slot, pipe_.launched());
+  // With no frame in flight nothing can write the pages any more (this pool's next launch first
+  // points the slot's entries at the scratch page). A pool left without streams waits for its
+  // frame in flight (whose results nobody reads) now, so no pages linger in an idle pool.
+  if (st.ok()) st = kv_->idle() ? settle() : kv_->reclaim(pipe_.waited());
+  if (!st.ok() && kv_error_.ok()) kv_error_ = std::move(st);
+}
+
+Status FrameCore::prefill_prompts(std::span<const int> seq_index, std::span<const SeqRows> seqs, cudaStream_t s) {
+  const KvCacheRef kv = backbone_kv();
   for (size_t a = 0; a < seqs.size();) {
     size_t b = a;  // prompts a..b−1 form one chunk
     int64_t rows = 0;
@@ -361,8 +394,7 @@ Status FrameCore::advance_single(cudaStream_t s) {
 }
 
 Status FrameCore::enqueue_backbone(cudaStream_t s) {
-  const nn::Qwen3Dims& bd = r_.backbone->dims();
-  const KvCacheRef kv{bb_kv_.as<float>(), Q_, cap_, bd.kv_heads * bd.head_dim};
+  const KvCacheRef kv = backbone_kv();
   CHORUS_TRY(backbone_inputs(s));
   const cuda::RowMap map{iota_.as<int32_t>(), bb_pos_.as<int32_t>(), rows(), true};
   CHORUS_TRY(r_.backbone->forward(bb_h_.as<float>(), z_.as<float>(), map, kv, bb_scratch_, ws_, s, r_.bf16));
@@ -406,9 +438,17 @@ Status FrameCore::run_frame(bool feed, std::optional<bool> then) {
   const bool park = !parked_.empty();
   if (park && (then || pipe_.frame_ahead()))
     return make_error(ErrorCode::kInternal, "frame batch: a parked slot in a frame launched ahead");
+  if (kv_) {
+    // Pages for the positions this call's launches write (the frame unless it was launched ahead,
+    // and the one launched ahead now), in the table before they run. Parked slots do not advance.
+    CHORUS_TRY(std::exchange(kv_error_, ok_status()));
+    CHORUS_TRY(kv_->before_launch((pipe_.frame_ahead() ? 0 : 1) + (then ? 1 : 0), parked_));
+    CHORUS_TRY(kv_->flush(s));
+  }
   if (park) CHORUS_TRY(copy_parked(false, s));
   CHORUS_TRY(pipe_.run_frame(s, feed, then, [&] { return enqueue_depth(s); }, [&] { return enqueue_backbone(s); }));
   if (park) CHORUS_TRY(copy_parked(true, s));
+  if (kv_) CHORUS_TRY(kv_->reclaim(pipe_.waited()));
   times_.depth_ms = pipe_.first_half_ms();
   times_.backbone_ms = pipe_.second_half_ms();
   return ok_status();

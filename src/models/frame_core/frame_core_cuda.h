@@ -27,17 +27,23 @@
 // are only read by frames (text rows, guidance settings) or are per-frame scratch.
 //
 // A batch is either fixed (init: its streams start together) or a pool (init_pool: streams join
-// free slots between frames and leave when they end; continuous batching). Built only with CUDA.
+// free slots between frames and leave when they end; continuous batching). A pool given a page pool
+// keeps its backbone caches in pages that its streams take as they grow (KvPaging; nn/kv_pages.h
+// gives the admission rule); a fixed batch, or a pool without one, holds every slot's whole
+// capacity in one contiguous buffer. Built only with CUDA.
 #pragma once
 
 #ifdef CHORUS_HAVE_CUDA
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "models/frame_core/kv_paging_cuda.h"
 #include "nn/device_stack_cuda.h"
+#include "nn/kv_page_pool_cuda.h"
 #include "runtime/cuda/cuda_handles.h"
 #include "runtime/cuda/frame_pipeline.h"
 #include "runtime/cuda/ops.h"
@@ -99,8 +105,12 @@ class FrameCore {
   int active_slots() const { return n_; }
   // A frame launched ahead whose report has not been read (run_frame with `then`).
   bool frame_ahead() const { return pipe_.frame_ahead(); }
-  // Waits for a frame launched ahead whose streams have all left (before admit_slots).
-  Status settle() { return pipe_.settle(); }
+  // Waits for a frame launched ahead whose streams have all left (before admit_slots); a paged
+  // pool's pages that only such a frame could still write go back.
+  Status settle() {
+    CHORUS_TRY(pipe_.settle());
+    return kv_ ? kv_->reclaim(pipe_.waited()) : ok_status();
+  }
 
   // The depth walk of the current frame; with feed, also the backbone step and the next codebook 0.
   // Returns when frame_codes() (and next_c0() with feed) are valid. With `then`, the following frame
@@ -129,14 +139,34 @@ class FrameCore {
   const FrameTiming& timing() const { return times_; }
   size_t device_bytes() const { return bytes_; }
 
+  // Paged pools: the pages a stream needs at most, reserved in the page pool before it takes a
+  // slot (`positions`: its prompt rows and frame limit; `branches` sequences). One position more
+  // than that: a frame launched ahead may run once past the stream's last frame.
+  using PagePool = nn::gpu::KvPagePool;  // engine/frame_pools.h's DevicePools::pages
+  static int64_t kv_pages_for_stream(int64_t positions, int branches) {
+    return branches * nn::kv_pages_for(positions + 1);
+  }
+  bool paged() const { return kv_ != nullptr; }
+  // A free slot of a paged pool takes a reservation of `pages` (kv_pages_for_stream) that its
+  // stream's sequences take pages from (admit_slots and the frames) and release_slot returns.
+  Status hold_pages(int slot, int64_t pages);
+  // The slot's stream has left (ended, cancelled or dropped): its pages return to the page pool
+  // once no frame in flight can write them (at once when it was the pool's last stream: that
+  // frame is waited for), its reservation at once. Nothing for unpaged pools; an error here comes
+  // back from the next run_frame or admit_slots.
+  void release_slot(int slot);
+  int64_t slot_kv_pages(int slot) const { return kv_ ? kv_->slot_pages(slot) : 0; }
+
  protected:
   FrameCore() = default;
   // Allocates the shared buffers (backbone caches of `capacity` positions per sequence) and uploads
   // the slots' counters and sampler settings. The family allocates its own buffers after.
   Status init(const FrameRecipe& r, std::span<const SlotSetup> slots, int64_t capacity);
   // A pool: the shared buffers for `slots` slots of `branches` sequences and `capacity` positions
-  // each, every slot free; streams come in through admit_slots. No slot is active yet.
-  Status init_pool(const FrameRecipe& r, int slots, int branches, int64_t capacity);
+  // each, every slot free; streams come in through admit_slots. No slot is active yet. With
+  // `pages`, the backbone caches are paged (capacity a multiple of nn::kKvPagePositions).
+  Status init_pool(const FrameRecipe& r, int slots, int branches, int64_t capacity,
+                   std::shared_ptr<nn::gpu::KvPagePool> pages = nullptr);
   // Streams into free slots of a pool, with no frame in flight: each slot's counters and sampler
   // settings reset to its stream's, its penalty history and error flag cleared, its sequences'
   // prompts (`seqs`: branches() per slot, in the order of `slots`) through the backbone, and
@@ -196,6 +226,8 @@ class FrameCore {
   const int32_t* shown() const { return static_cast<const int32_t*>(pipe_.report()); }
   // Buffers for S slots of NB sequences, `prefill_rows` prompt rows per prefill chunk.
   Status allocate(const FrameRecipe& r, int S, int NB, int64_t capacity, int64_t prefill_rows);
+  // The backbone's caches, contiguous (bb_kv_) or paged.
+  KvCacheRef backbone_kv() const;
   // Prompts through the backbone in chunks of at most bb_rows_ rows into the caches of sequences
   // seq_index[k]; each prompt's last output row goes to z_ row seq_index[k].
   Status prefill_prompts(std::span<const int> seq_index, std::span<const SeqRows> seqs, cudaStream_t s);
@@ -213,6 +245,8 @@ class FrameCore {
   cuda::DeviceBuffer park_stash_;  // the parked slots' saved state, allocated at the first parking
   cuda::Event ev_[2];  // the prefill's start and end
   cuda::FramePipeline pipe_;
+  std::unique_ptr<KvPaging> kv_;  // paged pools only (gives its pages back after ~FrameCore's sync)
+  Status kv_error_;               // of release_slot, reported by the next call that can
   FrameTiming times_;
   size_t bytes_ = 0;
 };

@@ -27,6 +27,20 @@ __global__ void gather_kernel(const float* src, const int32_t* index, int64_t wi
   for (int64_t d = threadIdx.x; d < width; d += blockDim.x) dst[i * width + d] = s[d];
 }
 
+// Entries per launch of set_table_entries (its arguments stay well under the 4 KB limit).
+constexpr int kTableEntries = 64;
+struct TableEntries {
+  int64_t index[kTableEntries];
+  float* page[kTableEntries];
+  int n;
+};
+
+// Launched without PDL: it starts after the kernels before it, which may read the table, are done.
+__global__ void set_entries_kernel(float** table, TableEntries e) {
+  const int i = threadIdx.x;
+  if (i < e.n) table[e.index[i]] = e.page[i];
+}
+
 // The slots of one launch, passed by value so that no host-to-device copy (and no wait for the
 // stream) is needed to name them.
 constexpr int kSlotsPerLaunch = 128;
@@ -52,6 +66,20 @@ __global__ void slot_state_kernel(SlotRegions regions, SlotList list, uint8_t* s
 }
 
 }  // namespace
+
+Status set_table_entries(float** table, const int64_t* index, float* const* page, int n, cudaStream_t s) {
+  for (int a = 0; a < n; a += kTableEntries) {
+    TableEntries e{};
+    e.n = n - a < kTableEntries ? n - a : kTableEntries;
+    for (int i = 0; i < e.n; ++i) {
+      e.index[i] = index[a + i];
+      e.page[i] = page[a + i];
+    }
+    set_entries_kernel<<<1, kTableEntries, 0, s>>>(table, e);
+    CHORUS_CUDA_LAUNCHED("set_entries_kernel");
+  }
+  return ok_status();
+}
 
 Status copy_slot_state(const SlotRegions& regions, const int32_t* slots, int n, uint8_t* stash, bool restore,
                        cudaStream_t s) {

@@ -16,6 +16,10 @@ namespace chorus::frame_core::gpu {
 Status advance_frames(int32_t* frames, const int32_t* prompt_rows, int32_t capacity, int32_t* pos, int B,
                       const int32_t* codes, int G, int32_t* saved, cudaStream_t s);
 
+// table[index[i]] = page[i] for i < n, in stream order (kernel arguments: the host's arrays may go
+// at once). Paged caches' table entries change between frames this way.
+Status set_table_entries(float** table, const int64_t* index, float* const* page, int n, cudaStream_t s);
+
 // A slot's state that a frame changes, as regions of per-slot buffers: slot s's part of region r
 // is base[r] + s·bytes[r].
 struct SlotRegions {

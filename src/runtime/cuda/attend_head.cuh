@@ -13,6 +13,30 @@ constexpr int kSmallContext = 64;  // KV capacities up to this attend with 4 war
 
 __host__ __device__ inline int attention_warps(int64_t capacity) { return capacity > kSmallContext ? 16 : 4; }
 
+// One sequence's cached keys (or values) of one layer at one kv head's columns: the row of each
+// position, in a contiguous cache or shared memory (base, step), or a paged cache (ops.h KvLayer:
+// pages, off, step, shift). Whether rows are paged is a template parameter of the functions that
+// read them (kv_row), so the contiguous kernels keep their code and registers; a paged row costs one
+// page-table read (a group of scored keys shares one: score_keys).
+struct KvRows {
+  float* base = nullptr;          // contiguous: position 0's row
+  float* const* pages = nullptr;  // paged: the sequence's page table (device addresses)
+  int64_t off = 0;                // paged: the rows' offset inside a page (floats)
+  int64_t step = 0;               // floats from one position to the next
+  int shift = 0;                  // paged: log2 of the positions per page
+};
+template <bool PAGED>
+__device__ __forceinline__ float* kv_row(const KvRows& r, int j) {
+  if constexpr (PAGED) return r.pages[j >> r.shift] + r.off + static_cast<int64_t>(j & ((1 << r.shift) - 1)) * r.step;
+  else return r.base + static_cast<int64_t>(j) * r.step;
+}
+__device__ __forceinline__ KvRows contiguous_rows(const float* base, int64_t step) {
+  KvRows r;
+  r.base = const_cast<float*>(base);
+  r.step = step;
+  return r;
+}
+
 // The shared scratch of one head's attention over n keys: q, the new key and value [D each],
 // scores [n], per-warp partial outputs [warps, D].
 struct HeadScratch {
@@ -37,6 +61,24 @@ __device__ inline void prefetch_kv_l2(const float* k, const float* v, int64_t fl
   const unsigned bytes = static_cast<unsigned>((end - begin) * sizeof(float));
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(k + begin), "r"(bytes) : "memory");
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(v + begin), "r"(bytes) : "memory");
+}
+
+// The same over a paged cache: the earlier positions' rows (`row` floats each) are contiguous
+// within each page (at + k_off and + v_off), so the part is prefetched piece by piece per page.
+__device__ inline void prefetch_kv_pages_l2(float* const* pages, int64_t k_off, int64_t v_off, int shift,
+                                            int64_t earlier, int64_t row, int part, int parts) {
+  const int64_t floats = earlier * row, page_floats = row << shift;
+  const int64_t chunk = ((floats + parts - 1) / parts + 3) & ~int64_t{3};
+  const int64_t begin = part * chunk, end = min(floats, begin + chunk);
+  for (int64_t b = begin; b < end;) {
+    const int64_t page = b / page_floats, in = b - page * page_floats;
+    const int64_t e = min(end, (page + 1) * page_floats);
+    const unsigned bytes = static_cast<unsigned>(((e - b) * sizeof(float) + 15) & ~size_t{15});
+    const float* base = pages[page];
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + k_off + in), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + v_off + in), "r"(bytes) : "memory");
+    b = e;
+  }
 }
 
 // The new row's part of a decode attention in three steps, so that a kernel can take the first
@@ -126,18 +168,20 @@ __device__ __forceinline__ float scaled_score(float dot, float scale, bool bf16)
   return bf16 ? round_bf16(__fmul_rn(round_bf16(dot), scale)) : dot * scale;
 }
 
-// The dot products q · k_j of keys j0 .. j0 + KEYS − 1 (those below n), key j at kb + j·kstep
+// The dot products q · k_j of keys j0 .. j0 + KEYS − 1 (those below n), key j at kv_row(kb, j)
 // except j == new_pos (knew), handed to store(u, dot of key j0 + u) in every lane. A lane sums its
 // dims d = lane + 32i in i order, then the warp reduces by a butterfly (of commutative adds, so
 // every lane holds the same sums). UNROLL_D: the dims loop unrolled, so all the keys' reads are in
-// flight at once (rolled, each step waits for its own round trip).
-template <bool UNROLL_D, int KEYS, class Store>
-__device__ __forceinline__ void score_keys(const float* qs, const float* kb, int64_t kstep, const float* knew,
-                                           int new_pos, int n, int j0, int D, Store store) {
+// flight at once (rolled, each step waits for its own round trip). j0 is a multiple of KEYS, and a
+// page holds whole groups of KEYS positions (nn/kv_pages.h), so the group's rows follow row j0's.
+template <bool UNROLL_D, int KEYS, bool PAGED, class Store>
+__device__ __forceinline__ void score_keys(const float* qs, const KvRows& kb, const float* knew, int new_pos, int n,
+                                           int j0, int D, Store store) {
   const int lane = threadIdx.x & 31;
+  const float* first = kv_row<PAGED>(kb, j0);
   const float* kr[KEYS];
 #pragma unroll
-  for (int u = 0; u < KEYS; ++u) kr[u] = j0 + u == new_pos ? knew : kb + (j0 + u) * kstep;
+  for (int u = 0; u < KEYS; ++u) kr[u] = j0 + u == new_pos ? knew : first + u * kb.step;
   float acc[KEYS];
 #pragma unroll
   for (int u = 0; u < KEYS; ++u) acc[u] = 0.0f;
@@ -170,12 +214,12 @@ __device__ __forceinline__ void score_keys(const float* qs, const float* kb, int
 // stack's talker attention measured 1.5x faster with the dims unrolled; the per-kernel attention
 // ~1 % slower. KEYS: keys per warp at a time (the small-cache kernel gives each of its warps 4 of
 // 16; each key's sum is the same whichever warp forms it).
-template <bool UNROLL_D, int KEYS = kKeysPerWarp>
-__device__ inline void head_scores(const float* qs, const float* kb, int64_t kstep, const float* knew, int new_pos,
-                                   int n, int warps, int D, float scale, bool bf16, float* sc) {
+template <bool UNROLL_D, int KEYS = kKeysPerWarp, bool PAGED = false>
+__device__ inline void head_scores(const float* qs, const KvRows& kb, const float* knew, int new_pos, int n, int warps,
+                                   int D, float scale, bool bf16, float* sc) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int j0 = warp * KEYS; j0 < n; j0 += warps * KEYS)
-    score_keys<UNROLL_D, KEYS>(qs, kb, kstep, knew, new_pos, n, j0, D, [&](int u, float dot) {
+    score_keys<UNROLL_D, KEYS, PAGED>(qs, kb, knew, new_pos, n, j0, D, [&](int u, float dot) {
       if (lane == 0 && j0 + u < n) sc[j0 + u] = scaled_score(dot, scale, bf16);
     });
 }
@@ -204,9 +248,9 @@ __device__ __forceinline__ float softmax_weight(const SoftmaxStats& st, float sc
 // lane l the dims l + 32i → part[warp]. UNROLL_J value rows in flight per warp; the sums run in j
 // order either way, so it does not change results. The per-kernel attention uses 8 (1.7B talker 7 %
 // faster than with 4); the persistent stack uses 4 (8 measured no faster there).
-template <int UNROLL_J>
-__device__ inline void head_values(const float* sc, int n, const float* vb, int64_t kstep, const float* vnew,
-                                   int new_pos, int warps, int D, bool bf16, float* part) {
+template <int UNROLL_J, bool PAGED = false>
+__device__ inline void head_values(const float* sc, int n, const KvRows& vb, const float* vnew, int new_pos, int warps,
+                                   int D, bool bf16, float* part) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const SoftmaxStats st = softmax_stats(sc, n);
   float acc[kHeadChunks];
@@ -215,7 +259,7 @@ __device__ inline void head_values(const float* sc, int n, const float* vb, int6
 #pragma unroll UNROLL_J
   for (int j = warp; j < n; j += warps) {
     const float pj = softmax_weight(st, sc[j], bf16);
-    const float* vr = j == new_pos ? vnew : vb + j * kstep;
+    const float* vr = j == new_pos ? vnew : kv_row<PAGED>(vb, j);
 #pragma unroll
     for (int i = 0; i < kHeadChunks; ++i) {
       const int d = lane + 32 * i;

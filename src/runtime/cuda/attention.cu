@@ -16,6 +16,29 @@ namespace {
 
 constexpr int kNormWarps = 4;
 
+// Sequence seq's key (or value) rows of one layer at columns col.. (a kv head), contiguous or paged
+// (kv.pages set; the kernels that read paged caches are instantiated apart).
+template <bool PAGED>
+__device__ __forceinline__ dev::KvRows kv_rows(const KvLayer& kv, bool values, int64_t seq, int64_t col,
+                                               int64_t step) {
+  dev::KvRows r;
+  r.step = step;
+  if constexpr (PAGED) {
+    r.pages = kv.pages + seq * (kv.capacity >> kv.page_shift);
+    r.off = (values ? kv.v_page : kv.k_page) + col;
+    r.shift = kv.page_shift;
+  } else {
+    r.base = (values ? kv.v : kv.k) + seq * kv.seq_stride + col;
+  }
+  return r;
+}
+// The row of (seq, pos), either way (a kernel that stores one row per call).
+__device__ __forceinline__ float* kv_row_any(const KvLayer& kv, bool values, int64_t seq, int pos, int64_t col,
+                                             int64_t step) {
+  return kv.pages ? dev::kv_row<true>(kv_rows<true>(kv, values, seq, col, step), pos)
+                  : dev::kv_row<false>(kv_rows<false>(kv, values, seq, col, step), pos);
+}
+
 // grid (ceil((Hq + Hkv) / kNormWarps), rows): one warp per head (query heads, then kv heads).
 __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, int Hkv, int D, const float* qn,
                                           const float* kn, float eps, const float* inv_freq, const int32_t* seqs,
@@ -41,10 +64,11 @@ __global__ void qk_norm_rope_store_kernel(const float* qkv, int64_t ld, int Hq, 
     dev::norm_rope_head(buf, D, qn, eps, inv_freq, pos, q_out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(job) * D,
                    bf16);
   } else {
-    const int64_t off = seq * kv.seq_stride + static_cast<int64_t>(pos) * kvw + static_cast<int64_t>(g) * D;
-    dev::norm_rope_head(buf, D, kn, eps, inv_freq, pos, kv.k + off, bf16);
+    float* kdst = kv_row_any(kv, false, seq, pos, static_cast<int64_t>(g) * D, kvw);
+    float* vdst = kv_row_any(kv, true, seq, pos, static_cast<int64_t>(g) * D, kvw);
+    dev::norm_rope_head(buf, D, kn, eps, inv_freq, pos, kdst, bf16);
     const float* vsrc = row + static_cast<int64_t>(Hq + Hkv) * D + static_cast<int64_t>(g) * D;
-    for (int d = lane; d < D; d += 32) kv.v[off + d] = vsrc[d];
+    for (int d = lane; d < D; d += 32) vdst[d] = vsrc[d];
   }
 }
 
@@ -98,13 +122,19 @@ __device__ inline void preload_rows(const float* k, const float* v, int64_t stri
 // While the previous kernel runs (thread 0 of each block, before the PDL wait): the block's share of
 // row r's earlier keys and values, every kv head, into L2. The position read before the wait is a
 // hint; the caches are only read after it.
+template <bool PAGED>
 __device__ inline void prefetch_earlier_kv(const AttnParams& a, int64_t r, int hint) {
   if (threadIdx.x != 0) return;
   const int64_t seq = a.seqs[r];
   const int64_t earlier = min(static_cast<int64_t>(hint), a.kv.capacity);
-  if (earlier > 0 && seq >= 0)
-    dev::prefetch_kv_l2(a.kv.k + seq * a.kv.seq_stride, a.kv.v + seq * a.kv.seq_stride,
-                        earlier * a.Hkv * a.D, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+  if (earlier <= 0 || seq < 0) return;
+  const int64_t row = static_cast<int64_t>(a.Hkv) * a.D;
+  if constexpr (PAGED)
+    dev::prefetch_kv_pages_l2(a.kv.pages + seq * (a.kv.capacity >> a.kv.page_shift), a.kv.k_page, a.kv.v_page,
+                              a.kv.page_shift, earlier, row, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+  else
+    dev::prefetch_kv_l2(a.kv.k + seq * a.kv.seq_stride, a.kv.v + seq * a.kv.seq_stride, earlier * row,
+                        static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
 }
 
 // grid (q heads, rows). Shared: q, new key, new value [D each], scores [n], per-warp partial
@@ -113,8 +143,9 @@ __device__ inline void prefetch_earlier_kv(const AttnParams& a, int64_t r, int h
 // and the first query head of each kv group stores them into the cache for later steps.
 // PRELOAD (FUSED, caches that preloads() takes) is a separate instantiation: as a branch, its extra
 // code slows the attention over long caches (1.7B talker) by ~1 %.
-template <bool FUSED, bool PRELOAD = false>
+template <bool FUSED, bool PRELOAD = false, bool PAGED = false>
 __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a) {
+  static_assert(!(PRELOAD && PAGED), "the preload reads contiguous rows");
   extern __shared__ float smem[];
   const int Hq = a.Hq, Hkv = a.Hkv, D = a.D;
   const int h = blockIdx.x;
@@ -136,7 +167,7 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
       preloaded_pos = hint;
     }
   }
-  if (FUSED && a.kv.capacity > dev::kSmallContext) prefetch_earlier_kv(a, r, hint);
+  if (FUSED && a.kv.capacity > dev::kSmallContext) prefetch_earlier_kv<PAGED>(a, r, hint);
   dev::HeadRowConsts hc{};
   if (FUSED) hc = dev::head_new_row_consts(a.qn, a.kn, a.inv_freq, D, hint);
   dev::pdl_wait();
@@ -155,12 +186,13 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
   const dev::HeadScratch w = dev::head_scratch(smem, D, n);
   float *qs = w.q, *knew = w.knew, *vnew = w.vnew, *sc = w.scores, *part = w.part;
   const int64_t kstride = static_cast<int64_t>(Hkv) * D;
-  const float* kb = kv.k + seq * kv.seq_stride + static_cast<int64_t>(g) * D;
-  const float* vb = kv.v + seq * kv.seq_stride + static_cast<int64_t>(g) * D;
+  const dev::KvRows kb = kv_rows<PAGED>(kv, false, seq, static_cast<int64_t>(g) * D, kstride);
+  const dev::KvRows vb = kv_rows<PAGED>(kv, true, seq, static_cast<int64_t>(g) * D, kstride);
   if constexpr (FUSED) {
-    const int64_t off = seq * kv.seq_stride + static_cast<int64_t>(pos) * kstride + static_cast<int64_t>(g) * D;
-    dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, a.bf16, qs, knew, vnew,
-                             h % group == 0 && pos < kv.capacity, kv.k + off, kv.v + off);
+    const bool store = h % group == 0 && pos < kv.capacity;
+    dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, a.bf16, qs, knew, vnew, store,
+                             store ? dev::kv_row<PAGED>(kb, pos) : nullptr,
+                             store ? dev::kv_row<PAGED>(vb, pos) : nullptr);
   } else {
     for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = a.q[r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D + d];
   }
@@ -168,12 +200,12 @@ __global__ void __launch_bounds__(kAttnMaxThreads) attention_kernel(AttnParams a
   const int new_pos = FUSED ? pos : -1;  // the fused kernel's new key and value are in shared memory
   // Earlier keys and values: preloaded [capacity][D] rows in shared memory, or the cache.
   const bool pre = PRELOAD && preloaded_pos == pos;
-  const float* keys = pre ? smem + preload_offset(D, kv.capacity) : kb;
-  const float* values = pre ? keys + kv.capacity * D : vb;
-  const int64_t step = pre ? D : kstride;
-  dev::head_scores<false>(qs, keys, step, knew, new_pos, n, warps, D, a.scale, a.bf16, sc);
+  const float* pre_keys = smem + preload_offset(D, kv.capacity);
+  const dev::KvRows keys = pre ? dev::contiguous_rows(pre_keys, D) : kb;
+  const dev::KvRows values = pre ? dev::contiguous_rows(pre_keys + kv.capacity * D, D) : vb;
+  dev::head_scores<false, dev::kKeysPerWarp, PAGED>(qs, keys, knew, new_pos, n, warps, D, a.scale, a.bf16, sc);
   __syncthreads();
-  dev::head_values<8>(sc, n, values, step, vnew, new_pos, warps, D, a.bf16, part);
+  dev::head_values<8, PAGED>(sc, n, values, vnew, new_pos, warps, D, a.bf16, part);
   __syncthreads();
   dev::head_output(part, warps, D, blockDim.x, a.bf16, o);
 }
@@ -224,9 +256,10 @@ __global__ void __launch_bounds__(kSmallWarps * 32) attention_small_kernel(AttnP
   dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, BF16, w.q, w.knew, w.vnew,
                            h % group == 0 && pos < cap, a.kv.k + off, a.kv.v + off);
   __syncthreads();
-  dev::head_scores<false, 4>(w.q, keys, D, w.knew, pos, n, kSmallWarps, D, a.scale, BF16, w.scores);
+  dev::head_scores<false, 4>(w.q, dev::contiguous_rows(keys, D), w.knew, pos, n, kSmallWarps, D, a.scale, BF16,
+                             w.scores);
   __syncthreads();
-  dev::head_values<8>(w.scores, n, values, D, w.vnew, pos, kSmallWarps, D, BF16, w.part);
+  dev::head_values<8>(w.scores, n, dev::contiguous_rows(values, D), w.vnew, pos, kSmallWarps, D, BF16, w.part);
   __syncthreads();
   dev::head_output(w.part, kSmallWarps, D, kSmallWarps * 32, BF16, o);
 }
@@ -247,7 +280,7 @@ constexpr int kLongWarps = 16;
 static_assert(kLongWarps * 32 == kAttnMaxThreads);
 constexpr int kLongSplit = 2;  // blocks per query head
 
-template <int D, bool BF16, int SPLIT>
+template <int D, bool BF16, int SPLIT, bool PAGED = false>
 __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32) attention_split_kernel(AttnParams a) {
   constexpr int kKeys = 16, kSets = kLongWarps / SPLIT, kChunks = D / 32 / SPLIT;
   static_assert(D % (32 * SPLIT) == 0 && kLongWarps % SPLIT == 0, "a set's dims split evenly over SPLIT warps");
@@ -260,7 +293,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32)
   const int Hq = a.Hq, Hkv = a.Hkv, group = Hq / Hkv, g = h / group;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int hint = a.poss[r];
-  prefetch_earlier_kv(a, r, hint);
+  prefetch_earlier_kv<PAGED>(a, r, hint);
   dev::HeadRowConsts hc = dev::head_new_row_consts(a.qn, a.kn, a.inv_freq, D, hint);
   dev::pdl_wait();
   const int pos = a.poss[r];
@@ -276,16 +309,16 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32)
   }
   const dev::HeadScratch w = dev::head_scratch(smem, D, n);
   const int64_t kstride = static_cast<int64_t>(Hkv) * D;
-  float* kb = a.kv.k + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
-  float* vb = a.kv.v + seq * a.kv.seq_stride + static_cast<int64_t>(g) * D;
-  const int64_t off = static_cast<int64_t>(pos) * kstride;
-  dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, BF16, w.q, w.knew, w.vnew,
-                           part == 0 && h % group == 0 && pos < a.kv.capacity, kb + off, vb + off);
+  const dev::KvRows kb = kv_rows<PAGED>(a.kv, false, seq, static_cast<int64_t>(g) * D, kstride);
+  const dev::KvRows vb = kv_rows<PAGED>(a.kv, true, seq, static_cast<int64_t>(g) * D, kstride);
+  const bool store = part == 0 && h % group == 0 && pos < a.kv.capacity;
+  dev::head_new_row_finish(x, hc, a.qn != nullptr, a.kn != nullptr, D, a.eps, pos, BF16, w.q, w.knew, w.vnew, store,
+                           store ? dev::kv_row<PAGED>(kb, pos) : nullptr, store ? dev::kv_row<PAGED>(vb, pos) : nullptr);
   __syncthreads();
   // Lane b writes block b's copy of the scores (every lane holds the same dot products).
   float* scores_at = lane < SPLIT ? cluster.map_shared_rank(w.scores, lane) : nullptr;
   for (int j0 = (part + SPLIT * warp) * kKeys; j0 < n; j0 += SPLIT * kLongWarps * kKeys)
-    dev::score_keys<true, kKeys>(w.q, kb, kstride, w.knew, pos, n, j0, D, [&](int u, float dot) {
+    dev::score_keys<true, kKeys, PAGED>(w.q, kb, w.knew, pos, n, j0, D, [&](int u, float dot) {
       if (lane < SPLIT && j0 + u < n) scores_at[j0 + u] = dev::scaled_score(dot, a.scale, BF16);
     });
   cluster.sync();
@@ -297,7 +330,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32)
 #pragma unroll 16
   for (int j = set; j < n; j += kLongWarps) {
     const float pj = dev::softmax_weight(st, w.scores[j], BF16);
-    const float* vr = j == pos ? w.vnew : vb + j * kstride;
+    const float* vr = j == pos ? w.vnew : dev::kv_row<PAGED>(vb, j);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) acc[i] = fmaf(pj, vr[lane + 32 * (chunk0 + i)], acc[i]);
   }
@@ -348,9 +381,12 @@ Status attention_reserve(int64_t capacity, int64_t head_dim) {
                                        static_cast<int>(need)));
   CHORUS_CUDA_TRY(cudaFuncSetAttribute(attention_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(need)));
+  for (auto* k : {attention_kernel<false, false, true>, attention_kernel<true, false, true>})
+    CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(need)));
   for (auto* k : {attention_small_kernel<64, false>, attention_small_kernel<64, true>, attention_small_kernel<128, false>,
                   attention_small_kernel<128, true>, attention_split_kernel<128, false, kLongSplit>,
-                  attention_split_kernel<128, true, kLongSplit>})
+                  attention_split_kernel<128, true, kLongSplit>, attention_split_kernel<128, false, kLongSplit, true>,
+                  attention_split_kernel<128, true, kLongSplit, true>})
     CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(need)));
   g_reserved_smem.store(static_cast<int64_t>(need));
   return ok_status();
@@ -374,10 +410,10 @@ namespace {
 std::atomic<bool> g_small_attention{true};
 std::atomic<bool> g_long_attention{true};
 
-template <bool BF16>
+template <bool BF16, bool PAGED>
 cudaError_t launch_long_attention(const AttnParams& p, int64_t rows, size_t smem, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(kLongSplit * p.Hq), static_cast<unsigned>(rows));
-  return launch(attention_split_kernel<128, BF16, kLongSplit>, grid, dim3(kLongWarps * 32), smem, s, p);
+  return launch(attention_split_kernel<128, BF16, kLongSplit, PAGED>, grid, dim3(kLongWarps * 32), smem, s, p);
 }
 
 Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStream_t s) {
@@ -386,14 +422,20 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
     return make_error(ErrorCode::kInternal, "cuda attention: call attention_reserve for this capacity first");
   const dim3 grid(static_cast<unsigned>(p.Hq), static_cast<unsigned>(rows));
   const dim3 block(static_cast<unsigned>(attention_threads(p.kv.capacity)));
-  if (!fused) CHORUS_CUDA_TRY(launch(attention_kernel<false>, grid, block, smem, s, p));
-  else if (small_attention(p.kv.capacity, p.D) && g_small_attention.load()) {
+  const bool paged = p.kv.pages != nullptr;  // the small-cache kernels preload contiguous rows
+  if (!fused && paged) CHORUS_CUDA_TRY(launch(attention_kernel<false, false, true>, grid, block, smem, s, p));
+  else if (!fused) CHORUS_CUDA_TRY(launch(attention_kernel<false>, grid, block, smem, s, p));
+  else if (!paged && small_attention(p.kv.capacity, p.D) && g_small_attention.load()) {
     auto* k = p.D == 64 ? (p.bf16 ? attention_small_kernel<64, true> : attention_small_kernel<64, false>)
                         : (p.bf16 ? attention_small_kernel<128, true> : attention_small_kernel<128, false>);
     CHORUS_CUDA_TRY(launch(k, grid, block, smem, s, p));
-  } else if (preloads(p.kv.capacity, p.D)) CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
-  else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.load())
-    CHORUS_CUDA_TRY(p.bf16 ? launch_long_attention<true>(p, rows, smem, s) : launch_long_attention<false>(p, rows, smem, s));
+  } else if (!paged && preloads(p.kv.capacity, p.D))
+    CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
+  else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.load()) {
+    const auto go = paged ? (p.bf16 ? launch_long_attention<true, true> : launch_long_attention<false, true>)
+                          : (p.bf16 ? launch_long_attention<true, false> : launch_long_attention<false, false>);
+    CHORUS_CUDA_TRY(go(p, rows, smem, s));
+  } else if (paged) CHORUS_CUDA_TRY(launch(attention_kernel<true, false, true>, grid, block, smem, s, p));
   else CHORUS_CUDA_TRY(launch(attention_kernel<true>, grid, block, smem, s, p));
   return ok_status();
 }

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/cuda/cuda_handles.h"
@@ -318,10 +319,22 @@ __device__ void grid_exit(const DecodeStackArgs& a, int phase) {
 // new q/k/v row comes from L2 (each dependent L2 read there cost ~0.6 µs, measured).
 constexpr int kPreKeys = 32;
 
-// Layer `layer`'s cached keys of sequence `seq` (all kv heads, position-major); its values follow
-// kv_layer_floats later.
-__device__ __forceinline__ float* sequence_keys(const DecodeStackArgs& a, int layer, int seq) {
-  return a.kv_base + 2 * static_cast<int64_t>(layer) * a.kv_layer_floats + seq * a.kv_seq_stride;
+// Layer `layer`'s cached keys (or values) of sequence `seq` at columns col.. (a kv head's).
+// PAGED: the kernel instantiated for paged caches (a.kv_pages set).
+template <bool PAGED>
+__device__ __forceinline__ dev::KvRows layer_rows(const DecodeStackArgs& a, int layer, int seq, int64_t col,
+                                                  bool values) {
+  dev::KvRows r;
+  r.step = static_cast<int64_t>(a.kv_heads) * a.head_dim;
+  const int64_t off = (2 * static_cast<int64_t>(layer) + (values ? 1 : 0)) * a.kv_layer_floats + col;
+  if constexpr (PAGED) {
+    r.pages = a.kv_pages + seq * (a.kv_capacity >> a.kv_page_shift);
+    r.off = off;
+    r.shift = a.kv_page_shift;
+  } else {
+    r.base = a.kv_base + off + seq * a.kv_seq_stride;
+  }
+  return r;
 }
 struct AttnPreload {
   float *keys, *values, *q_norm, *k_norm, *inv_freq;  // [kPreKeys][D] ×2, [D] ×2, [D/2]
@@ -336,18 +349,19 @@ __device__ inline bool preloads(const DecodeStackArgs& a, int pos) {
 }
 
 // Thread 32, after a block barrier that ended every read of the preload region.
+template <bool PAGED>
 __device__ void issue_preload(const DecodeStackArgs& a, const StackLayerWeights& L, int layer, int seq,
                                            int pos, const AttnPreload& p, uint64_t* bar) {
   const int D = a.head_dim, g = static_cast<int>(blockIdx.x) / (a.q_heads / a.kv_heads);
-  const int64_t kstride = static_cast<int64_t>(a.kv_heads) * D, row = D * sizeof(float);
-  const float* kb = sequence_keys(a, layer, seq) + static_cast<int64_t>(g) * D;
-  const float* vb = kb + a.kv_layer_floats;
+  const int64_t row = D * sizeof(float);
+  const dev::KvRows kb = layer_rows<PAGED>(a, layer, seq, static_cast<int64_t>(g) * D, false);
+  const dev::KvRows vb = layer_rows<PAGED>(a, layer, seq, static_cast<int64_t>(g) * D, true);
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   const int64_t bytes = 2 * pos * row + (L.q_norm ? 2 * row : 0) + row / 2;
   mbar_expect_bytes(bar, bytes);
   for (int j = 0; j < pos; ++j) {
-    bulk_copy(p.keys + j * D, kb + j * kstride, row, bar);
-    bulk_copy(p.values + j * D, vb + j * kstride, row, bar);
+    bulk_copy(p.keys + j * D, dev::kv_row<PAGED>(kb, j), row, bar);
+    bulk_copy(p.values + j * D, dev::kv_row<PAGED>(vb, j), row, bar);
   }
   if (L.q_norm) {
     bulk_copy(p.q_norm, L.q_norm, row, bar);
@@ -358,11 +372,17 @@ __device__ void issue_preload(const DecodeStackArgs& a, const StackLayerWeights&
 
 // Long contexts (not preloaded): this block's share of layer `layer`'s cached keys and values of
 // the earlier positions into L2, two phases before its attention reads them. Thread 32.
+template <bool PAGED>
 __device__ void prefetch_layer_kv(const DecodeStackArgs& a, int layer, int seq, int pos) {
-  const float* k = sequence_keys(a, layer, seq);
   const int64_t earlier = min(static_cast<int64_t>(pos), a.kv_capacity);
-  if (earlier > 0)
-    dev::prefetch_kv_l2(k, k + a.kv_layer_floats, earlier * a.kv_heads * a.head_dim, static_cast<int>(blockIdx.x),
+  if (earlier <= 0) return;
+  const int64_t row = static_cast<int64_t>(a.kv_heads) * a.head_dim;
+  const dev::KvRows k = layer_rows<PAGED>(a, layer, seq, 0, false);
+  if constexpr (PAGED)
+    dev::prefetch_kv_pages_l2(k.pages, k.off, k.off + a.kv_layer_floats, k.shift, earlier, row,
+                              static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+  else
+    dev::prefetch_kv_l2(k.base, k.base + a.kv_layer_floats, earlier * row, static_cast<int>(blockIdx.x),
                         static_cast<int>(gridDim.x));
 }
 
@@ -370,7 +390,7 @@ __device__ void prefetch_layer_kv(const DecodeStackArgs& a, int layer, int seq, 
 // (attend_head.cuh) with as many warps as it would use; the other warps only meet the block
 // barriers. `pre`: this head's preloaded keys/values/norms (complete), or null to read them from
 // global memory.
-template <bool BF16>
+template <bool BF16, bool PAGED>
 __device__ void attend_head(const DecodeStackArgs& a, const StackLayerWeights& L, int layer, int h, int seq, int pos,
                             const AttnPreload* pre, float* sm) {
   const int Hq = a.q_heads, Hkv = a.kv_heads, D = a.head_dim;
@@ -385,27 +405,34 @@ __device__ void attend_head(const DecodeStackArgs& a, const StackLayerWeights& L
   const dev::HeadScratch w = dev::head_scratch(sm, D, n);
   float *qs = w.q, *knew = w.knew, *vnew = w.vnew, *sc = w.scores, *part = w.part;
   const int g = h / (Hq / Hkv);
-  const int64_t kstride = static_cast<int64_t>(Hkv) * D;
-  float* kcache = sequence_keys(a, layer, seq) + static_cast<int64_t>(g) * D;
-  float* vcache = kcache + a.kv_layer_floats;
-  const int64_t off = static_cast<int64_t>(pos) * kstride;
+  const dev::KvRows kcache = layer_rows<PAGED>(a, layer, seq, static_cast<int64_t>(g) * D, false);
+  const dev::KvRows vcache = layer_rows<PAGED>(a, layer, seq, static_cast<int64_t>(g) * D, true);
+  const bool store = h % (Hq / Hkv) == 0 && pos < a.kv_capacity;
   dev::head_new_row(a.qkv, h, g, Hq, Hkv, D, pre && L.q_norm ? pre->q_norm : L.q_norm,
                     pre && L.k_norm ? pre->k_norm : L.k_norm, a.eps, pre ? pre->inv_freq : a.inv_freq, pos, BF16, qs,
-                    knew, vnew, h % (Hq / Hkv) == 0 && pos < a.kv_capacity, kcache + off, vcache + off);
+                    knew, vnew, store, store ? dev::kv_row<PAGED>(kcache, pos) : nullptr,
+                    store ? dev::kv_row<PAGED>(vcache, pos) : nullptr);
   __syncthreads();
-  // Earlier positions' keys and values: rows `kstep` floats apart, from shared or global memory.
-  const float* kb = pre ? pre->keys : kcache;
-  const float* vb = pre ? pre->values : vcache;
-  const int64_t kstep = pre ? D : kstride;
-  if (active) dev::head_scores<true>(qs, kb, kstep, knew, pos, n, warps, D, a.scale, BF16, sc);
-  __syncthreads();
-  if (active) dev::head_values<4>(sc, n, vb, kstep, vnew, pos, warps, D, BF16, part);
+  // Earlier positions' keys and values: from shared memory (preloaded, contiguous rows) or the cache.
+  const auto attend = [&](const dev::KvRows& kb, const dev::KvRows& vb, auto paged) {
+    constexpr bool kPaged = decltype(paged)::value;
+    if (active) dev::head_scores<true, dev::kKeysPerWarp, kPaged>(qs, kb, knew, pos, n, warps, D, a.scale, BF16, sc);
+    __syncthreads();
+    if (active) dev::head_values<4, kPaged>(sc, n, vb, vnew, pos, warps, D, BF16, part);
+  };
+  if constexpr (PAGED) {
+    if (pre) attend(dev::contiguous_rows(pre->keys, D), dev::contiguous_rows(pre->values, D), std::false_type{});
+    else attend(kcache, vcache, std::true_type{});
+  } else {
+    attend(pre ? dev::contiguous_rows(pre->keys, D) : kcache, pre ? dev::contiguous_rows(pre->values, D) : vcache,
+           std::false_type{});
+  }
   __syncthreads();
   dev::head_output(part, warps, D, kThreads, BF16, o);
   __syncthreads();  // the shared scratch is reused by the next head or phase
 }
 
-template <bool BF16, int QF>
+template <bool BF16, int QF, bool PAGED>
 __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackArgs a) {
   extern __shared__ __align__(16) float sm[];
   if (a.n_layers <= 0) return;  // the launch probe of decode_stack_reserve
@@ -446,8 +473,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
   dev::pdl_wait();
   const int seq = a.seq[0], pos = a.pos[0];
   const bool preload = preloads(a, pos);
-  if (threadIdx.x == 0 && preload) issue_preload(a, a.layers[0], 0, seq, pos, pre, &bars[2]);
-  if (threadIdx.x == 32 && !preload) prefetch_layer_kv(a, 0, seq, pos);
+  if (threadIdx.x == 0 && preload) issue_preload<PAGED>(a, a.layers[0], 0, seq, pos, pre, &bars[2]);
+  if (threadIdx.x == 32 && !preload) prefetch_layer_kv<PAGED>(a, 0, seq, pos);
   __syncthreads();
   // Each buffer alternates between two phase kinds, so a kind's wait parity is fixed: qkv and o
   // are the even uses of their buffers, gate/up and down the odd ones.
@@ -478,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     stamp(a, ph + 1, 1);
     if (preload) mbar_wait(&bars[2], l & 1);
     for (int h = blockIdx.x; h < a.q_heads; h += gridDim.x)
-      attend_head<BF16>(a, L, l, h, seq, pos, preload ? &pre : nullptr, xs);
+      attend_head<BF16, PAGED>(a, L, l, h, seq, pos, preload ? &pre : nullptr, xs);
     grid_sync(a, target, ph + 1, none);
 
     stage_in(a.attn, qw, nullptr);
@@ -492,7 +519,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     stamp(a, ph + 3, 1);
     gemv_rows<2, 2, BF16, QF>(gu_mat(L), xs, buf0, &bars[0], 1, a.mlp);
     grid_sync(a, target, ph + 3, [&] {
-      if (more && !preload) prefetch_layer_kv(a, l + 1, seq, pos);
+      if (more && !preload) prefetch_layer_kv<PAGED>(a, l + 1, seq, pos);
     });
 
     stage_in(a.mlp, I, nullptr);
@@ -501,7 +528,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(DecodeStackAr
     gemv_rows<1, 1, BF16, QF>(down_mat(L), xs, buf1, &bars[1], 1, a.h);
     if (more)
       grid_sync(a, target, ph + 4, [&] {
-        if (preload) issue_preload(a, a.layers[l + 1], l + 1, seq, pos, pre, &bars[2]);
+        if (preload) issue_preload<PAGED>(a, a.layers[l + 1], l + 1, seq, pos, pre, &bars[2]);
       });
   }
   grid_exit(a, a.n_layers * kPhasesPerLayer - 1);
@@ -551,11 +578,18 @@ std::atomic<bool> g_enabled{true};
 std::atomic<uint64_t> g_launches{0};
 
 using StackKernel = void (*)(DecodeStackArgs);
-StackKernel stack_kernel(bool bf16, cpu::WeightFormat w) {
+template <int QF>
+StackKernel stack_kernel_q(bool bf16, bool paged) {
+  if (paged) return bf16 ? decode_stack_kernel<true, QF, true> : decode_stack_kernel<false, QF, true>;
+  return bf16 ? decode_stack_kernel<true, QF, false> : decode_stack_kernel<false, QF, false>;
+}
+
+// `paged`: the instantiation that reads K/V through a page table (a.kv_pages set).
+StackKernel stack_kernel(bool bf16, cpu::WeightFormat w, bool paged) {
   switch (dev::quant_kind(w)) {
-    case dev::kQInt8: return bf16 ? decode_stack_kernel<true, dev::kQInt8> : decode_stack_kernel<false, dev::kQInt8>;
-    case dev::kQFp8: return bf16 ? decode_stack_kernel<true, dev::kQFp8> : decode_stack_kernel<false, dev::kQFp8>;
-    default: return bf16 ? decode_stack_kernel<true, 0> : decode_stack_kernel<false, 0>;
+    case dev::kQInt8: return stack_kernel_q<dev::kQInt8>(bf16, paged);
+    case dev::kQFp8: return stack_kernel_q<dev::kQFp8>(bf16, paged);
+    default: return stack_kernel_q<0>(bf16, paged);
   }
 }
 
@@ -667,11 +701,13 @@ bool decode_stack_reserve() {
         cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop)
       return;
     const int max_smem = optin - 1024;  // the kernel's static shared memory comes on top
-    for (const bool bf16 : {false, true})
-      if (!reserve_kernel(stack_kernel(bf16, cpu::WeightFormat::kBf16), max_smem)) return;
+    for (const bool paged : {false, true})
+      for (const bool bf16 : {false, true})
+        if (!reserve_kernel(stack_kernel(bf16, cpu::WeightFormat::kBf16, paged), max_smem)) return;
     bool quant = true;
     for (const auto w : {cpu::WeightFormat::kInt8, cpu::WeightFormat::kFp8})
-      for (const bool bf16 : {false, true}) quant = quant && reserve_kernel(stack_kernel(bf16, w), max_smem);
+      for (const bool paged : {false, true})
+        for (const bool bf16 : {false, true}) quant = quant && reserve_kernel(stack_kernel(bf16, w, paged), max_smem);
     g_launch.blocks = sms;
     g_launch.max_smem = max_smem;
     g_launch.ok = true;
@@ -681,7 +717,8 @@ bool decode_stack_reserve() {
     {
       StackLaunchConfig probe(sms, 0, nullptr, true);
       const bool launched =
-          cudaLaunchKernelEx(&probe.cfg, stack_kernel(false, cpu::WeightFormat::kBf16), DecodeStackArgs{}) == cudaSuccess;
+          cudaLaunchKernelEx(&probe.cfg, stack_kernel(false, cpu::WeightFormat::kBf16, false), DecodeStackArgs{}) ==
+          cudaSuccess;
       g_launch.pdl = launched && cudaDeviceSynchronize() == cudaSuccess;
       cudaGetLastError();
     }
@@ -716,7 +753,7 @@ Status decode_stack(const DecodeStackArgs& a, cudaStream_t s) {
   cudaLaunchConfig_t& cfg = lc.cfg;
   DecodeStackArgs args = a;
   if (trace_requested()) args.trace = trace_buffer(a.n_layers);
-  CHORUS_CUDA_TRY(cudaLaunchKernelEx(&cfg, stack_kernel(a.bf16, a.weights), args));
+  CHORUS_CUDA_TRY(cudaLaunchKernelEx(&cfg, stack_kernel(a.bf16, a.weights, a.kv_pages != nullptr), args));
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return ok_status();
 }

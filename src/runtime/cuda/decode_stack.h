@@ -41,9 +41,15 @@ struct DecodeStackArgs {
   float eps = 1e-6f, scale = 1.0f;
   const float* inv_freq = nullptr;  // [head_dim / 2]
   // Layer l's keys at kv_base + 2l·kv_layer_floats, values at kv_base + (2l+1)·kv_layer_floats;
-  // sequence s, position p at + s·kv_seq_stride + p·kv_heads·head_dim.
+  // sequence s, position p at + s·kv_seq_stride + p·kv_heads·head_dim. Paged (kv_pages set; ops.h
+  // KvLayer): position p of sequence s in the page kv_pages[s·(kv_capacity >> kv_page_shift) + (p >>
+  // kv_page_shift)], layer l's keys at + 2l·kv_layer_floats (one layer's keys in a page), values
+  // kv_layer_floats later, the row at + (p mod 2^kv_page_shift)·kv_heads·head_dim; kv_base and
+  // kv_seq_stride unused.
   float* kv_base = nullptr;
   int64_t kv_layer_floats = 0, kv_seq_stride = 0, kv_capacity = 0;
+  float* const* kv_pages = nullptr;
+  int kv_page_shift = 0;
   const int32_t* seq = nullptr;  // device: the row's sequence
   const int32_t* pos = nullptr;  // device: its position (the new key and value are stored there)
   float* h = nullptr;            // [hidden]: the input row, left as the residual stream

@@ -49,6 +49,10 @@ class FramePipeline {
   void set_graph_key(int key) { key_ = key; }
   // Whether a frame was launched ahead and not yet waited for (its report not yet read).
   bool frame_ahead() const { return in_flight() > 0; }
+  // Launches so far (frames and published prefills) and how many of them have been waited for:
+  // work launched before a moment counted by launched() is done once waited() reaches it.
+  int64_t launched() const { return launched_; }
+  int64_t waited() const { return waited_; }
   // Waits for every frame in flight, whose reports nobody will read (their streams are gone).
   Status settle() {
     while (in_flight() > 0) {

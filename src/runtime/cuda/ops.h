@@ -160,13 +160,21 @@ Status embedding(const DeviceMatrix& table, const int32_t* ids, int64_t n, float
 
 // ---- attention over a device KV cache ----------------------------------------------------------
 
-// Key/value rows of every sequence of one layer: sequence s, position p, kv head g at
-// k + s·seq_stride + p·(kv_heads·head_dim) + g·head_dim (likewise v). Positions < capacity.
+// Key/value rows of every sequence of one layer. Contiguous (pages null): sequence s, position p,
+// kv head g at k + s·seq_stride + p·(kv_heads·head_dim) + g·head_dim (likewise v). Paged: position
+// p of sequence s lies in the page at device address pages[s·(capacity >> page_shift) + (p >>
+// page_shift)], its row at + k_page (keys) or + v_page (values) + (p mod 2^page_shift)·(kv_heads·
+// head_dim), kv head g at + g·head_dim; k, v and seq_stride are unused. Positions < capacity (a
+// multiple of the page size when paged). Paged caches take the general and the long-context
+// kernels (the small-cache ones preload contiguous rows).
 struct KvLayer {
   float* k = nullptr;
   float* v = nullptr;
   int64_t seq_stride = 0;
   int64_t capacity = 0;
+  float* const* pages = nullptr;
+  int page_shift = 0;
+  int64_t k_page = 0, v_page = 0;
 };
 
 // Which sequence and absolute position each of `rows` new rows belongs to (device arrays).
