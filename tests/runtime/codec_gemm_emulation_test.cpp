@@ -1,33 +1,228 @@
-// The GPU codec's batch-invariant GEMM (runtime/cuda/codec_elements.h), its tiles run on the CPU:
-// every block of the grid and every thread of a block through the same per-thread functions the
-// CUDA kernel calls, stage by stage (load all threads, then multiply-accumulate all threads, as
-// the kernel's barriers order them). Checked against a double-precision product (the semantics:
-// transposes, leading dimensions, alpha/beta, ragged edges, K over several chunks), bit for bit
-// against an fmaf chain per chunk written out here (the promised arithmetic), and bit for bit
-// across tile shapes, between the tiles and the skinny (small-N) kernels, and across column
-// subsets (what makes a stream's samples independent of the other streams of a batch).
+// The GPU codec GEMM's data flow (runtime/cuda/codec_gemm_tiles.h) run on the CPU: every thread of
+// every block stages A and B through the same functions the CUDA kernel calls, every lane reads its
+// fragments through the same functions, and the warp-wide mma is emulated here from the PTX ISA's
+// fragment layout of mma.m16n8k8 (.tf32), written out independently of the header's helpers. The
+// emulated mma's arithmetic is a model (exact products of the operands' TF32 bits, summed in
+// double in k order, rounded once): the tensor cores' own accumulation is not IEEE-sequential, so
+// the device's bits are checked on the device (tests/gpu/codec_gemm_cuda_test.cpp). What the model
+// checks here is everything around the arithmetic: each output gets exactly the contract's operands
+// in the contract's order — k-steps of 8 ascending within each chunk, zero padding past the
+// chunk's end, the three products lo·hi, hi·lo, hi·hi — for every tile shape, both copy widths
+// and all four transposes, with ragged edges, odd leading dimensions and several chunks; and that
+// the model result is the product (against double precision). Also checked: the fragment maps
+// cover each fragment once per warp and their shared-memory reads are free of bank conflicts, and
+// the TF32 rounding and split.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
-#include "runtime/cuda/codec_elements.h"
+#include "runtime/cuda/codec_gemm_tiles.h"
 
 namespace chorus::cuda::codec_ops {
 namespace {
 
-// A row-major problem C = alpha·op(A)·op(B) + beta·C0 with padded leading dimensions.
+uint32_t bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+// ---- fragments ------------------------------------------------------------------------------
+
+TEST(CodecGemmFragments, EachMapCoversItsFragmentOncePerWarp) {
+  int a_seen[16][8] = {}, b_seen[8][8] = {}, c_seen[16][8] = {};
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < 4; ++i) {
+      int r = -1, k = -1;
+      mma_a_at(lane, i, r, k);
+      ASSERT_TRUE(r >= 0 && r < 16 && k >= 0 && k < 8) << lane << " " << i;
+      ++a_seen[r][k];
+      int cr = -1, cc = -1;
+      mma_c_at(lane, i, cr, cc);
+      ASSERT_TRUE(cr >= 0 && cr < 16 && cc >= 0 && cc < 8) << lane << " " << i;
+      ++c_seen[cr][cc];
+    }
+    for (int i = 0; i < 2; ++i) {
+      int k = -1, c = -1;
+      mma_b_at(lane, i, k, c);
+      ASSERT_TRUE(k >= 0 && k < 8 && c >= 0 && c < 8) << lane << " " << i;
+      ++b_seen[k][c];
+    }
+  }
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 8; ++c) {
+      EXPECT_EQ(a_seen[r][c], 1) << "A " << r << "," << c;
+      EXPECT_EQ(c_seen[r][c], 1) << "C " << r << "," << c;
+      if (r < 8) {
+        EXPECT_EQ(b_seen[r][c], 1) << "B " << r << "," << c;
+      }
+    }
+}
+
+// Entries of the PTX ISA's figures for .tf32 m16n8k8 (lane 0, lane 5 = group 1 thread 1, lane 31).
+TEST(CodecGemmFragments, MapsMatchThePtxFigures) {
+  struct At {
+    int lane, i, row, col;
+  };
+  for (const At& e : {At{0, 0, 0, 0}, At{0, 1, 8, 0}, At{0, 2, 0, 4}, At{0, 3, 8, 4}, At{5, 0, 1, 1}, At{5, 1, 9, 1},
+                      At{5, 2, 1, 5}, At{5, 3, 9, 5}, At{31, 0, 7, 3}, At{31, 3, 15, 7}}) {
+    int r, k;
+    mma_a_at(e.lane, e.i, r, k);
+    EXPECT_EQ(r, e.row) << "A lane " << e.lane << " a" << e.i;
+    EXPECT_EQ(k, e.col) << "A lane " << e.lane << " a" << e.i;
+  }
+  for (const At& e : {At{0, 0, 0, 0}, At{0, 1, 4, 0}, At{5, 0, 1, 1}, At{5, 1, 5, 1}, At{31, 0, 3, 7}, At{31, 1, 7, 7}}) {
+    int k, c;
+    mma_b_at(e.lane, e.i, k, c);
+    EXPECT_EQ(k, e.row) << "B lane " << e.lane << " b" << e.i;
+    EXPECT_EQ(c, e.col) << "B lane " << e.lane << " b" << e.i;
+  }
+  for (const At& e : {At{0, 0, 0, 0}, At{0, 1, 0, 1}, At{0, 2, 8, 0}, At{5, 0, 1, 2}, At{5, 3, 9, 3}, At{31, 1, 7, 7},
+                      At{31, 2, 15, 6}}) {
+    int r, c;
+    mma_c_at(e.lane, e.i, r, c);
+    EXPECT_EQ(r, e.row) << "C lane " << e.lane << " c" << e.i;
+    EXPECT_EQ(c, e.col) << "C lane " << e.lane << " c" << e.i;
+  }
+}
+
+// Each fragment register's 32 shared-memory reads (one per lane) fall in 32 distinct banks.
+template <class T, bool TA, bool TB>
+void expect_conflict_free(const char* name) {
+  using S = GemmStage<T, TA, TB>;
+  for (int ks = 0; ks < T::kSteps; ++ks)
+    for (int row0 = 0; row0 < T::BM; row0 += 16)
+      for (int i = 0; i < 4; ++i) {
+        bool bank[32] = {};
+        int distinct = 0;
+        for (int lane = 0; lane < 32; ++lane) {
+          int r, k;
+          mma_a_at(lane, i, r, k);
+          const int b = S::a_at(row0 + r, ks * 8 + k) % 32;
+          distinct += !bank[b];
+          bank[b] = true;
+        }
+        EXPECT_EQ(distinct, 32) << name << " A ta=" << TA << " a" << i;
+      }
+  for (int ks = 0; ks < T::kSteps; ++ks)
+    for (int col0 = 0; col0 < T::BN; col0 += 8)
+      for (int i = 0; i < 2; ++i) {
+        bool bank[32] = {};
+        int distinct = 0;
+        for (int lane = 0; lane < 32; ++lane) {
+          int k, c;
+          mma_b_at(lane, i, k, c);
+          const int b = S::b_at(ks * 8 + k, col0 + c) % 32;
+          distinct += !bank[b];
+          bank[b] = true;
+        }
+        EXPECT_EQ(distinct, 32) << name << " B tb=" << TB << " b" << i;
+      }
+}
+
+template <class T>
+void expect_conflict_free_all(const char* name) {
+  expect_conflict_free<T, false, false>(name);
+  expect_conflict_free<T, false, true>(name);
+  expect_conflict_free<T, true, false>(name);
+  expect_conflict_free<T, true, true>(name);
+}
+
+TEST(CodecGemmFragments, SharedMemoryReadsAreFreeOfBankConflicts) {
+  expect_conflict_free_all<GemmLarge>("large");
+  expect_conflict_free_all<GemmSmall>("small");
+  expect_conflict_free_all<GemmThin8>("thin8");
+  expect_conflict_free_all<GemmThin16>("thin16");
+  expect_conflict_free_all<GemmThin32>("thin32");
+}
+
+// ---- TF32 ---------------------------------------------------------------------------------------
+
+// TF32 rounding written independently: to 11 significant bits, nearest with ties away from zero
+// (std::round), or, below the normal range, to multiples of 2^-136 (bit 13 of a subnormal).
+float tf32_reference(float x) {
+  if (!std::isfinite(x) || x == 0.0f) return x;
+  const double ax = std::fabs(static_cast<double>(x));
+  double step;
+  if (ax < std::ldexp(1.0, -126)) {
+    step = std::ldexp(1.0, -136);
+  } else {
+    int e;
+    std::frexp(ax, &e);  // ax in [2^(e-1), 2^e)
+    step = std::ldexp(1.0, e - 11);
+  }
+  const double r = std::round(ax / step) * step;
+  if (r > 3.4028234663852886e38) return std::copysign(INFINITY, x);  // rounded past the largest f32
+  return static_cast<float>(std::copysign(r, static_cast<double>(x)));
+}
+
+TEST(CodecGemmTf32, RoundingKeepsTenMantissaBitsNearestTiesAway) {
+  // Ties: 1 + 2^-11 lies halfway between 1 and 1 + 2^-10.
+  EXPECT_EQ(tf32_round(1.0f + std::ldexp(1.0f, -11)), 1.0f + std::ldexp(1.0f, -10));
+  EXPECT_EQ(tf32_round(-1.0f - std::ldexp(1.0f, -11)), -1.0f - std::ldexp(1.0f, -10));
+  EXPECT_EQ(tf32_round(1.0f + std::ldexp(1.0f, -11) - std::ldexp(1.0f, -23)), 1.0f);
+  EXPECT_EQ(tf32_round(std::ldexp(1.0f, -12) * 3.0f), std::ldexp(1.0f, -12) * 3.0f);  // exact stays
+  EXPECT_EQ(bits(tf32_round(-0.0f)), bits(-0.0f));
+  EXPECT_EQ(tf32_round(INFINITY), INFINITY);
+  EXPECT_EQ(tf32_round(3.4028235e38f), INFINITY);  // rounds past the largest TF32 value
+  EXPECT_TRUE(std::isnan(tf32_round(NAN)));
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> any_bits;
+  int checked = 0;
+  for (int n = 0; n < 200000; ++n) {
+    float x;
+    const uint32_t u = any_bits(rng);
+    std::memcpy(&x, &u, sizeof x);
+    if (!std::isfinite(x)) continue;
+    const float hi = tf32_round(x);
+    ASSERT_EQ(bits(hi) & 0x1fffu, 0u) << x;
+    ASSERT_EQ(bits(hi), bits(tf32_reference(x))) << x;
+    if (std::isfinite(hi) && std::fabs(x) >= 1e-37f) {
+      ASSERT_LE(std::fabs(static_cast<double>(x) - hi), std::ldexp(std::fabs(static_cast<double>(x)), -11)) << x;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 190000);
+}
+
+TEST(CodecGemmTf32, SplitRecoversTheValueToTwoPowMinus22) {
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> expo(-100, 100);
+  double worst = 0;
+  for (int n = 0; n < 200000; ++n) {
+    const float x = std::ldexp(mant(rng), expo(rng)) * (n % 2 ? -1.0f : 1.0f);
+    float hi, lo;
+    tf32_split(x, hi, lo);
+    ASSERT_EQ(bits(hi) & 0x1fffu, 0u);
+    ASSERT_EQ(bits(lo) & 0x1fffu, 0u);
+    ASSERT_LE(std::fabs(lo), std::ldexp(std::fabs(x), -11)) << x;
+    const double rest = std::fabs(static_cast<double>(x) - hi - lo) / std::fabs(static_cast<double>(x));
+    worst = std::max(worst, rest);
+  }
+  EXPECT_LE(worst, std::ldexp(1.0, -22));
+  EXPECT_GT(worst, std::ldexp(1.0, -26));  // the split is not exact: lo itself is rounded
+}
+
+// ---- the GEMM's data flow ---------------------------------------------------------------------
+
 struct Problem {
   bool ta = false, tb = false;
   int64_t M = 0, N = 0, K = 0;
   float alpha = 1.0f, beta = 0.0f;
   std::vector<float> A, B, C0;
   int64_t lda = 0, ldb = 0, ldc = 0;
+  float a(int64_t m, int64_t k) const { return ta ? A[k * lda + m] : A[m * lda + k]; }
+  float b(int64_t k, int64_t n) const { return tb ? B[n * ldb + k] : B[k * ldb + n]; }
 };
 
-Problem make_problem(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float beta, uint32_t seed) {
+// `pad_a`, `pad_b`: added to the leading dimensions (a multiple of 4 keeps rows 16-byte aligned).
+Problem make_problem(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float beta, uint32_t seed, int pad_a = 3,
+                     int pad_b = 5) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   Problem p;
@@ -37,8 +232,8 @@ Problem make_problem(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float be
   p.N = N;
   p.K = K;
   p.beta = beta;
-  p.lda = (ta ? M : K) + 3;
-  p.ldb = (tb ? K : N) + 5;
+  p.lda = (ta ? M : K) + pad_a;
+  p.ldb = (tb ? K : N) + pad_b;
   p.ldc = N + 2;
   p.A.resize(static_cast<size_t>((ta ? K : M) * p.lda));
   p.B.resize(static_cast<size_t>((tb ? N : K) * p.ldb));
@@ -48,12 +243,103 @@ Problem make_problem(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float be
   return p;
 }
 
-float a_at(const Problem& p, int64_t m, int64_t k) { return p.ta ? p.A[k * p.lda + m] : p.A[m * p.lda + k]; }
-float b_at(const Problem& p, int64_t k, int64_t n) { return p.tb ? p.B[n * p.ldb + k] : p.B[k * p.ldb + n]; }
+// One mma.m16n8k8 of a warp on the model arithmetic: d[lane] holds lane's C/D fragment, a[lane]
+// and b[lane] its A and B fragments (PTX ISA layout, written out here). The hardware reads only the
+// TF32 bits of an operand, so the model does too.
+void mma_model(float (&d)[32][4], const float (&a)[32][4], const float (&b)[32][2]) {
+  auto tf32_bits_only = [](float x) {
+    const uint32_t u = bits(x) & 0xffffe000u;
+    float y;
+    std::memcpy(&y, &u, sizeof y);
+    return y;
+  };
+  float A[16][8], B[8][8], C[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    A[g][t] = a[lane][0];
+    A[g + 8][t] = a[lane][1];
+    A[g][t + 4] = a[lane][2];
+    A[g + 8][t + 4] = a[lane][3];
+    B[t][g] = b[lane][0];
+    B[t + 4][g] = b[lane][1];
+    C[g][2 * t] = d[lane][0];
+    C[g][2 * t + 1] = d[lane][1];
+    C[g + 8][2 * t] = d[lane][2];
+    C[g + 8][2 * t + 1] = d[lane][3];
+  }
+  float D[16][8];
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 8; ++c) {
+      double s = C[r][c];
+      for (int k = 0; k < 8; ++k) s += static_cast<double>(tf32_bits_only(A[r][k])) * tf32_bits_only(B[k][c]);
+      D[r][c] = static_cast<float>(s);
+    }
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    d[lane][0] = D[g][2 * t];
+    d[lane][1] = D[g][2 * t + 1];
+    d[lane][2] = D[g + 8][2 * t];
+    d[lane][3] = D[g + 8][2 * t + 1];
+  }
+}
 
-// Runs the kernel's per-thread functions over the whole grid, as gemm() launches them.
-template <class T>
-std::vector<float> emulate(const Problem& p) {
+// The contract for one element on the model arithmetic, written out with no tiles: per chunk, from
+// +0, k-steps of 8 (zero past the chunk's end), three model mma in the order lo·hi, hi·lo, hi·hi;
+// chunk sums added in order; the epilogue.
+float contract_element(const Problem& p, int64_t m, int64_t n) {
+  auto step = [](float acc, const float (&x)[8], const float (&y)[8]) {
+    double s = acc;
+    for (int k = 0; k < 8; ++k) s += static_cast<double>(x[k]) * y[k];
+    return static_cast<float>(s);
+  };
+  float sum = 0.0f;
+  for (int64_t c = 0; c < gemm_splits(p.K); ++c) {
+    const int64_t k0 = c * kGemmKChunk, k1 = std::min(p.K, k0 + kGemmKChunk);
+    float acc = 0.0f;
+    for (int64_t s = k0; s < k1; s += 8) {
+      float ah[8], al[8], bh[8], bl[8];
+      for (int k = 0; k < 8; ++k) {
+        const bool in = s + k < k1;
+        ah[k] = tf32_reference(in ? p.a(m, s + k) : 0.0f);
+        al[k] = tf32_reference(in ? p.a(m, s + k) - ah[k] : 0.0f);
+        bh[k] = tf32_reference(in ? p.b(s + k, n) : 0.0f);
+        bl[k] = tf32_reference(in ? p.b(s + k, n) - bh[k] : 0.0f);
+      }
+      acc = step(acc, al, bh);
+      acc = step(acc, ah, bl);
+      acc = step(acc, ah, bh);
+    }
+    sum = c == 0 ? acc : sum + acc;
+  }
+  float v = p.alpha == 1.0f ? sum : p.alpha * sum;
+  if (p.beta != 0.0f) v = v + p.beta * p.C0[static_cast<size_t>(m * p.ldc + n)];
+  return v;
+}
+
+// cp.async on the host: copies src_bytes and zero-fills the rest. Counts 16-byte copies whose
+// source or destination is not 16-byte aligned (the device would fault).
+struct HostCopy {
+  const float* smem = nullptr;
+  int misaligned = 0, vector_copies = 0;
+  void operator()(float* dst, const float* src, int bytes, int src_bytes) {
+    ASSERT_TRUE(bytes == 16 || bytes == 4);
+    ASSERT_TRUE(src_bytes >= 0 && src_bytes <= bytes && src_bytes % 4 == 0);
+    if (bytes == 16) {
+      ++vector_copies;
+      if ((dst - smem) % 4 != 0 || (src_bytes > 0 && (reinterpret_cast<uintptr_t>(src) & 15u) != 0)) ++misaligned;
+    }
+    if (src_bytes > 0) std::memcpy(dst, src, static_cast<size_t>(src_bytes));
+    std::memset(reinterpret_cast<char*>(dst) + src_bytes, 0, static_cast<size_t>(bytes - src_bytes));
+  }
+};
+
+// The kernel's grid on the host: per block and chunk, stage by stage, every thread's copies (the
+// stage first filled with NaN, so that a read of a slot no copy wrote shows), then every warp's
+// k-steps, lane by lane through the header's fragment reads and split, the mma on the model; then
+// every lane's stores, and the reduce over chunks.
+template <class T, bool TA, bool TB>
+std::vector<float> emulate(const Problem& p, bool allow_vectors, HostCopy& copy) {
+  using S = GemmStage<T, TA, TB>;
   std::vector<float> C = p.C0;
   GemmArgs g;
   g.M = p.M;
@@ -70,284 +356,210 @@ std::vector<float> emulate(const Problem& p) {
   g.splits = gemm_splits(p.K);
   std::vector<float> partial(static_cast<size_t>(g.splits * p.M * p.N), NAN);
   if (g.splits > 1) g.partial = partial.data();
+  const bool va = allow_vectors && gemm_vector_ok(g.A, g.lda), vb = allow_vectors && gemm_vector_ok(g.B, g.ldb);
+  std::vector<float> stage(S::floats);
+  copy.smem = stage.data();
+  constexpr int kWarps = T::kThreads / 32;
   struct Acc {
-    float v[T::TM][T::TN];
+    float v[T::MT][T::NT][32][4];
   };
-  std::vector<Acc> acc(T::kThreads);
-  std::vector<float> As(T::kSmemA), Bs(T::kSmemB);
+  std::vector<Acc> acc(kWarps);
   for (int64_t split = 0; split < g.splits; ++split)
     for (int64_t m0 = 0; m0 < p.M; m0 += T::BM)
       for (int64_t n0 = 0; n0 < p.N; n0 += T::BN) {
-        for (Acc& a : acc) std::memset(a.v, 0, sizeof(a.v));
+        for (Acc& a : acc) std::memset(&a, 0, sizeof a);
         int64_t kb = 0, ke = 0;
         gemm_chunk(g, split, kb, ke);
         for (int64_t k0 = kb; k0 < ke; k0 += T::BK) {
-          for (int tid = 0; tid < T::kThreads; ++tid) {
-            if (p.ta && p.tb) gemm_load_stage<T, true, true>(g, As.data(), Bs.data(), m0, n0, k0, ke, tid);
-            else if (p.ta) gemm_load_stage<T, true, false>(g, As.data(), Bs.data(), m0, n0, k0, ke, tid);
-            else if (p.tb) gemm_load_stage<T, false, true>(g, As.data(), Bs.data(), m0, n0, k0, ke, tid);
-            else gemm_load_stage<T, false, false>(g, As.data(), Bs.data(), m0, n0, k0, ke, tid);
+          std::fill(stage.begin(), stage.end(), NAN);
+          for (int tid = 0; tid < T::kThreads; ++tid)
+            gemm_load_stage<T, TA, TB>(g, stage.data(), m0, n0, k0, ke, tid, va, vb, copy);
+          const int steps = gemm_stage_steps<T>(k0, ke);
+          for (int w = 0; w < kWarps; ++w) {
+            int row0, col0;
+            gemm_warp_origin<T>(w, row0, col0);
+            if (m0 + row0 >= p.M || n0 + col0 >= p.N) continue;
+            for (int ks = 0; ks < steps; ++ks)
+              for (int i = 0; i < T::MT; ++i)
+                for (int j = 0; j < T::NT; ++j) {
+                  float a_hi[32][4], a_lo[32][4], b_hi[32][2], b_lo[32][2];
+                  for (int lane = 0; lane < 32; ++lane) {
+                    float a[4], b[2];
+                    gemm_frag_a<T, TA, TB>(stage.data(), lane, row0 + i * 16, ks * 8, a);
+                    gemm_frag_b<T, TA, TB>(stage.data(), lane, col0 + j * 8, ks * 8, b);
+                    for (int q = 0; q < 4; ++q) tf32_split(a[q], a_hi[lane][q], a_lo[lane][q]);
+                    for (int q = 0; q < 2; ++q) tf32_split(b[q], b_hi[lane][q], b_lo[lane][q]);
+                  }
+                  float (&d)[32][4] = acc[static_cast<size_t>(w)].v[i][j];
+                  mma_model(d, a_lo, b_hi);
+                  mma_model(d, a_hi, b_lo);
+                  mma_model(d, a_hi, b_hi);
+                }
           }
-          for (int tid = 0; tid < T::kThreads; ++tid) gemm_mac_stage<T>(As.data(), Bs.data(), acc[static_cast<size_t>(tid)].v, tid);
         }
-        for (int tid = 0; tid < T::kThreads; ++tid) gemm_store<T>(g, acc[static_cast<size_t>(tid)].v, m0, n0, split, tid);
+        for (int w = 0; w < kWarps; ++w) {
+          int row0, col0;
+          gemm_warp_origin<T>(w, row0, col0);
+          if (m0 + row0 >= p.M || n0 + col0 >= p.N) continue;
+          for (int i = 0; i < T::MT; ++i)
+            for (int j = 0; j < T::NT; ++j)
+              for (int lane = 0; lane < 32; ++lane)
+                gemm_store_frag(g, acc[static_cast<size_t>(w)].v[i][j][lane], m0 + row0 + i * 16, n0 + col0 + j * 8,
+                                lane, split);
+        }
       }
   if (g.splits > 1)
     for (int64_t i = 0; i < p.M * p.N; ++i) gemm_reduce_element(g, i);
   return C;
 }
 
-// Runs the skinny kernel's per-thread functions over its grid (one block per 32 rows and chunk,
-// all N columns), as gemm_on_path launches them: each thread's registers fetched for a stage, put
-// into shared memory, then multiplied for the stage's gemm_stage_steps terms.
-// `rows`: as gemm runs it for few rows, on the transposed product (gemm_swapped).
 template <class T>
-std::vector<float> emulate_skinny(const Problem& p, bool rows = false) {
-  std::vector<float> C = p.C0;
-  GemmArgs g;
-  g.M = p.M;
-  g.N = p.N;
-  g.K = p.K;
-  g.alpha = p.alpha;
-  g.beta = p.beta;
-  g.A = p.A.data();
-  g.lda = p.lda;
-  g.B = p.B.data();
-  g.ldb = p.ldb;
-  g.C = C.data();
-  g.ldc = p.ldc;
-  g.splits = gemm_splits(p.K);
-  const bool ta = rows ? !p.tb : p.ta, tb = rows ? !p.ta : p.tb;
-  if (rows) g = gemm_swapped(g);
-  EXPECT_LE(g.N, T::BN);
-  std::vector<float> partial(static_cast<size_t>(g.splits * p.M * p.N), NAN);
-  if (g.splits > 1) g.partial = partial.data();
-  struct Thread {
-    float acc[T::TM][T::TN];
-    float ra[T::kPerA], rb[T::kPerB];
-  };
-  std::vector<Thread> th(T::kThreads);
-  std::vector<float> As(T::kSmemA, NAN), Bs(T::kSmemB, NAN);
-  for (int64_t split = 0; split < g.splits; ++split)
-    for (int64_t m0 = 0; m0 < g.M; m0 += T::BM) {
-      for (Thread& t : th) std::memset(t.acc, 0, sizeof(t.acc));
-      int64_t kb = 0, ke = 0;
-      gemm_chunk(g, split, kb, ke);
-      for (int64_t k0 = kb; k0 < ke; k0 += T::BK) {
-        for (int tid = 0; tid < T::kThreads; ++tid) {
-          Thread& t = th[static_cast<size_t>(tid)];
-          if (ta && tb) gemm_fetch_stage<T, true, true>(g, t.ra, t.rb, m0, 0, k0, ke, tid);
-          else if (ta) gemm_fetch_stage<T, true, false>(g, t.ra, t.rb, m0, 0, k0, ke, tid);
-          else if (tb) gemm_fetch_stage<T, false, true>(g, t.ra, t.rb, m0, 0, k0, ke, tid);
-          else gemm_fetch_stage<T, false, false>(g, t.ra, t.rb, m0, 0, k0, ke, tid);
-          if (ta && tb) gemm_put_stage<T, true, true>(As.data(), Bs.data(), t.ra, t.rb, tid);
-          else if (ta) gemm_put_stage<T, true, false>(As.data(), Bs.data(), t.ra, t.rb, tid);
-          else if (tb) gemm_put_stage<T, false, true>(As.data(), Bs.data(), t.ra, t.rb, tid);
-          else gemm_put_stage<T, false, false>(As.data(), Bs.data(), t.ra, t.rb, tid);
-        }
-        const int steps = gemm_stage_steps<T>(k0, ke);
-        for (int tid = 0; tid < T::kThreads; ++tid)
-          gemm_mac_stage<T>(As.data(), Bs.data(), th[static_cast<size_t>(tid)].acc, tid, steps);
-      }
-      for (int tid = 0; tid < T::kThreads; ++tid)
-        gemm_store<T>(g, th[static_cast<size_t>(tid)].acc, m0, 0, split, tid);
-    }
-  if (g.splits > 1)
-    for (int64_t i = 0; i < g.M * g.N; ++i) gemm_reduce_element(g, i);
-  return C;
+std::vector<float> emulate_any(const Problem& p, bool allow_vectors, HostCopy& copy) {
+  if (p.ta && p.tb) return emulate<T, true, true>(p, allow_vectors, copy);
+  if (p.ta) return emulate<T, true, false>(p, allow_vectors, copy);
+  if (p.tb) return emulate<T, false, true>(p, allow_vectors, copy);
+  return emulate<T, false, false>(p, allow_vectors, copy);
 }
 
-// The skinny kernel that gemm picks for N columns (or, `rows`, for M rows).
-std::vector<float> emulate_skinny_for(const Problem& p, bool rows = false) {
-  const int64_t narrow = rows ? p.M : p.N;
-  if (narrow <= GemmSkinny8::BN) return emulate_skinny<GemmSkinny8>(p, rows);
-  if (narrow <= GemmSkinny32::BN) return emulate_skinny<GemmSkinny32>(p, rows);
-  return emulate_skinny<GemmSkinny64>(p, rows);
-}
-
-// The promised arithmetic, written out: per chunk of kGemmKChunk, one fma chain from 0 in
-// ascending k; chunk sums added in order; alpha then beta·C0 added, each rounded.
-std::vector<float> fma_chain(const Problem& p) {
-  std::vector<float> C = p.C0;
-  for (int64_t m = 0; m < p.M; ++m)
-    for (int64_t n = 0; n < p.N; ++n) {
-      float sum = 0.0f;
-      bool first = true;
-      for (int64_t k0 = 0; first || k0 < p.K; k0 += kGemmKChunk) {
-        float acc = 0.0f;
-        for (int64_t k = k0; k < std::min(p.K, k0 + kGemmKChunk); ++k) acc = std::fma(a_at(p, m, k), b_at(p, k, n), acc);
-        sum = first ? acc : sum + acc;
-        first = false;
-      }
-      float v = p.alpha == 1.0f ? sum : p.alpha * sum;
-      if (p.beta != 0.0f) v = v + p.beta * p.C0[static_cast<size_t>(m * p.ldc + n)];
-      C[static_cast<size_t>(m * p.ldc + n)] = v;
-    }
-  return C;
-}
-
-// max |C − exact| / (Σ|terms| + |beta·C0|) over the written elements; elements outside [M, N)
-// (the padding columns of ldc) must be untouched.
-double relative_error(const Problem& p, const std::vector<float>& C) {
-  double worst = 0;
+// Elements of C that differ from the contract, plus any change to the columns of ldc past N.
+int64_t differing_from_contract(const Problem& p, const std::vector<float>& C) {
+  int64_t wrong = 0;
   for (int64_t m = 0; m < p.M; ++m)
     for (int64_t c = 0; c < p.ldc; ++c) {
       const size_t at = static_cast<size_t>(m * p.ldc + c);
-      if (c >= p.N) {
-        if (std::memcmp(&C[at], &p.C0[at], sizeof(float)) != 0) return INFINITY;
-        continue;
-      }
-      double exact = 0, mag = 0;
+      const float want = c < p.N ? contract_element(p, m, c) : p.C0[at];
+      wrong += bits(C[at]) != bits(want);
+    }
+  return wrong;
+}
+
+// max |C − exact| / (Σ|a·b| + |beta·C0|) over [M, N).
+double relative_error(const Problem& p, const std::vector<float>& C) {
+  double worst = 0;
+  for (int64_t m = 0; m < p.M; ++m)
+    for (int64_t n = 0; n < p.N; ++n) {
+      const size_t at = static_cast<size_t>(m * p.ldc + n);
+      double exact = 0, mag = 1e-30;
       for (int64_t k = 0; k < p.K; ++k) {
-        const double t = static_cast<double>(a_at(p, m, k)) * b_at(p, k, c);
+        const double t = static_cast<double>(p.a(m, k)) * p.b(k, n);
         exact += t;
         mag += std::fabs(t);
       }
       exact = p.alpha * exact + static_cast<double>(p.beta) * p.C0[at];
-      mag = std::fabs(p.alpha) * mag + std::fabs(static_cast<double>(p.beta) * p.C0[at]) + 1e-30;
+      mag = std::fabs(p.alpha) * mag + std::fabs(static_cast<double>(p.beta) * p.C0[at]);
       const double e = std::fabs(C[at] - exact) / mag;
       if (!(e <= worst)) worst = std::isnan(e) ? INFINITY : e;
     }
   return worst;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+struct Shape {
+  int64_t M, N, K;
+};
 
-TEST(CodecGemmEmulation, MatchesTheProductAndTheFmaChainInEveryLayout) {
-  struct Shape {
-    int64_t M, N, K;
-  };
-  // Ragged edges against both tiles, K within one chunk, on a chunk boundary, over three chunks,
-  // and K not a multiple of the stage depth.
-  const Shape shapes[] = {{1, 1, 1}, {70, 45, 37}, {129, 3, 1024}, {5, 130, 1025}, {33, 65, 2100}, {64, 64, 0}};
+// Every tile shape, every transpose, both copy widths: exactly the contract's operands in the
+// contract's order (bit for bit on the model), so the product to f32 accuracy.
+template <class T>
+void check_tile(const char* name, const std::vector<Shape>& shapes, uint32_t seed) {
   int cases = 0;
   for (const Shape& s : shapes)
     for (int layout = 0; layout < 4; ++layout)
-      for (float beta : {0.0f, 1.0f}) {
-        Problem p = make_problem(layout & 1, layout & 2, s.M, s.N, s.K, beta, static_cast<uint32_t>(11 + cases));
-        if (cases % 3 == 1) p.alpha = 0.75f;
-        const std::vector<float> want = fma_chain(p);
-        const std::vector<float> small = emulate<GemmTileSmall>(p), large = emulate<GemmTileLarge>(p);
-        const double err = relative_error(p, small);
-        SCOPED_TRACE("M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) + " K=" + std::to_string(s.K) +
-                     " ta=" + std::to_string(p.ta) + " tb=" + std::to_string(p.tb) + " beta=" + std::to_string(beta));
-        // Sequential f32 sums of up to 2100 terms of magnitude <= 1: far below 1e-4 of Σ|terms|.
-        EXPECT_LT(err, 1e-4);
-        EXPECT_TRUE(same_bits(small, want)) << "small tile differs from the fma chain";
-        EXPECT_TRUE(same_bits(large, want)) << "large tile differs from the fma chain";
+      for (bool aligned : {false, true}) {
+        const bool ta = layout & 1, tb = layout & 2;
+        // Aligned: leading dimensions padded to multiples of 4, so gemm_vector_ok allows 16-byte
+        // copies (the vectors' base is new'd memory, 16-byte aligned).
+        const int64_t wa = ta ? s.M : s.K, wb = tb ? s.K : s.N;
+        const int pad_a = static_cast<int>(aligned ? (4 - wa % 4) % 4 : (wa % 4 == 1 ? 2 : 3));
+        const int pad_b = static_cast<int>(aligned ? (4 - wb % 4) % 4 : (wb % 4 == 3 ? 2 : 1));
+        Problem p = make_problem(ta, tb, s.M, s.N, s.K, cases % 2 ? 0.5f : 0.0f, seed + static_cast<uint32_t>(cases),
+                                 pad_a, pad_b);
+        if (cases % 3 == 1) p.alpha = -0.75f;
+        SCOPED_TRACE(std::string(name) + " M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) +
+                     " K=" + std::to_string(s.K) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
+                     " aligned=" + std::to_string(aligned));
+        HostCopy copy;
+        const std::vector<float> C = emulate_any<T>(p, true, copy);
+        EXPECT_EQ(copy.misaligned, 0);
+        if (aligned && s.K > 0 && gemm_vector_ok(p.A.data(), p.lda) && gemm_vector_ok(p.B.data(), p.ldb)) {
+          EXPECT_GT(copy.vector_copies, 0);
+        }
+        if (!aligned) {
+          EXPECT_EQ(copy.vector_copies, 0);
+        }
+        EXPECT_EQ(differing_from_contract(p, C), 0);
+        EXPECT_LT(relative_error(p, C), 1e-6);
         ++cases;
       }
-  EXPECT_EQ(cases, 48);
+  EXPECT_EQ(cases, static_cast<int>(shapes.size()) * 8);
 }
 
-// A stream's columns multiplied among many others give the same bits as alone: C restricted to
-// columns [c0, c0 + w) equals the product with B restricted to those columns, whatever the tile.
+// Ragged edges against the tile, K within a chunk, not a multiple of the stage depth or of 8, on a
+// chunk boundary, over two chunks, and K = 0 (C = beta·C0).
+TEST(CodecGemmEmulation, ThinTilesFollowTheContract) {
+  check_tile<GemmThin8>("thin8", {{1, 1, 1}, {17, 5, 77}, {40, 8, 1030}, {3, 7, 0}}, 10);
+  check_tile<GemmThin16>("thin16", {{16, 16, 64}, {33, 12, 131}, {5, 9, 1024}}, 20);
+  check_tile<GemmThin32>("thin32", {{1, 70, 37}, {20, 33, 1100}, {16, 32, 8}}, 30);
+}
+
+TEST(CodecGemmEmulation, SmallTilesFollowTheContract) {
+  check_tile<GemmSmall>("small", {{70, 65, 45}, {64, 64, 1025}, {5, 130, 8}, {65, 1, 0}}, 40);
+}
+
+TEST(CodecGemmEmulation, LargeTilesFollowTheContract) {
+  check_tile<GemmLarge>("large", {{130, 129, 67}, {128, 128, 32}, {20, 140, 1027}}, 50);
+}
+
+// A stream's columns multiplied among many others give the same bits as alone (and a row likewise),
+// whatever the tiles: C restricted to columns [c0, c0 + w) equals the product with only those
+// columns of B, on another tile shape.
 TEST(CodecGemmEmulation, AColumnsResultDoesNotDependOnTheOtherColumns) {
   for (bool tb : {false, true}) {
-    const Problem all = make_problem(false, tb, 96, 300, 2600, 0.0f, tb ? 5 : 6);
-    const std::vector<float> full = emulate<GemmTileLarge>(all);
-    for (auto [c0, w] : {std::pair<int64_t, int64_t>{0, 1}, {17, 40}, {250, 50}, {129, 1}}) {
+    const Problem all = make_problem(false, tb, 40, 150, 1100, 0.0f, tb ? 5 : 6);
+    HostCopy copy;
+    const std::vector<float> full = emulate_any<GemmLarge>(all, true, copy);
+    for (auto [c0, w] : {std::pair<int64_t, int64_t>{0, 1}, {17, 40}, {120, 30}, {129, 1}}) {
       Problem part = all;
       part.N = w;
       part.ldc = w;
       part.C0.assign(static_cast<size_t>(part.M * w), 0.0f);
-      // The same columns at the start of a narrower B (its own layout, its own ld).
       part.ldb = tb ? all.K : w;
       part.B.assign(static_cast<size_t>((tb ? w : all.K) * part.ldb), 0.0f);
       for (int64_t k = 0; k < all.K; ++k)
-        for (int64_t n = 0; n < w; ++n)
-          (tb ? part.B[n * part.ldb + k] : part.B[k * part.ldb + n]) = b_at(all, k, c0 + n);
-      const std::vector<float> alone = emulate<GemmTileSmall>(part);
+        for (int64_t n = 0; n < w; ++n) (tb ? part.B[n * part.ldb + k] : part.B[k * part.ldb + n]) = all.b(k, c0 + n);
+      const std::vector<float> alone =
+          w <= 32 ? emulate_any<GemmThin32>(part, true, copy) : emulate_any<GemmSmall>(part, true, copy);
       int64_t differing = 0;
       for (int64_t m = 0; m < all.M; ++m)
         for (int64_t n = 0; n < w; ++n)
-          differing += std::memcmp(&alone[m * w + n], &full[m * all.ldc + c0 + n], sizeof(float)) != 0;
+          differing += bits(alone[static_cast<size_t>(m * w + n)]) != bits(full[static_cast<size_t>(m * all.ldc + c0 + n)]);
       EXPECT_EQ(differing, 0) << "columns " << c0 << " + " << w << " tb=" << tb;
     }
   }
 }
 
-// The skinny kernels (N <= kGemmSkinnyMaxN) give the tile kernel's bits in every layout: N = 1
-// and on/around each skinny width, K within a chunk, not a multiple of the stage depth (64) or of
-// the pad granule (8), on a chunk boundary, over several chunks, and K = 0.
-TEST(CodecGemmEmulation, SkinnyKernelsMatchTheTilesBitForBit) {
-  struct Shape {
-    int64_t M, N, K;
-  };
-  const Shape shapes[] = {{1, 1, 1},     {70, 1, 37},   {33, 8, 1024},  {100, 9, 1025}, {31, 32, 40},
-                          {65, 33, 2100}, {40, 64, 130}, {7, 64, 3073}, {32, 5, 0},     {97, 2, 1500}};
-  int cases = 0;
-  for (const Shape& s : shapes)
-    for (int layout = 0; layout < 4; ++layout)
-      for (float beta : {0.0f, 1.0f}) {
-        Problem p = make_problem(layout & 1, layout & 2, s.M, s.N, s.K, beta, static_cast<uint32_t>(300 + cases));
-        if (cases % 3 == 2) p.alpha = -1.25f;
-        SCOPED_TRACE("M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) + " K=" + std::to_string(s.K) +
-                     " ta=" + std::to_string(p.ta) + " tb=" + std::to_string(p.tb) + " beta=" + std::to_string(beta));
-        const std::vector<float> tiles = emulate<GemmTileSmall>(p), skinny = emulate_skinny_for(p);
-        EXPECT_LT(relative_error(p, skinny), 1e-4);  // not vacuous: both are the product
-        EXPECT_TRUE(same_bits(skinny, tiles));
-        // Every skinny width, not only the one gemm picks, must agree.
-        if (s.N <= GemmSkinny32::BN) {
-          EXPECT_TRUE(same_bits(emulate_skinny<GemmSkinny32>(p), tiles));
-        }
-        EXPECT_TRUE(same_bits(emulate_skinny<GemmSkinny64>(p), tiles));
-        ++cases;
-      }
-  EXPECT_EQ(cases, 80);
-}
-
-// Few rows (the decoder transformer's rows of one frame against wide weights): the skinny kernels
-// on the transposed product give the tile kernel's bits, C written in its own layout (the
-// padding columns of ldc untouched, which relative_error checks).
-TEST(CodecGemmEmulation, SkinnyKernelsOnTheTransposedProductMatchTheTiles) {
-  struct Shape {
-    int64_t M, N, K;
-  };
-  const Shape shapes[] = {{1, 1, 1}, {1, 200, 37}, {8, 130, 1025}, {17, 70, 40}, {64, 100, 2100}, {3, 90, 0}};
-  int cases = 0;
-  for (const Shape& s : shapes)
-    for (int layout = 0; layout < 4; ++layout)
-      for (float beta : {0.0f, 1.0f}) {
-        Problem p = make_problem(layout & 1, layout & 2, s.M, s.N, s.K, beta, static_cast<uint32_t>(700 + cases));
-        if (cases % 3 == 0) p.alpha = 0.5f;
-        SCOPED_TRACE("M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) + " K=" + std::to_string(s.K) +
-                     " ta=" + std::to_string(p.ta) + " tb=" + std::to_string(p.tb) + " beta=" + std::to_string(beta));
-        const std::vector<float> tiles = emulate<GemmTileSmall>(p), skinny = emulate_skinny_for(p, true);
-        EXPECT_LT(relative_error(p, skinny), 1e-4);
-        EXPECT_TRUE(same_bits(skinny, tiles));
-        ++cases;
-      }
-  EXPECT_EQ(cases, 48);
-}
-
-// Products that underflow to −0 make the chunk sum −0; the zero terms padding a chunk to a
-// multiple of kGemmKPad turn it into +0. Both kernels must run exactly those terms: K = 3 pads
-// (+0), K = 40 does not (−0, though 40 is not a multiple of the skinny stage depth).
-TEST(CodecGemmEmulation, SkinnyKernelPadsTheChainLikeTheTiles) {
-  for (auto [K, negative] : {std::pair<int64_t, bool>{3, false}, {40, true}, {1024 + 40, true}, {1024 + 3, false}}) {
-    Problem p = make_problem(false, false, 5, 3, K, 0.0f, 9);
-    for (float& v : p.A) v = -1e-30f;
-    for (float& v : p.B) v = 1e-30f;
-    const std::vector<float> tiles = emulate<GemmTileSmall>(p), skinny = emulate_skinny_for(p);
-    EXPECT_TRUE(same_bits(skinny, tiles)) << "K=" << K;
-    EXPECT_TRUE(same_bits(emulate_skinny_for(p, true), tiles)) << "K=" << K << " (rows)";
-    for (int64_t m = 0; m < p.M; ++m)
-      for (int64_t n = 0; n < p.N; ++n) {
-        const float v = tiles[static_cast<size_t>(m * p.ldc + n)];
-        EXPECT_EQ(v, 0.0f) << "K=" << K;
-        EXPECT_EQ(std::signbit(v), negative) << "K=" << K;
-      }
-  }
-}
-
-TEST(CodecGemmEmulation, SplitsDependOnKAlone) {
+TEST(CodecGemmEmulation, ChunksAndStepsDependOnKAlone) {
   EXPECT_EQ(gemm_splits(0), 1);
   EXPECT_EQ(gemm_splits(kGemmKChunk), 1);
   EXPECT_EQ(gemm_splits(kGemmKChunk + 1), 2);
   EXPECT_EQ(gemm_splits(7 * kGemmKChunk), 7);
+  EXPECT_EQ(gemm_chunk_steps(0), 0);
+  EXPECT_EQ(gemm_chunk_steps(1), 1);
+  EXPECT_EQ(gemm_chunk_steps(8), 1);
+  EXPECT_EQ(gemm_chunk_steps(9), 2);
+  // A stage runs its chunk's steps that hold a k, never more: the chunk's total is the same for
+  // every stage depth.
+  for (int64_t len : {int64_t{0}, int64_t{1}, int64_t{31}, int64_t{33}, int64_t{64}, int64_t{65}, int64_t{1000},
+                      kGemmKChunk}) {
+    int64_t thin = 0, large = 0;
+    for (int64_t k0 = 0; k0 < len; k0 += GemmThin8::BK) thin += gemm_stage_steps<GemmThin8>(k0, len);
+    for (int64_t k0 = 0; k0 < len; k0 += GemmLarge::BK) large += gemm_stage_steps<GemmLarge>(k0, len);
+    EXPECT_EQ(thin, gemm_chunk_steps(len)) << len;
+    EXPECT_EQ(large, gemm_chunk_steps(len)) << len;
+  }
+  EXPECT_EQ(gemm_thin_width(1), 8);
+  EXPECT_EQ(gemm_thin_width(9), 16);
+  EXPECT_EQ(gemm_thin_width(17), 32);
+  EXPECT_EQ(gemm_thin_width(5000), 32);
 }
 
 }  // namespace

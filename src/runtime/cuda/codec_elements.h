@@ -1,8 +1,9 @@
 // Per-element bodies of the codec decoder's batched kernels (conv_ops.h), written once for the
 // device and the host: each CUDA kernel runs one of these per thread, and the CPU tests
-// (tests/runtime/codec_elements_test.cpp) run the same functions in loops, so the stream / column
-// / history indexing and the GEMM's tiling are checked on machines without a GPU. No CUDA header
-// here: plain C++ sees the functions as ordinary inline functions.
+// (tests/runtime/codec_stream_kernels_test.cpp, codec_gemm_emulation_test.cpp) run the same
+// functions in loops, so the stream / column / history indexing and the GEMM's chunking are
+// checked on machines without a GPU (the GEMM's tiles: codec_gemm_tiles.h). No CUDA header here:
+// plain C++ sees the functions as ordinary inline functions.
 //
 // A batch is `streams` streams stepped together, each by the same number of columns `steps`: in
 // every channels-first activation [C, streams·steps] stream b owns columns [b·steps, (b+1)·steps),
@@ -17,15 +18,18 @@
 #if defined(__CUDACC__)
 #define CHORUS_HD __host__ __device__ __forceinline__
 #define CHORUS_UNROLL _Pragma("unroll")
+#define CHORUS_NO_UNROLL _Pragma("unroll 1")
 #else
 #define CHORUS_HD inline
 #define CHORUS_UNROLL
+#define CHORUS_NO_UNROLL
 #endif
 
 namespace chorus::cuda::codec_ops {
 
-// Rounded f32 multiply and add that the device compiler never fuses into an FMA, so a value is
-// the same whichever kernel computes it (the host compiler does not contract in ISO C++ mode).
+// Rounded f32 multiply, add and subtract that the device compiler never fuses into an FMA, so a
+// value is the same whichever kernel computes it (the host compiler does not contract in ISO C++
+// mode).
 CHORUS_HD float mul_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);
@@ -38,6 +42,13 @@ CHORUS_HD float add_rn(float a, float b) {
   return __fadd_rn(a, b);
 #else
   return a + b;
+#endif
+}
+CHORUS_HD float sub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
 #endif
 }
 
@@ -228,16 +239,36 @@ CHORUS_HD void rope_store_element(const RopeStore& a, int64_t idx) {
   }
 }
 
-// ---- batch-invariant SGEMM ----------------------------------------------------------------------
-// Row-major C[M, N] = alpha·op(A)[M, K]·op(B)[K, N] + beta·C. Every element is computed the same
-// way whatever M, N and the tile shape: K is cut into chunks of kGemmKChunk (a fixed constant, so
-// the cut depends on K alone), each chunk summed by one fmaf chain in ascending k from 0, the
-// chunk sums added in order, then the epilogue. So a column of a stream's activations comes out
-// bit-identical whether it is multiplied alone or among thousands of other streams' columns — what
-// cuBLAS does not promise, since it picks kernels (and split-K) by shape.
+// ---- batch-invariant GEMM on tensor cores (3xTF32) ----------------------------------------------
+// Row-major C[M, N] = alpha·op(A)[M, K]·op(B)[K, N] + beta·C. The arithmetic of one element
+// c(m, n), the same in every kernel (codec_gemm.cu, codec_gemm_tiles.h):
+//   - K is cut into chunks of kGemmKChunk (a constant, so the cut depends on K alone);
+//   - a chunk's sum starts at +0 and takes ceil(length / 8) k-steps of kGemmKStep = 8 in
+//     ascending k, the values past the chunk's end being zero;
+//   - in a step every a and b is split into x_hi = tf32(x) and x_lo = tf32(x − x_hi), tf32()
+//     being cvt.rna.tf32.f32 (nearest, ties away from zero, 10 explicit mantissa bits), and
+//     mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 is issued three times into the same
+//     accumulator: a_lo·b_hi, then a_hi·b_lo, then a_hi·b_hi (the small terms first, so that the
+//     large one's rounding does not swallow them); a_lo·b_lo (about 2^-22 of a·b) is dropped;
+//   - the chunk sums are added in order (add_rn), then v = alpha·sum (unless alpha == 1) and
+//     v += beta·C (when beta != 0), each rounded.
+// An mma computes each element of its 16×8 tile from that element's row of A and column of B
+// alone, by the same circuit wherever the element sits, so the result depends on row m of op(A),
+// column n of op(B) and K only — never on M, N, the tile shape or the position in a tile or
+// fragment. So a stream's columns come out bit-identical whether multiplied alone or among
+// thousands of other streams' columns, which cuBLAS does not promise (it picks kernels and
+// split-K by shape). The split makes the products f32-accurate (within 3·2^-22 of |a·b|, where one
+// TF32 product errs by up to 2^-10) at the tensor cores' rate; the mma's accumulation is not
+// IEEE-sequential, so these bits are checked on the device (tests/gpu/codec_gemm_cuda_test.cpp)
+// and only the data flow on the host. A non-finite input makes its outputs NaN (x − x_hi of an
+// infinity); the codec's activations and weights are finite.
 constexpr int64_t kGemmKChunk = 1024;
+constexpr int kGemmKStep = 8;
 
 CHORUS_HD int64_t gemm_splits(int64_t K) { return K <= kGemmKChunk ? 1 : (K + kGemmKChunk - 1) / kGemmKChunk; }
+
+// The number of k-steps of a chunk of `length` k.
+CHORUS_HD int64_t gemm_chunk_steps(int64_t length) { return (length + kGemmKStep - 1) / kGemmKStep; }
 
 struct GemmArgs {
   int64_t M = 0, N = 0, K = 0;
@@ -246,65 +277,11 @@ struct GemmArgs {
   int64_t lda = 0;
   const float* B = nullptr;  // [K, N] (ldb) or, transposed, stored [N, K]
   int64_t ldb = 0;
-  float* C = nullptr;
+  float* C = nullptr;  // [M, N] (ldc)
   int64_t ldc = 0;
   float* partial = nullptr;  // [splits, M, N] chunk sums when splits > 1
   int64_t splits = 1;
-  bool trans_c = false;  // C stored transposed: element (m, n) at C[n·ldc + m]
 };
-
-CHORUS_HD int64_t gemm_c_index(const GemmArgs& g, int64_t m, int64_t n) {
-  return g.trans_c ? n * g.ldc + m : m * g.ldc + n;
-}
-
-// The same product as Cᵀ = op(B)ᵀ·op(A)ᵀ (run with trans_a = !trans_b and trans_b = !trans_a), so
-// that a product with few rows can take the kernels for few columns. Each output's chain is the
-// same: fmaf(b, a, acc) and fmaf(a, b, acc) round the same exact product-plus-sum.
-CHORUS_HD GemmArgs gemm_swapped(const GemmArgs& g) {
-  GemmArgs t = g;
-  t.M = g.N;
-  t.N = g.M;
-  t.A = g.B;
-  t.lda = g.ldb;
-  t.B = g.A;
-  t.ldb = g.lda;
-  t.trans_c = !g.trans_c;
-  return t;
-}
-
-// A chunk's fmaf chain runs over k = begin .. begin + round_up(length, kGemmKPad), the terms past
-// the chunk's end being fmaf(0, 0, acc): a no-op except that it turns a −0 sum into +0, so every
-// kernel must run exactly this many terms to give the same bits.
-constexpr int64_t kGemmKPad = 8;
-
-// A tile shape: BM × BN outputs per block of (BM / TM)·(BN / TN) threads, each TM × TN of them;
-// BK k per shared-memory stage (kGemmKChunk is a multiple of it, so only K's end is ragged).
-template <int BM_, int BN_, int TM_, int TN_, int BK_ = 8>
-struct GemmTile {
-  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = BK_;
-  static constexpr int kThreads = (BM / TM) * (BN / TN);
-  static constexpr int LDA = BM + 4, LDB = BN + 4;  // padded shared rows (k-major)
-  static constexpr int kSmemA = BK * LDA, kSmemB = BK * LDB;
-  // Per-thread share of a stage when it is staged through registers (gemm_fetch_stage).
-  static constexpr int kPerA = BM * BK / kThreads, kPerB = BK * BN / kThreads;
-  static_assert(kGemmKChunk % BK == 0, "chunks must start on a stage boundary");
-  static_assert(BK % kGemmKPad == 0, "a stage must hold whole pad granules");
-};
-using GemmTileLarge = GemmTile<128, 128, 8, 8>;
-using GemmTileSmall = GemmTile<64, 64, 4, 4>;
-// Narrow N (a few streams' columns of one step): all N columns in one block, parallel over M
-// (32 rows a block) and over the chunks; deep stages, since per stage there is little to multiply.
-using GemmSkinny8 = GemmTile<32, 8, 1, 1, 64>;
-using GemmSkinny32 = GemmTile<32, 32, 2, 2, 64>;
-using GemmSkinny64 = GemmTile<32, 64, 2, 4, 64>;
-constexpr int64_t kGemmSkinnyMaxN = 64;
-
-// The number of chain terms of the stage at k0 of a chunk ending at k_end (at most BK).
-template <class T>
-CHORUS_HD int gemm_stage_steps(int64_t k0, int64_t k_end) {
-  const int64_t padded = (k_end - k0 + kGemmKPad - 1) / kGemmKPad * kGemmKPad;
-  return padded < T::BK ? static_cast<int>(padded) : T::BK;
-}
 
 CHORUS_HD float gemm_a(const GemmArgs& g, bool ta, int64_t m, int64_t k) {
   return ta ? g.A[k * g.lda + m] : g.A[m * g.lda + k];
@@ -313,122 +290,10 @@ CHORUS_HD float gemm_b(const GemmArgs& g, bool tb, int64_t k, int64_t n) {
   return tb ? g.B[n * g.ldb + k] : g.B[k * g.ldb + n];
 }
 
-// Thread `tid`'s share of loading the stage at k0 (zeros outside [0, M) × [k0, k_end) × [0, N)).
-// Consecutive threads take consecutive addresses of the stored layout.
-template <class T, bool TA, bool TB>
-CHORUS_HD void gemm_load_stage(const GemmArgs& g, float* As, float* Bs, int64_t m0, int64_t n0, int64_t k0,
-                               int64_t k_end, int tid) {
-  CHORUS_UNROLL
-  for (int e = tid; e < T::BM * T::BK; e += T::kThreads) {
-    const int m = TA ? e % T::BM : e / T::BK, k = TA ? e / T::BM : e % T::BK;
-    const int64_t gm = m0 + m, gk = k0 + k;
-    As[k * T::LDA + m] = gm < g.M && gk < k_end ? gemm_a(g, TA, gm, gk) : 0.0f;
-  }
-  CHORUS_UNROLL
-  for (int e = tid; e < T::BK * T::BN; e += T::kThreads) {
-    const int n = TB ? e / T::BK : e % T::BN, k = TB ? e % T::BK : e / T::BN;
-    const int64_t gn = n0 + n, gk = k0 + k;
-    Bs[k * T::LDB + n] = gn < g.N && gk < k_end ? gemm_b(g, TB, gk, gn) : 0.0f;
-  }
-}
-
-// gemm_load_stage in two halves, so that the next stage's global loads are in flight while the
-// current one is multiplied: thread tid's share into registers, then into shared memory (the same
-// elements at the same places as gemm_load_stage).
-template <class T, bool TA, bool TB>
-CHORUS_HD void gemm_fetch_stage(const GemmArgs& g, float (&ra)[T::kPerA], float (&rb)[T::kPerB], int64_t m0,
-                                int64_t n0, int64_t k0, int64_t k_end, int tid) {
-  CHORUS_UNROLL
-  for (int r = 0; r < T::kPerA; ++r) {
-    const int e = tid + r * T::kThreads;
-    const int m = TA ? e % T::BM : e / T::BK, k = TA ? e / T::BM : e % T::BK;
-    const int64_t gm = m0 + m, gk = k0 + k;
-    ra[r] = gm < g.M && gk < k_end ? gemm_a(g, TA, gm, gk) : 0.0f;
-  }
-  CHORUS_UNROLL
-  for (int r = 0; r < T::kPerB; ++r) {
-    const int e = tid + r * T::kThreads;
-    const int n = TB ? e / T::BK : e % T::BN, k = TB ? e % T::BK : e / T::BN;
-    const int64_t gn = n0 + n, gk = k0 + k;
-    rb[r] = gn < g.N && gk < k_end ? gemm_b(g, TB, gk, gn) : 0.0f;
-  }
-}
-
-template <class T, bool TA, bool TB>
-CHORUS_HD void gemm_put_stage(float* As, float* Bs, const float (&ra)[T::kPerA], const float (&rb)[T::kPerB],
-                              int tid) {
-  static_assert(T::kPerA * T::kThreads == T::BM * T::BK && T::kPerB * T::kThreads == T::BK * T::BN,
-                "a stage must split evenly over the threads");
-  CHORUS_UNROLL
-  for (int r = 0; r < T::kPerA; ++r) {
-    const int e = tid + r * T::kThreads;
-    const int m = TA ? e % T::BM : e / T::BK, k = TA ? e / T::BM : e % T::BK;
-    As[k * T::LDA + m] = ra[r];
-  }
-  CHORUS_UNROLL
-  for (int r = 0; r < T::kPerB; ++r) {
-    const int e = tid + r * T::kThreads;
-    const int n = TB ? e / T::BK : e % T::BN, k = TB ? e % T::BK : e / T::BN;
-    Bs[k * T::LDB + n] = rb[r];
-  }
-}
-
-// acc[i][j] of thread tid: output (m0 + ty·TM + i, n0 + tx + j·(BN / TN)): a warp's threads take
-// consecutive columns, so their shared-memory reads hit distinct banks and their stores coalesce.
-template <class T>
-CHORUS_HD void gemm_thread_origin(int tid, int& ty, int& tx) {
-  tx = tid % (T::BN / T::TN);
-  ty = tid / (T::BN / T::TN);
-}
-
-// The first `steps` k of a stage (gemm_stage_steps; all BK of them when BK == kGemmKPad).
-template <class T>
-CHORUS_HD void gemm_mac_stage(const float* As, const float* Bs, float (&acc)[T::TM][T::TN], int tid,
-                              int steps = T::BK) {
-  int ty, tx;
-  gemm_thread_origin<T>(tid, ty, tx);
-  // Fully unrolled, so that acc stays in registers.
-  CHORUS_UNROLL
-  for (int k = 0; k < T::BK; ++k) {
-    if (k >= steps) break;
-    float a[T::TM], b[T::TN];
-    CHORUS_UNROLL
-    for (int i = 0; i < T::TM; ++i) a[i] = As[k * T::LDA + ty * T::TM + i];
-    CHORUS_UNROLL
-    for (int j = 0; j < T::TN; ++j) b[j] = Bs[k * T::LDB + tx + j * (T::BN / T::TN)];
-    CHORUS_UNROLL
-    for (int i = 0; i < T::TM; ++i) {
-      CHORUS_UNROLL
-      for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-    }
-  }
-}
-
 CHORUS_HD float gemm_epilogue(const GemmArgs& g, float sum, int64_t m, int64_t n) {
   float v = g.alpha == 1.0f ? sum : mul_rn(g.alpha, sum);
-  if (g.beta != 0.0f) v = add_rn(v, mul_rn(g.beta, g.C[gemm_c_index(g, m, n)]));
+  if (g.beta != 0.0f) v = add_rn(v, mul_rn(g.beta, g.C[m * g.ldc + n]));
   return v;
-}
-
-// Writes thread tid's outputs of chunk `split`: through the epilogue when K is one chunk, else as
-// chunk sums for gemm_reduce_element.
-template <class T>
-CHORUS_HD void gemm_store(const GemmArgs& g, const float (&acc)[T::TM][T::TN], int64_t m0, int64_t n0,
-                          int64_t split, int tid) {
-  int ty, tx;
-  gemm_thread_origin<T>(tid, ty, tx);
-  CHORUS_UNROLL
-  for (int i = 0; i < T::TM; ++i) {
-    const int64_t m = m0 + ty * T::TM + i;
-    CHORUS_UNROLL
-    for (int j = 0; j < T::TN; ++j) {
-      const int64_t n = n0 + tx + j * (T::BN / T::TN);
-      if (m < g.M && n < g.N) {
-        if (g.splits == 1) g.C[gemm_c_index(g, m, n)] = gemm_epilogue(g, acc[i][j], m, n);
-        else g.partial[(split * g.M + m) * g.N + n] = acc[i][j];
-      }
-    }
-  }
 }
 
 // Element idx = m·N + n of C when splits > 1: the chunk sums in order, then the epilogue.
@@ -436,7 +301,7 @@ CHORUS_HD void gemm_reduce_element(const GemmArgs& g, int64_t idx) {
   const int64_t m = idx / g.N, n = idx % g.N, mn = g.M * g.N;
   float sum = g.partial[idx];
   for (int64_t s = 1; s < g.splits; ++s) sum = add_rn(sum, g.partial[s * mn + idx]);
-  g.C[gemm_c_index(g, m, n)] = gemm_epilogue(g, sum, m, n);
+  g.C[m * g.ldc + n] = gemm_epilogue(g, sum, m, n);
 }
 
 // The k range [begin, end) of chunk `split`.

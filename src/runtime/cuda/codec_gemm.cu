@@ -1,12 +1,13 @@
-// The codec decoder's batch-invariant SGEMM (conv_ops.h, codec_elements.h): shared-memory tiles,
-// register-blocked outputs, K cut into fixed chunks whose sums a second kernel adds in order. The
-// per-element arithmetic is fixed by codec_elements.h; this file only launches it. The tile shape
-// follows the problem size (large tiles when there are enough of them to fill the GPU twice; for
-// at most kGemmSkinnyMaxN columns a kernel parallel over rows and chunks instead of tiles, and for
-// at most that many rows the same kernel on the transposed product), which changes the speed, never
-// a result.
+// The codec decoder's batch-invariant GEMM (conv_ops.h) on tensor cores: 3xTF32 mma.sync.m16n8k8
+// with the per-element arithmetic fixed by codec_elements.h and the tiles of codec_gemm_tiles.h;
+// A and B go to shared memory through cp.async (16 bytes where aligned, else 4) in a multi-stage
+// pipeline, fragments are read from shared memory and split into hi and lo in registers, and when K
+// spans several chunks a second kernel adds the chunk sums in order. The tile shape follows the
+// problem (large tiles when there are enough of them to fill the GPU, small ones otherwise, thin
+// 16-row tiles for few rows or few columns), which changes the speed, never a bit.
 #include <string>
 
+#include "runtime/cuda/codec_gemm_tiles.h"
 #include "runtime/cuda/conv_ops.h"
 #include "runtime/cuda/cuda_handles.h"
 
@@ -14,55 +15,127 @@ namespace chorus::cuda::codec_ops {
 
 namespace {
 
+// cp.async with a source size (the rest of the copy zero-filled): .cg (L2 only) for 16 bytes, .ca
+// for 4 (the only size .cg lacks). Host-callable so that the tile functions stay host-device.
+struct AsyncCopy {
+  CHORUS_HD void operator()(float* dst, const float* src, int bytes, int src_bytes) const {
+#if defined(__CUDA_ARCH__)
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    if (bytes == 16)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+    else
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+#else
+    (void)dst, (void)src, (void)bytes, (void)src_bytes;
+#endif
+  }
+};
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// d += a·b on a 16 × 8 × 8 tile (operands as tf32 bit patterns, fragments as codec_gemm_tiles.h).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// One k-step of one accumulator: the three products in the order of codec_elements.h.
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const uint32_t (&a_hi)[4], const uint32_t (&a_lo)[4],
+                                           const uint32_t (&b_hi)[2], const uint32_t (&b_lo)[2]) {
+  mma_tf32(d, a_lo, b_hi);
+  mma_tf32(d, a_hi, b_lo);
+  mma_tf32(d, a_hi, b_hi);
+}
+
+template <int kN>
+__device__ __forceinline__ void split_fragment(const float (&x)[kN], uint32_t (&hi)[kN], uint32_t (&lo)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    float h, l;
+    tf32_split(x[i], h, l);
+    hi[i] = __float_as_uint(h);
+    lo[i] = __float_as_uint(l);
+  }
+}
+
+// Block (blockIdx.x, blockIdx.y) computes C's tile at (BM·y, BN·x) for chunk blockIdx.z. Stage it
+// of the chunk sits in buffer it % kStages; at iteration it the copies of stage it + kStages − 1
+// are issued into the buffer that iteration it − 1 read (every warp is past it: the barrier).
 template <class T, bool TA, bool TB>
-__global__ void __launch_bounds__(T::kThreads) gemm_kernel(GemmArgs g) {
-  __shared__ __align__(16) float As[T::kSmemA];
-  __shared__ __align__(16) float Bs[T::kSmemB];
-  float acc[T::TM][T::TN];
-#pragma unroll
-  for (int i = 0; i < T::TM; ++i)
-#pragma unroll
-    for (int j = 0; j < T::TN; ++j) acc[i][j] = 0.0f;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::BM, n0 = static_cast<int64_t>(blockIdx.x) * T::BN;
+__global__ void __launch_bounds__(T::kThreads, 2) gemm_mma_kernel(GemmArgs g, bool vec_a, bool vec_b) {
+  using S = GemmStage<T, TA, TB>;
+  extern __shared__ __align__(16) float smem[];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN, m0 = static_cast<int64_t>(blockIdx.y) * T::BM;
   const int64_t split = blockIdx.z;
   int64_t k_begin = 0, k_end = 0;
   gemm_chunk(g, split, k_begin, k_end);
-  for (int64_t k0 = k_begin; k0 < k_end; k0 += T::BK) {
-    gemm_load_stage<T, TA, TB>(g, As, Bs, m0, n0, k0, k_end, tid);
-    __syncthreads();
-    gemm_mac_stage<T>(As, Bs, acc, tid);
-    __syncthreads();
-  }
-  gemm_store<T>(g, acc, m0, n0, split, tid);
-}
+  const int stages = static_cast<int>((k_end - k_begin + T::BK - 1) / T::BK);
+  int row0 = 0, col0 = 0;
+  gemm_warp_origin<T>(warp, row0, col0);
+  // A warp wholly past C's edge only stages data for the others.
+  const bool idle = m0 + row0 >= g.M || n0 + col0 >= g.N;
 
-// The same outputs and arithmetic for N <= kGemmSkinnyMaxN: one block per (32 rows, chunk), all
-// columns at once, the next stage fetched into registers while the current one is multiplied.
-template <class T, bool TA, bool TB>
-__global__ void __launch_bounds__(T::kThreads) gemm_skinny_kernel(GemmArgs g) {
-  __shared__ __align__(16) float As[T::kSmemA];
-  __shared__ __align__(16) float Bs[T::kSmemB];
-  float acc[T::TM][T::TN];
+  float acc[T::MT][T::NT][4];
 #pragma unroll
-  for (int i = 0; i < T::TM; ++i)
+  for (int i = 0; i < T::MT; ++i)
 #pragma unroll
-    for (int j = 0; j < T::TN; ++j) acc[i][j] = 0.0f;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * T::BM;
-  const int64_t split = blockIdx.y;
-  int64_t k_begin = 0, k_end = 0;
-  gemm_chunk(g, split, k_begin, k_end);
-  float ra[T::kPerA], rb[T::kPerB];
-  if (k_begin < k_end) gemm_fetch_stage<T, TA, TB>(g, ra, rb, m0, 0, k_begin, k_end, tid);
-  for (int64_t k0 = k_begin; k0 < k_end; k0 += T::BK) {
-    gemm_put_stage<T, TA, TB>(As, Bs, ra, rb, tid);
-    __syncthreads();
-    if (k0 + T::BK < k_end) gemm_fetch_stage<T, TA, TB>(g, ra, rb, m0, 0, k0 + T::BK, k_end, tid);
-    gemm_mac_stage<T>(As, Bs, acc, tid, gemm_stage_steps<T>(k0, k_end));
-    __syncthreads();
+    for (int j = 0; j < T::NT; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+
+  AsyncCopy copy;
+#pragma unroll
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    if (s < stages)
+      gemm_load_stage<T, TA, TB>(g, smem + s * S::floats, m0, n0, k_begin + s * T::BK, k_end, tid, vec_a, vec_b, copy);
+    cp_async_commit();
   }
-  gemm_store<T>(g, acc, m0, 0, split, tid);
+  for (int it = 0; it < stages; ++it) {
+    cp_async_wait<T::kStages - 2>();
+    __syncthreads();
+    const int next = it + T::kStages - 1;
+    if (next < stages)
+      gemm_load_stage<T, TA, TB>(g, smem + (next % T::kStages) * S::floats, m0, n0, k_begin + next * T::BK, k_end,
+                                 tid, vec_a, vec_b, copy);
+    cp_async_commit();
+    if (idle) continue;
+    const float* st = smem + (it % T::kStages) * S::floats;
+    const int steps = gemm_stage_steps<T>(k_begin + it * T::BK, k_end);
+#pragma unroll
+    for (int ks = 0; ks < T::kSteps; ++ks) {
+      if (ks >= steps) break;
+      uint32_t b_hi[T::NT][2], b_lo[T::NT][2];
+#pragma unroll
+      for (int j = 0; j < T::NT; ++j) {
+        float b[2];
+        gemm_frag_b<T, TA, TB>(st, lane, col0 + j * 8, ks * kGemmKStep, b);
+        split_fragment(b, b_hi[j], b_lo[j]);
+      }
+#pragma unroll
+      for (int i = 0; i < T::MT; ++i) {
+        float a[4];
+        uint32_t a_hi[4], a_lo[4];
+        gemm_frag_a<T, TA, TB>(st, lane, row0 + i * 16, ks * kGemmKStep, a);
+        split_fragment(a, a_hi, a_lo);
+#pragma unroll
+        for (int j = 0; j < T::NT; ++j) mma_3xtf32(acc[i][j], a_hi, a_lo, b_hi[j], b_lo[j]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  if (idle) return;
+#pragma unroll
+  for (int i = 0; i < T::MT; ++i)
+#pragma unroll
+    for (int j = 0; j < T::NT; ++j) gemm_store_frag(g, acc[i][j], m0 + row0 + i * 16, n0 + col0 + j * 8, lane, split);
 }
 
 __global__ void gemm_reduce_kernel(GemmArgs g) {
@@ -77,30 +150,41 @@ int sm_count() {
   return sms;
 }
 
+template <class T, bool TA, bool TB>
+Status launch_mma(dim3 grid, const GemmArgs& g, bool vec_a, bool vec_b, cudaStream_t s) {
+  constexpr size_t bytes = GemmStage<T, TA, TB>::smem_bytes;
+  if constexpr (bytes > 48 * 1024) {
+    static const cudaError_t attr = cudaFuncSetAttribute(
+        gemm_mma_kernel<T, TA, TB>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    CHORUS_TRY(check(attr, "codec gemm: shared memory"));
+  }
+  gemm_mma_kernel<T, TA, TB><<<grid, T::kThreads, bytes, s>>>(g, vec_a, vec_b);
+  return check(cudaGetLastError(), "codec gemm");
+}
+
 template <class T>
 Status launch_tiles(bool ta, bool tb, const GemmArgs& g, cudaStream_t s) {
   const int64_t bx = (g.N + T::BN - 1) / T::BN, by = (g.M + T::BM - 1) / T::BM;
   if (bx > 0x7fffffffLL || by > 65535 || g.splits > 65535)
     return make_error(ErrorCode::kOutOfRange, "codec gemm: matrix too large for one launch");
   const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(by), static_cast<unsigned>(g.splits));
-  if (ta && tb) gemm_kernel<T, true, true><<<grid, T::kThreads, 0, s>>>(g);
-  else if (ta) gemm_kernel<T, true, false><<<grid, T::kThreads, 0, s>>>(g);
-  else if (tb) gemm_kernel<T, false, true><<<grid, T::kThreads, 0, s>>>(g);
-  else gemm_kernel<T, false, false><<<grid, T::kThreads, 0, s>>>(g);
-  return check(cudaGetLastError(), "codec gemm");
+  const bool va = gemm_vector_ok(g.A, g.lda), vb = gemm_vector_ok(g.B, g.ldb);
+  if (ta && tb) return launch_mma<T, true, true>(grid, g, va, vb, s);
+  if (ta) return launch_mma<T, true, false>(grid, g, va, vb, s);
+  if (tb) return launch_mma<T, false, true>(grid, g, va, vb, s);
+  return launch_mma<T, false, false>(grid, g, va, vb, s);
 }
 
-template <class T>
-Status launch_skinny(bool ta, bool tb, const GemmArgs& g, cudaStream_t s) {
-  const int64_t bx = (g.M + T::BM - 1) / T::BM;
-  if (g.N > T::BN || bx > 0x7fffffffLL || g.splits > 65535)
-    return make_error(ErrorCode::kOutOfRange, "codec gemm: matrix too large for one skinny launch");
-  const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(g.splits));
-  if (ta && tb) gemm_skinny_kernel<T, true, true><<<grid, T::kThreads, 0, s>>>(g);
-  else if (ta) gemm_skinny_kernel<T, true, false><<<grid, T::kThreads, 0, s>>>(g);
-  else if (tb) gemm_skinny_kernel<T, false, true><<<grid, T::kThreads, 0, s>>>(g);
-  else gemm_skinny_kernel<T, false, false><<<grid, T::kThreads, 0, s>>>(g);
-  return check(cudaGetLastError(), "codec gemm (skinny)");
+int64_t padded(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// kAuto's choice: thin tiles for few rows or columns; large tiles when there are enough of them to
+// give every SM one and they pad the matrix little more than the small ones would; else small.
+GemmPath auto_path(int64_t M, int64_t N, int64_t splits) {
+  if (M <= GemmThin32::BM || N <= 64) return GemmPath::kThin;
+  const int64_t large = padded(M, GemmLarge::BM) * padded(N, GemmLarge::BN);
+  const int64_t small = padded(M, GemmSmall::BM) * padded(N, GemmSmall::BN);
+  const int64_t large_tiles = large / (GemmLarge::BM * GemmLarge::BN) * splits;
+  return large_tiles >= sm_count() && 4 * large <= 5 * small ? GemmPath::kLarge : GemmPath::kSmall;
 }
 
 }  // namespace
@@ -120,9 +204,6 @@ Status gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float a
 Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                     float* partial, size_t partial_floats, cudaStream_t s) {
-  if ((path == GemmPath::kSkinny && N > kGemmSkinnyMaxN) || (path == GemmPath::kSkinnyRows && M > kGemmSkinnyMaxN))
-    return make_error(ErrorCode::kInvalidArgument, "codec gemm: the skinny kernel takes at most " +
-                                                       std::to_string(kGemmSkinnyMaxN) + " columns (or rows)");
   if (M < 0 || N < 0 || K < 0) return make_error(ErrorCode::kInvalidArgument, "codec gemm: negative dimension");
   if (M == 0 || N == 0) return ok_status();
   GemmArgs g;
@@ -145,21 +226,29 @@ Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_
     g.partial = partial;
   }
   // K == 0 still runs one (empty) chunk so that C gets the epilogue of a zero sum.
-  const int64_t large_tiles = (M + GemmTileLarge::BM - 1) / GemmTileLarge::BM * ((N + GemmTileLarge::BN - 1) / GemmTileLarge::BN) * g.splits;
-  if (path == GemmPath::kAuto && N <= kGemmSkinnyMaxN) path = GemmPath::kSkinny;
-  else if (path == GemmPath::kAuto && M <= kGemmSkinnyMaxN) path = GemmPath::kSkinnyRows;
-  const bool rows = path == GemmPath::kSkinnyRows;
-  const GemmArgs sk = rows ? gemm_swapped(g) : g;
-  const bool sta = rows ? !trans_b : trans_a, stb = rows ? !trans_a : trans_b;
-  if (path == GemmPath::kTiles || path == GemmPath::kAuto) {
-    if (large_tiles >= 2 * sm_count()) CHORUS_TRY(launch_tiles<GemmTileLarge>(trans_a, trans_b, g, s));
-    else CHORUS_TRY(launch_tiles<GemmTileSmall>(trans_a, trans_b, g, s));
-  } else if (sk.N <= GemmSkinny8::BN) CHORUS_TRY(launch_skinny<GemmSkinny8>(sta, stb, sk, s));
-  else if (sk.N <= GemmSkinny32::BN) CHORUS_TRY(launch_skinny<GemmSkinny32>(sta, stb, sk, s));
-  else CHORUS_TRY(launch_skinny<GemmSkinny64>(sta, stb, sk, s));
+  if (path == GemmPath::kAuto) path = auto_path(M, N, g.splits);
+  switch (path) {
+    case GemmPath::kLarge:
+      CHORUS_TRY(launch_tiles<GemmLarge>(trans_a, trans_b, g, s));
+      break;
+    case GemmPath::kSmall:
+      CHORUS_TRY(launch_tiles<GemmSmall>(trans_a, trans_b, g, s));
+      break;
+    case GemmPath::kThin: {
+      const int width = gemm_thin_width(N);
+      if (width == 8) CHORUS_TRY(launch_tiles<GemmThin8>(trans_a, trans_b, g, s));
+      else if (width == 16) CHORUS_TRY(launch_tiles<GemmThin16>(trans_a, trans_b, g, s));
+      else CHORUS_TRY(launch_tiles<GemmThin32>(trans_a, trans_b, g, s));
+      break;
+    }
+    default:
+      return make_error(ErrorCode::kInvalidArgument, "codec gemm: unknown path");
+  }
   if (g.splits == 1) return ok_status();
   const int64_t total = M * N;
-  gemm_reduce_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, s>>>(rows ? sk : g);
+  if ((total + 255) / 256 > 0x7fffffffLL)
+    return make_error(ErrorCode::kOutOfRange, "codec gemm: matrix too large for one reduce launch");
+  gemm_reduce_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, s>>>(g);
   return check(cudaGetLastError(), "codec gemm reduce");
 }
 

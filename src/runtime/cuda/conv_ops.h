@@ -1,6 +1,6 @@
 // CUDA kernels of the speech-codec decoder (models/codec/decoder_cuda.h): streaming causal
 // convolutions, transposed convolutions, SnakeBeta, the decoder transformer's sliding-window
-// attention over per-stream ring-buffer KV caches, a batch-invariant SGEMM, and the small
+// attention over per-stream ring-buffer KV caches, a batch-invariant GEMM, and the small
 // row/column ops around them. Everything is f32 (weights too) and asynchronous on the given
 // stream; nothing synchronises with the host.
 //
@@ -23,19 +23,20 @@
 
 namespace chorus::cuda::codec_ops {
 
-// The batch-invariant SGEMM of codec_elements.h (GemmArgs, kGemmKChunk): row-major
-// C[M, N] = alpha·op(A)·op(B) + beta·C with leading dimensions as stored; trans_a: A is stored
-// [K, M], trans_b: B is stored [N, K]. When K spans several chunks the chunk sums go to `partial`,
-// which must hold gemm_partial_floats(M, N, K) floats. (The kernel and tile shape are chosen by
-// size; they do not change any result.)
+// The batch-invariant GEMM of codec_elements.h (GemmArgs, kGemmKChunk; 3xTF32 on tensor cores):
+// row-major C[M, N] = alpha·op(A)·op(B) + beta·C with leading dimensions as stored; trans_a: A is
+// stored [K, M], trans_b: B is stored [N, K]. Any alignment of the pointers and leading dimensions
+// (16-byte aligned ones are read faster). When K spans several chunks the chunk sums go to
+// `partial`, which must hold gemm_partial_floats(M, N, K) floats. (The kernel and tile shape are
+// chosen by size; they do not change any result.)
 size_t gemm_partial_floats(int64_t M, int64_t N, int64_t K);
 Status gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
             const float* B, int64_t ldb, float beta, float* C, int64_t ldc, float* partial, size_t partial_floats,
             cudaStream_t s);
-// gemm on a given kernel (kAuto: gemm's own choice by size), for tests that check that the kernels
-// agree bit for bit. kSkinny: the kernel for N <= kGemmSkinnyMaxN columns; kSkinnyRows: the same
-// kernel on the transposed product (codec_elements.h gemm_swapped), for M <= kGemmSkinnyMaxN.
-enum class GemmPath { kAuto, kTiles, kSkinny, kSkinnyRows };
+// gemm on a given tile shape (kAuto: gemm's own choice by size), for tests that check that the
+// kernels agree bit for bit; every path takes every shape. kLarge: 128 × 128 tiles; kSmall: 64 × 64;
+// kThin: 16 rows by 8, 16 or 32 columns (by N), for few rows or few columns.
+enum class GemmPath { kAuto, kLarge, kSmall, kThin };
 Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                     float* partial, size_t partial_floats, cudaStream_t s);
