@@ -16,11 +16,18 @@ __host__ __device__ inline int attention_warps(int64_t capacity) { return capaci
 // One sequence's cached keys (or values) of one layer at one kv head's columns: the row of each
 // position, in a contiguous cache or shared memory (base, step), or a paged cache (ops.h KvLayer:
 // pages, off, step, shift). Whether rows are paged is a template parameter of the functions that
-// read them (kv_row), so the contiguous kernels keep their code and registers; a paged row costs one
-// page-table read (a group of scored keys shares one: score_keys).
+// read them (kv_row), so the contiguous kernels keep their code and registers.
+//
+// Paged rows in the warp loops (score_keys, head_values, the long-context kernel): lane p holds
+// page p's address (lane_page, read when the rows are made, before the new row is computed), so a
+// row's address is a shuffle away. Read from the table inside the loops, every group of rows
+// waited for a page-table read, which had usually left L1 by then (the persistent stack's shared
+// memory leaves little L1), and the talker lost ~0.15 ms a frame to it. Pages past the first 32
+// (2,048 positions) are read from the table.
 struct KvRows {
   float* base = nullptr;          // contiguous: position 0's row
   float* const* pages = nullptr;  // paged: the sequence's page table (device addresses)
+  float* lane_page = nullptr;     // paged: page (lane)'s address, for kv_row_warp
   int64_t off = 0;                // paged: the rows' offset inside a page (floats)
   int64_t step = 0;               // floats from one position to the next
   int shift = 0;                  // paged: log2 of the positions per page
@@ -29,6 +36,31 @@ template <bool PAGED>
 __device__ __forceinline__ float* kv_row(const KvRows& r, int j) {
   if constexpr (PAGED) return r.pages[j >> r.shift] + r.off + static_cast<int64_t>(j & ((1 << r.shift) - 1)) * r.step;
   else return r.base + static_cast<int64_t>(j) * r.step;
+}
+// Paged rows of a sequence whose table has `table_pages` entries (every thread of a warp that will
+// call kv_row_warp makes them, so every lane loads its page).
+__device__ __forceinline__ KvRows paged_rows(float* const* pages, int64_t table_pages, int64_t off, int64_t step,
+                                             int shift) {
+  KvRows r;
+  r.pages = pages;
+  r.off = off;
+  r.step = step;
+  r.shift = shift;
+  const int lane = threadIdx.x & 31;
+  r.lane_page = lane < table_pages ? pages[lane] : nullptr;
+  return r;
+}
+// Row j by a whole warp: j, and so the branch, is the same in every lane (the shuffle needs all 32).
+template <bool PAGED>
+__device__ __forceinline__ float* kv_row_warp(const KvRows& r, int j) {
+  if constexpr (PAGED) {
+    const int p = j >> r.shift;
+    float* page = p < 32 ? reinterpret_cast<float*>(__shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(r.lane_page), p))
+                         : r.pages[p];
+    return page + r.off + static_cast<int64_t>(j & ((1 << r.shift) - 1)) * r.step;
+  } else {
+    return r.base + static_cast<int64_t>(j) * r.step;
+  }
 }
 __device__ __forceinline__ KvRows contiguous_rows(const float* base, int64_t step) {
   KvRows r;
@@ -178,7 +210,7 @@ template <bool UNROLL_D, int KEYS, bool PAGED, class Store>
 __device__ __forceinline__ void score_keys(const float* qs, const KvRows& kb, const float* knew, int new_pos, int n,
                                            int j0, int D, Store store) {
   const int lane = threadIdx.x & 31;
-  const float* first = kv_row<PAGED>(kb, j0);
+  const float* first = kv_row_warp<PAGED>(kb, j0);
   const float* kr[KEYS];
 #pragma unroll
   for (int u = 0; u < KEYS; ++u) kr[u] = j0 + u == new_pos ? knew : first + u * kb.step;
@@ -259,7 +291,8 @@ __device__ inline void head_values(const float* sc, int n, const KvRows& vb, con
 #pragma unroll UNROLL_J
   for (int j = warp; j < n; j += warps) {
     const float pj = softmax_weight(st, sc[j], bf16);
-    const float* vr = j == new_pos ? vnew : kv_row<PAGED>(vb, j);
+    const float* row = kv_row_warp<PAGED>(vb, j);
+    const float* vr = j == new_pos ? vnew : row;
 #pragma unroll
     for (int i = 0; i < kHeadChunks; ++i) {
       const int d = lane + 32 * i;

@@ -21,16 +21,15 @@ constexpr int kNormWarps = 4;
 template <bool PAGED>
 __device__ __forceinline__ dev::KvRows kv_rows(const KvLayer& kv, bool values, int64_t seq, int64_t col,
                                                int64_t step) {
-  dev::KvRows r;
-  r.step = step;
   if constexpr (PAGED) {
-    r.pages = kv.pages + seq * (kv.capacity >> kv.page_shift);
-    r.off = (values ? kv.v_page : kv.k_page) + col;
-    r.shift = kv.page_shift;
+    const int64_t table = kv.capacity >> kv.page_shift;
+    return dev::paged_rows(kv.pages + seq * table, table, (values ? kv.v_page : kv.k_page) + col, step, kv.page_shift);
   } else {
+    dev::KvRows r;
+    r.step = step;
     r.base = (values ? kv.v : kv.k) + seq * kv.seq_stride + col;
+    return r;
   }
-  return r;
 }
 // The row of (seq, pos), either way (a kernel that stores one row per call).
 __device__ __forceinline__ float* kv_row_any(const KvLayer& kv, bool values, int64_t seq, int pos, int64_t col,
@@ -330,7 +329,8 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32)
 #pragma unroll 16
   for (int j = set; j < n; j += kLongWarps) {
     const float pj = dev::softmax_weight(st, w.scores[j], BF16);
-    const float* vr = j == pos ? w.vnew : dev::kv_row<PAGED>(vb, j);
+    const float* row = dev::kv_row_warp<PAGED>(vb, j);
+    const float* vr = j == pos ? w.vnew : row;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) acc[i] = fmaf(pj, vr[lane + 32 * (chunk0 + i)], acc[i]);
   }

@@ -324,17 +324,17 @@ constexpr int kPreKeys = 32;
 template <bool PAGED>
 __device__ __forceinline__ dev::KvRows layer_rows(const DecodeStackArgs& a, int layer, int seq, int64_t col,
                                                   bool values) {
-  dev::KvRows r;
-  r.step = static_cast<int64_t>(a.kv_heads) * a.head_dim;
+  const int64_t step = static_cast<int64_t>(a.kv_heads) * a.head_dim;
   const int64_t off = (2 * static_cast<int64_t>(layer) + (values ? 1 : 0)) * a.kv_layer_floats + col;
   if constexpr (PAGED) {
-    r.pages = a.kv_pages + seq * (a.kv_capacity >> a.kv_page_shift);
-    r.off = off;
-    r.shift = a.kv_page_shift;
+    const int64_t table = a.kv_capacity >> a.kv_page_shift;
+    return dev::paged_rows(a.kv_pages + seq * table, table, off, step, a.kv_page_shift);
   } else {
+    dev::KvRows r;
+    r.step = step;
     r.base = a.kv_base + off + seq * a.kv_seq_stride;
+    return r;
   }
-  return r;
 }
 struct AttnPreload {
   float *keys, *values, *q_norm, *k_norm, *inv_freq;  // [kPreKeys][D] ×2, [D] ×2, [D/2]
