@@ -188,9 +188,9 @@ TEST(GpuCodecGemm, EveryPathGivesTheSameBits) {
   struct Shape {
     int64_t M, N, K;
   };
-  // Ragged against every tile (thin 16 × 8/16/32, small 64, large 128) in M and N; K within a
-  // chunk, ragged against the stage depths (32, 64) and the k-step (8), on a chunk boundary, over
-  // several chunks.
+  // Ragged against every tile (thin 16 × 8/16/32, small 64 × 64, large 128 × 64) in M and N; K
+  // within a chunk (256), ragged against the stage depth (32) and the k-step (8), on a chunk
+  // boundary, over several chunks.
   const Shape shapes[] = {{1, 1, 1},      {300, 1, 2500},  {64, 4, 37},    {129, 8, 1024}, {33, 9, 1025},
                           {17, 16, 40},   {300, 17, 130},  {96, 33, 3000}, {1, 65, 77},    {16, 300, 2049},
                           {70, 100, 129}, {129, 129, 511}, {257, 200, 1100}};

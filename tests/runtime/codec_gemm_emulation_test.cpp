@@ -514,7 +514,7 @@ void check_tile(const char* name, const std::vector<Shape>& shapes, uint32_t see
 }
 
 // Ragged edges against the tile, K within a chunk, not a multiple of the stage depth or of 8, on a
-// chunk boundary, over two chunks, and K = 0 (C = beta·C0).
+// chunk boundary, over several chunks (a short last one), and K = 0 (C = beta·C0).
 TEST(CodecGemmEmulation, ThinTilesFollowTheContract) {
   check_tile<GemmThin8>("thin8", {{1, 1, 1}, {17, 5, 77}, {40, 8, 1030}, {3, 7, 0}}, 10);
   check_tile<GemmThin16>("thin16", {{16, 16, 64}, {33, 12, 131}, {5, 9, 1024}}, 20);
@@ -567,15 +567,25 @@ TEST(CodecGemmEmulation, ChunksAndStepsDependOnKAlone) {
   EXPECT_EQ(gemm_chunk_steps(8), 1);
   EXPECT_EQ(gemm_chunk_steps(9), 2);
   // A stage runs its chunk's steps that hold a k, never more: the chunk's total is the same for
-  // every stage depth.
-  for (int64_t len : {int64_t{0}, int64_t{1}, int64_t{31}, int64_t{33}, int64_t{64}, int64_t{65}, int64_t{1000},
+  // every stage depth (the tiles' 32 and a deeper 64), and a chunk's last stage is where the
+  // chunk ends.
+  using Deep = MmaTile<16, 8, 1, 1, 64, 3>;
+  for (int64_t len : {int64_t{0}, int64_t{1}, int64_t{31}, int64_t{33}, int64_t{64}, int64_t{65}, int64_t{200},
                       kGemmKChunk}) {
-    int64_t thin = 0, large = 0;
-    for (int64_t k0 = 0; k0 < len; k0 += GemmThin8::BK) thin += gemm_stage_steps<GemmThin8>(k0, len);
+    int64_t deep = 0, large = 0;
+    for (int64_t k0 = 0; k0 < len; k0 += Deep::BK) deep += gemm_stage_steps<Deep>(k0, len);
     for (int64_t k0 = 0; k0 < len; k0 += GemmLarge::BK) large += gemm_stage_steps<GemmLarge>(k0, len);
-    EXPECT_EQ(thin, gemm_chunk_steps(len)) << len;
+    EXPECT_EQ(deep, gemm_chunk_steps(len)) << len;
     EXPECT_EQ(large, gemm_chunk_steps(len)) << len;
   }
+  // A group of chunks 2..4 of K = 1000 (k 512..1000): the stages ending chunks 2 and 3.
+  int ends = 0;
+  for (int64_t k0 = 2 * kGemmKChunk; k0 < 1000; k0 += GemmLarge::BK) {
+    const bool end = gemm_stage_ends_chunk<GemmLarge>(k0, 1000);
+    EXPECT_EQ(end, k0 + GemmLarge::BK == 3 * kGemmKChunk || k0 + GemmLarge::BK >= 1000) << k0;
+    ends += end;
+  }
+  EXPECT_EQ(ends, 2);
   EXPECT_EQ(gemm_thin_width(1), 8);
   EXPECT_EQ(gemm_thin_width(9), 16);
   EXPECT_EQ(gemm_thin_width(17), 32);

@@ -6,6 +6,7 @@
 // else it writes them for a second kernel that adds them in order. The tile and the group follow
 // the problem (enough warps to fill the SMs: large tiles for large products, split K chunks and
 // thin tiles for the products of a few streams), which changes the speed, never a bit.
+#include <atomic>
 #include <string>
 
 #include "runtime/cuda/codec_gemm_tiles.h"
@@ -69,8 +70,12 @@ __device__ __forceinline__ void split_fragment(const float (&x)[kN], uint32_t (&
 // Block (blockIdx.x, blockIdx.y) computes C's tile at (BM·y, BN·x) for chunk group blockIdx.z. Stage
 // it of the group sits in buffer it % kStages; at iteration it the copies of stage it + kStages − 1
 // are issued into the buffer that iteration it − 1 read (every warp is past it: the barrier).
+// Blocks per SM the registers must allow: the 4-warp tile fits four in shared memory.
+template <class T>
+constexpr int kMinBlocks = T::kThreads == 128 ? 4 : 2;
+
 template <class T, bool TA, bool TB>
-__global__ void __launch_bounds__(T::kThreads, 2) gemm_mma_kernel(GemmArgs g, bool vec_a, bool vec_b) {
+__global__ void __launch_bounds__(T::kThreads, kMinBlocks<T>) gemm_mma_kernel(GemmArgs g, bool vec_a, bool vec_b) {
   using S = GemmStage<T, TA, TB>;
   extern __shared__ __align__(16) float smem[];
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -152,14 +157,16 @@ __global__ void gemm_reduce_kernel(GemmArgs g) {
   if (i < g.M * g.N) gemm_reduce_element(g, i);
 }
 
-// The current device's SM count, looked up once per device (the policy asks on every product).
+// The current device's SM count, looked up once per device (the policy asks on every product;
+// decoders on several threads may ask at once).
 int sm_count() {
-  static int cached[16] = {};
+  static std::atomic<int> cached[16] = {};
   int dev = 0, sms = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return 132;
-  if (dev >= 0 && dev < 16 && cached[dev] > 0) return cached[dev];
+  const bool cacheable = dev >= 0 && dev < 16;
+  if (cacheable && cached[dev].load(std::memory_order_relaxed) > 0) return cached[dev].load(std::memory_order_relaxed);
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) return 132;
-  if (dev >= 0 && dev < 16) cached[dev] = sms;
+  if (cacheable) cached[dev].store(sms, std::memory_order_relaxed);
   return sms;
 }
 

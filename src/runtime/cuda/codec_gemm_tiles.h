@@ -102,9 +102,10 @@ using GemmSmall = MmaTile<64, 64, 2, 2, 32, 3>;
 // Few columns (a few streams' one step) or few rows (the transformer's rows of a few streams), or
 // too few small tiles to fill the GPU: one warp of 16 rows by 8, 16 or 32 columns, so that the
 // grid has as many blocks as the rows, the columns and the chunks allow; four stages in flight,
-// since a stage has little to multiply.
-using GemmThin8 = MmaTile<16, 8, 1, 1, 64, 4>;
-using GemmThin16 = MmaTile<16, 16, 1, 1, 64, 4>;
+// since a stage has little to multiply, of 32 k, so that a block's 14–28 KB of shared memory let
+// 8–16 of them share an SM.
+using GemmThin8 = MmaTile<16, 8, 1, 1, 32, 4>;
+using GemmThin16 = MmaTile<16, 16, 1, 1, 32, 4>;
 using GemmThin32 = MmaTile<16, 32, 1, 1, 32, 4>;
 
 // The thin tile's width for N columns.
