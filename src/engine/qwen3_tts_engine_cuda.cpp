@@ -241,17 +241,3 @@ Result<std::unique_ptr<TtsModel>> load_cuda_qwen3_model(const std::string&, cons
 }  // namespace chorus::engine
 
 #endif
-
-namespace chorus::engine {
-
-Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string& dir, const CudaLoadOptions& options) {
-  // Straight to the family's CUDA loader, so every CudaLoadOptions field (split_frames, weights)
-  // arrives; LoadOptions has no place for the benchmark-only ones.
-  CHORUS_ASSIGN(const std::string resolved, io::resolve_model_dir(dir));
-  CHORUS_ASSIGN(const Family family, detect_family(resolved));
-  CHORUS_TRY(weights_supported(Device::cuda(options.device), options.weights));
-  if (family == Family::kBreezeTts) return load_cuda_breeze_model(resolved, options);
-  return load_cuda_qwen3_model(resolved, options);
-}
-
-}  // namespace chorus::engine

@@ -117,6 +117,9 @@ struct LoadOptions {
   // CUDA: the most device memory the backbone's paged KV cache may take (0: what the device allows,
   // nn/kv_page_pool_cuda.h). Streams that would need more wait for others to end.
   size_t kv_cache_bytes = 0;
+  // CUDA: each frame as two graphs (the depth walk, then the backbone step) instead of one, so the
+  // model's stage times give their device times apart (`chorus bench --split-frames`); a little slower.
+  bool split_frames = false;
 };
 
 // Detects the family of the checkpoint folder (a folder, or a Hugging Face id in the local cache)

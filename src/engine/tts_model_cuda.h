@@ -23,17 +23,13 @@ bool cuda_built();
 struct CudaLoadOptions {
   int device = 0;
   ThreadPool* pool = nullptr;  // CPU threads for prompt building (nullptr: ThreadPool::global())
-  // Each frame as two graphs (the depth walk, then the backbone step) instead of one, so StageTimes
-  // gives their device times apart (`chorus bench --split-frames`); a little slower.
-  bool split_frames = false;
+  bool split_frames = false;  // LoadOptions::split_frames
   size_t kv_cache_bytes = 0;  // LoadOptions::kv_cache_bytes
   // The decoder layers' weights: bf16 as stored, or int8 / fp8 quantised at load (LoadOptions::weights;
   // int4 is kUnsupported on CUDA).
   WeightFormat weights = WeightFormat::kBf16;
 };
 
-// A checkpoint of any family with generation on the GPU (load_tts_model with a CUDA device).
-Result<std::unique_ptr<TtsModel>> load_cuda_tts_model(const std::string& dir, const CudaLoadOptions& options = {});
 // A Qwen3-TTS checkpoint folder with generation on the GPU (the registry's CUDA loader).
 Result<std::unique_ptr<TtsModel>> load_cuda_qwen3_model(const std::string& dir, const CudaLoadOptions& options);
 

@@ -292,7 +292,7 @@ TEST(BreezeGpu, EngineEqualsTheCpuEngine) {
   ASSERT_NE(f, nullptr);
   auto cpu = engine::load_tts_model(bt::test::tiny_model_dir());
   ASSERT_TRUE(cpu.ok()) << cpu.error().to_string();
-  auto gpu = engine::load_cuda_tts_model(bt::test::tiny_model_dir());
+  auto gpu = engine::load_tts_model(bt::test::tiny_model_dir(), {.device = engine::Device::cuda(0)});
   ASSERT_TRUE(gpu.ok()) << gpu.error().to_string();
   const auto request = [&](uint64_t seed) {
     engine::SynthesisRequest r;
@@ -602,7 +602,7 @@ TEST(BreezeGpuBf16, EngineDefaultsToBf16) {
   ASSERT_NE(f, nullptr);
   auto cpu = engine::load_tts_model(bt::test::tiny_model_dir());
   ASSERT_TRUE(cpu.ok()) << cpu.error().to_string();
-  auto gpu = engine::load_cuda_tts_model(bt::test::tiny_model_dir());
+  auto gpu = engine::load_tts_model(bt::test::tiny_model_dir(), {.device = engine::Device::cuda(0)});
   ASSERT_TRUE(gpu.ok()) << gpu.error().to_string();
   using Frames = std::vector<std::vector<int32_t>>;
   const auto run = [&](const engine::TtsModel& m, engine::ActivationPrecision act) {

@@ -320,7 +320,7 @@ TEST(GpuEngine, CudaEngineGivesTheCpuEnginesFramesAndStops) {
   REQUIRE_GPU();
   const std::string dir = test::reference_path("qwen3_tts/models/tiny_custom_voice");
   auto cpu = engine::Qwen3TtsEngine::load(dir, nullptr);
-  auto gpu = engine::load_cuda_tts_model(dir);
+  auto gpu = engine::load_tts_model(dir, {.device = engine::Device::cuda(0)});
   ASSERT_TRUE(cpu.ok()) << cpu.error().to_string();
   ASSERT_TRUE(gpu.ok()) << gpu.error().to_string();
   for (int min_frames : {25, 0}) {  // 0: EOS may end the stream early
