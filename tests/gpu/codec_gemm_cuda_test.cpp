@@ -85,8 +85,8 @@ Problem random_problem(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
 }
 
 // C after gemm_on_path; A and B placed `offset` floats into their device buffers (an offset of 1
-// leaves them 4-byte aligned only).
-std::vector<float> run_on(ops::GemmPath path, const Problem& p, int64_t offset = 0) {
+// leaves them 4-byte aligned only); `group` K chunks per block (0: gemm's choice).
+std::vector<float> run_on(ops::GemmPath path, const Problem& p, int64_t offset = 0, int64_t group = 0) {
   std::vector<float> A(static_cast<size_t>(offset), 0.0f), B(static_cast<size_t>(offset), 0.0f);
   A.insert(A.end(), p.A.begin(), p.A.end());
   B.insert(B.end(), p.B.begin(), p.B.end());
@@ -95,7 +95,7 @@ std::vector<float> run_on(ops::GemmPath path, const Problem& p, int64_t offset =
   const cuda::DeviceBuffer partial = poisoned(std::max<size_t>(pf, 1));
   const Status s = ops::gemm_on_path(path, p.ta, p.tb, p.M, p.N, p.K, p.alpha, dA.as<const float>() + offset, p.lda,
                                      dB.as<const float>() + offset, p.ldb, p.beta, dC.as<float>(), p.ldc,
-                                     partial.as<float>(), pf, nullptr);
+                                     partial.as<float>(), pf, nullptr, group);
   EXPECT_TRUE(s.ok()) << s.error().to_string();
   return to_host<float>(dC, p.C0.size());
 }
@@ -142,8 +142,8 @@ int64_t over_bound(const Problem& p, const std::vector<float>& C, int64_t stride
   return over;
 }
 
-constexpr ops::GemmPath kPaths[] = {ops::GemmPath::kLarge, ops::GemmPath::kSmall, ops::GemmPath::kThin,
-                                    ops::GemmPath::kAuto};
+constexpr ops::GemmPath kPaths[] = {ops::GemmPath::kLarge,  ops::GemmPath::kSmall,  ops::GemmPath::kThin8,
+                                    ops::GemmPath::kThin16, ops::GemmPath::kThin32, ops::GemmPath::kAuto};
 
 const char* path_name(ops::GemmPath p) {
   switch (p) {
@@ -153,19 +153,33 @@ const char* path_name(ops::GemmPath p) {
       return "small";
     case ops::GemmPath::kThin:
       return "thin";
+    case ops::GemmPath::kThin8:
+      return "thin8";
+    case ops::GemmPath::kThin16:
+      return "thin16";
+    case ops::GemmPath::kThin32:
+      return "thin32";
     default:
       return "auto";
   }
 }
 
-// Every path on the same inputs: the same bits, within the bound, columns past N untouched.
+// Every path on the same inputs: the same bits, within the bound, columns past N untouched; over
+// several K chunks also with the chunks spread one and two per block (their sums through the
+// scratch and the reduce) and all in one block.
 void expect_paths_agree(const Problem& p, int64_t stride = 1) {
   SCOPED_TRACE(p.name());
-  const std::vector<float> ref = run_on(ops::GemmPath::kLarge, p);
+  const std::vector<float> ref = run_on(ops::GemmPath::kLarge, p, 0, 1 << 30);
   EXPECT_EQ(over_bound(p, ref, stride), 0);
   for (ops::GemmPath path : kPaths) {
-    if (path == ops::GemmPath::kLarge) continue;
-    EXPECT_EQ(differing(run_on(path, p), ref), 0) << path_name(path) << " differs from large";
+    if (path != ops::GemmPath::kLarge) {
+      EXPECT_EQ(differing(run_on(path, p), ref), 0) << path_name(path) << " differs from large";
+    }
+    if (ops::gemm_chunks(p.K) > 1)
+      for (int64_t group : {1, 2, 1 << 30}) {
+        EXPECT_EQ(differing(run_on(path, p, 0, group), ref), 0)
+            << path_name(path) << ", " << group << " chunks per block, differs from large";
+      }
   }
 }
 
@@ -174,9 +188,9 @@ TEST(GpuCodecGemm, EveryPathGivesTheSameBits) {
   struct Shape {
     int64_t M, N, K;
   };
-  // Ragged against every tile (thin 16 × 8/16/32, small 64, large 128) in M and N; K within a
-  // chunk, ragged against the stage depths (32, 64) and the k-step (8), on a chunk boundary, over
-  // several chunks.
+  // Ragged against every tile (thin 16 × 8/16/32, small 64 × 64, large 128 × 64) in M and N; K
+  // within a chunk (256), ragged against the stage depth (32) and the k-step (8), on a chunk
+  // boundary, over several chunks.
   const Shape shapes[] = {{1, 1, 1},      {300, 1, 2500},  {64, 4, 37},    {129, 8, 1024}, {33, 9, 1025},
                           {17, 16, 40},   {300, 17, 130},  {96, 33, 3000}, {1, 65, 77},    {16, 300, 2049},
                           {70, 100, 129}, {129, 129, 511}, {257, 200, 1100}};
@@ -362,11 +376,12 @@ TEST(GpuCodecGemm, RefusesATooSmallSplitScratch) {
   const Problem p = random_problem(false, false, 8, 8, 2000, 1.0f, 0.0f, 2);
   const cuda::DeviceBuffer A = to_device(p.A), B = to_device(p.B), C = to_device(p.C0);
   const size_t pf = ops::gemm_partial_floats(p.M, p.N, p.K);
-  ASSERT_EQ(pf, static_cast<size_t>(2 * 8 * 8));
+  const int64_t chunks = (2000 + ops::kGemmKChunk - 1) / ops::kGemmKChunk;
+  ASSERT_EQ(pf, static_cast<size_t>(chunks * 8 * 8));
   const cuda::DeviceBuffer partial = poisoned(pf);
   const Status s = ops::gemm_on_path(ops::GemmPath::kAuto, false, false, p.M, p.N, p.K, 1.0f, A.as<const float>(),
                                      p.lda, B.as<const float>(), p.ldb, 0.0f, C.as<float>(), p.ldc, partial.as<float>(),
-                                     pf - 1, nullptr);
+                                     pf - 1, nullptr, 1);
   EXPECT_FALSE(s.ok());
 }
 

@@ -293,7 +293,7 @@ float contract_element(const Problem& p, int64_t m, int64_t n) {
     return static_cast<float>(s);
   };
   float sum = 0.0f;
-  for (int64_t c = 0; c < gemm_splits(p.K); ++c) {
+  for (int64_t c = 0; c < gemm_chunks(p.K); ++c) {
     const int64_t k0 = c * kGemmKChunk, k1 = std::min(p.K, k0 + kGemmKChunk);
     float acc = 0.0f;
     for (int64_t s = k0; s < k1; s += 8) {
@@ -333,12 +333,13 @@ struct HostCopy {
   }
 };
 
-// The kernel's grid on the host: per block and chunk, stage by stage, every thread's copies (the
-// stage first filled with NaN, so that a read of a slot no copy wrote shows), then every warp's
-// k-steps, lane by lane through the header's fragment reads and split, the mma on the model; then
-// every lane's stores, and the reduce over chunks.
+// The kernel's grid on the host: per chunk group and block, stage by stage, every thread's copies
+// (the stage first filled with NaN, so that a read of a slot no copy wrote shows), then every
+// warp's k-steps, lane by lane through the header's fragment reads and split, the mma on the
+// model, and at each chunk's end the header's chunk handling; then every lane's stores, or the
+// reduce over chunks. group: chunks per block (0: all of them, added in the block).
 template <class T, bool TA, bool TB>
-std::vector<float> emulate(const Problem& p, bool allow_vectors, HostCopy& copy) {
+std::vector<float> emulate(const Problem& p, bool allow_vectors, HostCopy& copy, int64_t group) {
   using S = GemmStage<T, TA, TB>;
   std::vector<float> C = p.C0;
   GemmArgs g;
@@ -353,9 +354,10 @@ std::vector<float> emulate(const Problem& p, bool allow_vectors, HostCopy& copy)
   g.ldb = p.ldb;
   g.C = C.data();
   g.ldc = p.ldc;
-  g.splits = gemm_splits(p.K);
-  std::vector<float> partial(static_cast<size_t>(g.splits * p.M * p.N), NAN);
-  if (g.splits > 1) g.partial = partial.data();
+  g.chunks = gemm_chunks(p.K);
+  g.group = group <= 0 || group > g.chunks ? g.chunks : group;
+  std::vector<float> partial(static_cast<size_t>(g.chunks * p.M * p.N), NAN);
+  if (!gemm_whole_k(g)) g.partial = partial.data();
   const bool va = allow_vectors && gemm_vector_ok(g.A, g.lda), vb = allow_vectors && gemm_vector_ok(g.B, g.ldb);
   std::vector<float> stage(S::floats);
   copy.smem = stage.data();
@@ -363,18 +365,20 @@ std::vector<float> emulate(const Problem& p, bool allow_vectors, HostCopy& copy)
   struct Acc {
     float v[T::MT][T::NT][32][4];
   };
-  std::vector<Acc> acc(kWarps);
-  for (int64_t split = 0; split < g.splits; ++split)
+  std::vector<Acc> acc(kWarps), sum(kWarps);
+  for (int64_t z = 0; z < gemm_groups(g); ++z)
     for (int64_t m0 = 0; m0 < p.M; m0 += T::BM)
       for (int64_t n0 = 0; n0 < p.N; n0 += T::BN) {
         for (Acc& a : acc) std::memset(&a, 0, sizeof a);
+        for (Acc& a : sum) std::memset(&a, 0, sizeof a);
         int64_t kb = 0, ke = 0;
-        gemm_chunk(g, split, kb, ke);
+        gemm_group_k(g, z, kb, ke);
         for (int64_t k0 = kb; k0 < ke; k0 += T::BK) {
           std::fill(stage.begin(), stage.end(), NAN);
           for (int tid = 0; tid < T::kThreads; ++tid)
             gemm_load_stage<T, TA, TB>(g, stage.data(), m0, n0, k0, ke, tid, va, vb, copy);
           const int steps = gemm_stage_steps<T>(k0, ke);
+          const bool ends = gemm_stage_ends_chunk<T>(k0, ke);
           for (int w = 0; w < kWarps; ++w) {
             int row0, col0;
             gemm_warp_origin<T>(w, row0, col0);
@@ -395,8 +399,16 @@ std::vector<float> emulate(const Problem& p, bool allow_vectors, HostCopy& copy)
                   mma_model(d, a_hi, b_lo);
                   mma_model(d, a_hi, b_hi);
                 }
+            if (ends)
+              for (int i = 0; i < T::MT; ++i)
+                for (int j = 0; j < T::NT; ++j)
+                  for (int lane = 0; lane < 32; ++lane)
+                    gemm_end_chunk(g, acc[static_cast<size_t>(w)].v[i][j][lane],
+                                   sum[static_cast<size_t>(w)].v[i][j][lane], m0 + row0 + i * 16, n0 + col0 + j * 8,
+                                   lane, k0 / kGemmKChunk);
           }
         }
+        if (!gemm_whole_k(g)) continue;
         for (int w = 0; w < kWarps; ++w) {
           int row0, col0;
           gemm_warp_origin<T>(w, row0, col0);
@@ -404,21 +416,21 @@ std::vector<float> emulate(const Problem& p, bool allow_vectors, HostCopy& copy)
           for (int i = 0; i < T::MT; ++i)
             for (int j = 0; j < T::NT; ++j)
               for (int lane = 0; lane < 32; ++lane)
-                gemm_store_frag(g, acc[static_cast<size_t>(w)].v[i][j][lane], m0 + row0 + i * 16, n0 + col0 + j * 8,
-                                lane, split);
+                gemm_store_frag(g, sum[static_cast<size_t>(w)].v[i][j][lane], m0 + row0 + i * 16, n0 + col0 + j * 8,
+                                lane);
         }
       }
-  if (g.splits > 1)
+  if (!gemm_whole_k(g))
     for (int64_t i = 0; i < p.M * p.N; ++i) gemm_reduce_element(g, i);
   return C;
 }
 
 template <class T>
-std::vector<float> emulate_any(const Problem& p, bool allow_vectors, HostCopy& copy) {
-  if (p.ta && p.tb) return emulate<T, true, true>(p, allow_vectors, copy);
-  if (p.ta) return emulate<T, true, false>(p, allow_vectors, copy);
-  if (p.tb) return emulate<T, false, true>(p, allow_vectors, copy);
-  return emulate<T, false, false>(p, allow_vectors, copy);
+std::vector<float> emulate_any(const Problem& p, bool allow_vectors, HostCopy& copy, int64_t group = 0) {
+  if (p.ta && p.tb) return emulate<T, true, true>(p, allow_vectors, copy, group);
+  if (p.ta) return emulate<T, true, false>(p, allow_vectors, copy, group);
+  if (p.tb) return emulate<T, false, true>(p, allow_vectors, copy, group);
+  return emulate<T, false, false>(p, allow_vectors, copy, group);
 }
 
 // Elements of C that differ from the contract, plus any change to the columns of ldc past N.
@@ -458,10 +470,11 @@ struct Shape {
 };
 
 // Every tile shape, every transpose, both copy widths: exactly the contract's operands in the
-// contract's order (bit for bit on the model), so the product to f32 accuracy.
+// contract's order (bit for bit on the model), so the product to f32 accuracy. Over several chunks
+// also with one chunk and two chunks per block (the sums through the scratch and the reduce).
 template <class T>
 void check_tile(const char* name, const std::vector<Shape>& shapes, uint32_t seed) {
-  int cases = 0;
+  int cases = 0, split_cases = 0;
   for (const Shape& s : shapes)
     for (int layout = 0; layout < 4; ++layout)
       for (bool aligned : {false, true}) {
@@ -488,13 +501,20 @@ void check_tile(const char* name, const std::vector<Shape>& shapes, uint32_t see
         }
         EXPECT_EQ(differing_from_contract(p, C), 0);
         EXPECT_LT(relative_error(p, C), 1e-6);
+        if (gemm_chunks(s.K) > 1)
+          for (int64_t group : {1, 2}) {
+            const std::vector<float> split = emulate_any<T>(p, true, copy, group);
+            EXPECT_EQ(differing_from_contract(p, split), 0) << "group " << group;
+            ++split_cases;
+          }
         ++cases;
       }
   EXPECT_EQ(cases, static_cast<int>(shapes.size()) * 8);
+  EXPECT_GT(split_cases, 0);
 }
 
 // Ragged edges against the tile, K within a chunk, not a multiple of the stage depth or of 8, on a
-// chunk boundary, over two chunks, and K = 0 (C = beta·C0).
+// chunk boundary, over several chunks (a short last one), and K = 0 (C = beta·C0).
 TEST(CodecGemmEmulation, ThinTilesFollowTheContract) {
   check_tile<GemmThin8>("thin8", {{1, 1, 1}, {17, 5, 77}, {40, 8, 1030}, {3, 7, 0}}, 10);
   check_tile<GemmThin16>("thin16", {{16, 16, 64}, {33, 12, 131}, {5, 9, 1024}}, 20);
@@ -538,28 +558,88 @@ TEST(CodecGemmEmulation, AColumnsResultDoesNotDependOnTheOtherColumns) {
 }
 
 TEST(CodecGemmEmulation, ChunksAndStepsDependOnKAlone) {
-  EXPECT_EQ(gemm_splits(0), 1);
-  EXPECT_EQ(gemm_splits(kGemmKChunk), 1);
-  EXPECT_EQ(gemm_splits(kGemmKChunk + 1), 2);
-  EXPECT_EQ(gemm_splits(7 * kGemmKChunk), 7);
+  EXPECT_EQ(gemm_chunks(0), 1);
+  EXPECT_EQ(gemm_chunks(kGemmKChunk), 1);
+  EXPECT_EQ(gemm_chunks(kGemmKChunk + 1), 2);
+  EXPECT_EQ(gemm_chunks(7 * kGemmKChunk), 7);
   EXPECT_EQ(gemm_chunk_steps(0), 0);
   EXPECT_EQ(gemm_chunk_steps(1), 1);
   EXPECT_EQ(gemm_chunk_steps(8), 1);
   EXPECT_EQ(gemm_chunk_steps(9), 2);
   // A stage runs its chunk's steps that hold a k, never more: the chunk's total is the same for
-  // every stage depth.
-  for (int64_t len : {int64_t{0}, int64_t{1}, int64_t{31}, int64_t{33}, int64_t{64}, int64_t{65}, int64_t{1000},
+  // every stage depth (the tiles' 32 and a deeper 64), and a chunk's last stage is where the
+  // chunk ends.
+  using Deep = MmaTile<16, 8, 1, 1, 64, 3>;
+  for (int64_t len : {int64_t{0}, int64_t{1}, int64_t{31}, int64_t{33}, int64_t{64}, int64_t{65}, int64_t{200},
                       kGemmKChunk}) {
-    int64_t thin = 0, large = 0;
-    for (int64_t k0 = 0; k0 < len; k0 += GemmThin8::BK) thin += gemm_stage_steps<GemmThin8>(k0, len);
+    int64_t deep = 0, large = 0;
+    for (int64_t k0 = 0; k0 < len; k0 += Deep::BK) deep += gemm_stage_steps<Deep>(k0, len);
     for (int64_t k0 = 0; k0 < len; k0 += GemmLarge::BK) large += gemm_stage_steps<GemmLarge>(k0, len);
-    EXPECT_EQ(thin, gemm_chunk_steps(len)) << len;
+    EXPECT_EQ(deep, gemm_chunk_steps(len)) << len;
     EXPECT_EQ(large, gemm_chunk_steps(len)) << len;
   }
+  // A group of chunks 2..4 of K = 1000 (k 512..1000): the stages ending chunks 2 and 3.
+  int ends = 0;
+  for (int64_t k0 = 2 * kGemmKChunk; k0 < 1000; k0 += GemmLarge::BK) {
+    const bool end = gemm_stage_ends_chunk<GemmLarge>(k0, 1000);
+    EXPECT_EQ(end, k0 + GemmLarge::BK == 3 * kGemmKChunk || k0 + GemmLarge::BK >= 1000) << k0;
+    ends += end;
+  }
+  EXPECT_EQ(ends, 2);
   EXPECT_EQ(gemm_thin_width(1), 8);
   EXPECT_EQ(gemm_thin_width(9), 16);
   EXPECT_EQ(gemm_thin_width(17), 32);
   EXPECT_EQ(gemm_thin_width(5000), 32);
+}
+
+// The launch policy: a launch that spreads K's chunks over blocks never needs more scratch than
+// gemm_partial_bound gives (the bound never shrinks as M or N grow, so a workspace sized by its
+// largest shape serves every smaller one); a group is between one chunk and all of them; and a
+// launch either reaches the warp target or cannot be spread further.
+TEST(CodecGemmPolicy, SpreadLaunchesFitTheScratchAndReachTheTarget) {
+  int spread = 0, whole = 0;
+  for (int64_t sms : {8, 132})
+    for (int64_t M : {1, 5, 16, 33, 96, 192, 384, 768, 1024, 1536, 12288})
+      for (int64_t N : {1, 4, 32, 160, 640, 1920, 4096, 20480, 245760})
+        for (int64_t K : {0, 96, 256, 257, 672, 1536, 5376, 7168}) {
+          SCOPED_TRACE("sms " + std::to_string(sms) + " M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                       " K=" + std::to_string(K));
+          const int64_t chunks = gemm_chunks(K);
+          const GemmTile tile = gemm_auto_tile(M, N, chunks, sms);
+          const int64_t group = gemm_group(tile, M, N, chunks, sms);
+          ASSERT_GE(group, 1);
+          ASSERT_LE(group, chunks);
+          const int64_t groups = (chunks + group - 1) / group;
+          EXPECT_LE(gemm_partial_bound(M, N, K), gemm_partial_bound(2 * M, N, K));
+          EXPECT_LE(gemm_partial_bound(M, N, K), gemm_partial_bound(M, 2 * N, K));
+          if (group < chunks) {
+            EXPECT_LE(chunks * M * N, gemm_partial_bound(M, N, K));
+            ++spread;
+          } else {
+            ++whole;
+          }
+          const bool reaches = gemm_launch_warps(tile, M, N) * groups >= gemm_target_warps(sms);
+          EXPECT_TRUE(reaches || group == 1 || !gemm_may_split(M, N, chunks));
+        }
+  EXPECT_GT(spread, 100);
+  EXPECT_GT(whole, 100);
+}
+
+// One stream's decoder transformer (M = 1 row, N = 512, K = 1024) and its first vocoder conv1
+// (M = 768, N = 32, K = 5376) on 132 SMs: every chunk in its own block, on tiles no wider than
+// the target needs, so the launches have hundreds to thousands of warps (one warp per 16 × 32
+// tile with the whole K per block would give 16 and 48).
+TEST(CodecGemmPolicy, OneStreamsProductsAreSpreadOverTheChunks) {
+  struct Case {
+    int64_t M, N, K, min_warps;
+  };
+  for (const Case& c : {Case{1, 512, 1024, 256}, Case{768, 32, 5376, 2000}, Case{1024, 1, 1536, 384}}) {
+    const int64_t chunks = gemm_chunks(c.K);
+    const GemmTile tile = gemm_auto_tile(c.M, c.N, chunks, 132);
+    const int64_t group = gemm_group(tile, c.M, c.N, chunks, 132);
+    EXPECT_EQ(group, 1) << c.M << " " << c.N;
+    EXPECT_GE(gemm_launch_warps(tile, c.M, c.N) * chunks, c.min_warps) << c.M << " " << c.N;
+  }
 }
 
 }  // namespace

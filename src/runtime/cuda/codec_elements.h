@@ -262,10 +262,18 @@ CHORUS_HD void rope_store_element(const RopeStore& a, int64_t idx) {
 // IEEE-sequential, so these bits are checked on the device (tests/gpu/codec_gemm_cuda_test.cpp)
 // and only the data flow on the host. A non-finite input makes its outputs NaN (x − x_hi of an
 // infinity); the codec's activations and weights are finite.
-constexpr int64_t kGemmKChunk = 1024;
+//
+// Where the chunks are computed is free: a launch gives each block `group` consecutive chunks
+// (blockIdx.z picks the group). A block holding every chunk adds its chunk sums in order in
+// registers and writes C through the epilogue; otherwise each chunk sum goes to `partial` and
+// gemm_reduce_element adds them in order — the same additions either way. The short chunk (256)
+// gives the K-heavy, small-M·N products of a few streams enough independent blocks to fill the
+// GPU; large products keep one group (no scratch traffic).
+constexpr int64_t kGemmKChunk = 256;
 constexpr int kGemmKStep = 8;
 
-CHORUS_HD int64_t gemm_splits(int64_t K) { return K <= kGemmKChunk ? 1 : (K + kGemmKChunk - 1) / kGemmKChunk; }
+// The number of K chunks (K = 0 still has one, empty: C gets the epilogue of a zero sum).
+CHORUS_HD int64_t gemm_chunks(int64_t K) { return K <= kGemmKChunk ? 1 : (K + kGemmKChunk - 1) / kGemmKChunk; }
 
 // The number of k-steps of a chunk of `length` k.
 CHORUS_HD int64_t gemm_chunk_steps(int64_t length) { return (length + kGemmKStep - 1) / kGemmKStep; }
@@ -279,9 +287,16 @@ struct GemmArgs {
   int64_t ldb = 0;
   float* C = nullptr;  // [M, N] (ldc)
   int64_t ldc = 0;
-  float* partial = nullptr;  // [splits, M, N] chunk sums when splits > 1
-  int64_t splits = 1;
+  float* partial = nullptr;  // [chunks, M, N] chunk sums when group < chunks
+  int64_t chunks = 1;        // gemm_chunks(K)
+  int64_t group = 1;         // chunks per block
 };
+
+// Whether a block holds every chunk (and so adds the chunk sums itself).
+CHORUS_HD bool gemm_whole_k(const GemmArgs& g) { return g.group >= g.chunks; }
+
+// The number of chunk groups (the grid's z).
+CHORUS_HD int64_t gemm_groups(const GemmArgs& g) { return (g.chunks + g.group - 1) / g.group; }
 
 CHORUS_HD float gemm_a(const GemmArgs& g, bool ta, int64_t m, int64_t k) {
   return ta ? g.A[k * g.lda + m] : g.A[m * g.lda + k];
@@ -296,18 +311,26 @@ CHORUS_HD float gemm_epilogue(const GemmArgs& g, float sum, int64_t m, int64_t n
   return v;
 }
 
-// Element idx = m·N + n of C when splits > 1: the chunk sums in order, then the epilogue.
+// The running sum of an element after chunk `chunk` (its first chunk is 0): the contract's
+// in-order addition, the first sum taken as it is.
+CHORUS_HD float gemm_add_chunk(float running, float chunk_sum, int64_t chunk) {
+  return chunk == 0 ? chunk_sum : add_rn(running, chunk_sum);
+}
+
+// Element idx = m·N + n of C when the chunks were split over blocks: the chunk sums in order,
+// then the epilogue.
 CHORUS_HD void gemm_reduce_element(const GemmArgs& g, int64_t idx) {
   const int64_t m = idx / g.N, n = idx % g.N, mn = g.M * g.N;
-  float sum = g.partial[idx];
-  for (int64_t s = 1; s < g.splits; ++s) sum = add_rn(sum, g.partial[s * mn + idx]);
+  float sum = 0.0f;
+  for (int64_t c = 0; c < g.chunks; ++c) sum = gemm_add_chunk(sum, g.partial[c * mn + idx], c);
   g.C[m * g.ldc + n] = gemm_epilogue(g, sum, m, n);
 }
 
-// The k range [begin, end) of chunk `split`.
-CHORUS_HD void gemm_chunk(const GemmArgs& g, int64_t split, int64_t& begin, int64_t& end) {
-  begin = split * kGemmKChunk;
-  end = begin + kGemmKChunk < g.K ? begin + kGemmKChunk : g.K;
+// The k range [begin, end) of the chunks of group `z`.
+CHORUS_HD void gemm_group_k(const GemmArgs& g, int64_t z, int64_t& begin, int64_t& end) {
+  begin = z * g.group * kGemmKChunk;
+  const int64_t e = begin + g.group * kGemmKChunk;
+  end = e < g.K ? e : g.K;
 }
 
 }  // namespace chorus::cuda::codec_ops

@@ -1,10 +1,12 @@
 // The codec decoder's batch-invariant GEMM (conv_ops.h) on tensor cores: 3xTF32 mma.sync.m16n8k8
-// with the per-element arithmetic fixed by codec_elements.h and the tiles of codec_gemm_tiles.h;
-// A and B go to shared memory through cp.async (16 bytes where aligned, else 4) in a multi-stage
-// pipeline, fragments are read from shared memory and split into hi and lo in registers, and when K
-// spans several chunks a second kernel adds the chunk sums in order. The tile shape follows the
-// problem (large tiles when there are enough of them to fill the GPU, small ones otherwise, thin
-// 16-row tiles for few rows or few columns), which changes the speed, never a bit.
+// with the per-element arithmetic fixed by codec_elements.h and the tiles and launch policy of
+// codec_gemm_tiles.h; A and B go to shared memory through cp.async (16 bytes where aligned, else
+// 4) in a multi-stage pipeline, fragments are read from shared memory and split into hi and lo in
+// registers. A block walks one group of K chunks: holding them all it adds the chunk sums itself,
+// else it writes them for a second kernel that adds them in order. The tile and the group follow
+// the problem (enough warps to fill the SMs: large tiles for large products, split K chunks and
+// thin tiles for the products of a few streams), which changes the speed, never a bit.
+#include <atomic>
 #include <string>
 
 #include "runtime/cuda/codec_gemm_tiles.h"
@@ -65,31 +67,34 @@ __device__ __forceinline__ void split_fragment(const float (&x)[kN], uint32_t (&
   }
 }
 
-// Block (blockIdx.x, blockIdx.y) computes C's tile at (BM·y, BN·x) for chunk blockIdx.z. Stage it
-// of the chunk sits in buffer it % kStages; at iteration it the copies of stage it + kStages − 1
+// Block (blockIdx.x, blockIdx.y) computes C's tile at (BM·y, BN·x) for chunk group blockIdx.z. Stage
+// it of the group sits in buffer it % kStages; at iteration it the copies of stage it + kStages − 1
 // are issued into the buffer that iteration it − 1 read (every warp is past it: the barrier).
+// Blocks per SM the registers must allow: the 4-warp tile fits four in shared memory.
+template <class T>
+constexpr int kMinBlocks = T::kThreads == 128 ? 4 : 2;
+
 template <class T, bool TA, bool TB>
-__global__ void __launch_bounds__(T::kThreads, 2) gemm_mma_kernel(GemmArgs g, bool vec_a, bool vec_b) {
+__global__ void __launch_bounds__(T::kThreads, kMinBlocks<T>) gemm_mma_kernel(GemmArgs g, bool vec_a, bool vec_b) {
   using S = GemmStage<T, TA, TB>;
   extern __shared__ __align__(16) float smem[];
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN, m0 = static_cast<int64_t>(blockIdx.y) * T::BM;
-  const int64_t split = blockIdx.z;
   int64_t k_begin = 0, k_end = 0;
-  gemm_chunk(g, split, k_begin, k_end);
+  gemm_group_k(g, blockIdx.z, k_begin, k_end);
   const int stages = static_cast<int>((k_end - k_begin + T::BK - 1) / T::BK);
   int row0 = 0, col0 = 0;
   gemm_warp_origin<T>(warp, row0, col0);
   // A warp wholly past C's edge only stages data for the others.
   const bool idle = m0 + row0 >= g.M || n0 + col0 >= g.N;
 
-  float acc[T::MT][T::NT][4];
+  float acc[T::MT][T::NT][4], sum[T::MT][T::NT][4];
 #pragma unroll
   for (int i = 0; i < T::MT; ++i)
 #pragma unroll
     for (int j = 0; j < T::NT; ++j)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = sum[i][j][q] = 0.0f;
 
   AsyncCopy copy;
 #pragma unroll
@@ -108,7 +113,8 @@ __global__ void __launch_bounds__(T::kThreads, 2) gemm_mma_kernel(GemmArgs g, bo
     cp_async_commit();
     if (idle) continue;
     const float* st = smem + (it % T::kStages) * S::floats;
-    const int steps = gemm_stage_steps<T>(k_begin + it * T::BK, k_end);
+    const int64_t k0 = k_begin + static_cast<int64_t>(it) * T::BK;
+    const int steps = gemm_stage_steps<T>(k0, k_end);
 #pragma unroll
     for (int ks = 0; ks < T::kSteps; ++ks) {
       if (ks >= steps) break;
@@ -129,13 +135,21 @@ __global__ void __launch_bounds__(T::kThreads, 2) gemm_mma_kernel(GemmArgs g, bo
         for (int j = 0; j < T::NT; ++j) mma_3xtf32(acc[i][j], a_hi, a_lo, b_hi[j], b_lo[j]);
       }
     }
+    if (gemm_stage_ends_chunk<T>(k0, k_end)) {
+      const int64_t chunk = k0 / kGemmKChunk;
+#pragma unroll
+      for (int i = 0; i < T::MT; ++i)
+#pragma unroll
+        for (int j = 0; j < T::NT; ++j)
+          gemm_end_chunk(g, acc[i][j], sum[i][j], m0 + row0 + i * 16, n0 + col0 + j * 8, lane, chunk);
+    }
   }
   cp_async_wait<0>();
-  if (idle) return;
+  if (idle || !gemm_whole_k(g)) return;
 #pragma unroll
   for (int i = 0; i < T::MT; ++i)
 #pragma unroll
-    for (int j = 0; j < T::NT; ++j) gemm_store_frag(g, acc[i][j], m0 + row0 + i * 16, n0 + col0 + j * 8, lane, split);
+    for (int j = 0; j < T::NT; ++j) gemm_store_frag(g, sum[i][j], m0 + row0 + i * 16, n0 + col0 + j * 8, lane);
 }
 
 __global__ void gemm_reduce_kernel(GemmArgs g) {
@@ -143,10 +157,16 @@ __global__ void gemm_reduce_kernel(GemmArgs g) {
   if (i < g.M * g.N) gemm_reduce_element(g, i);
 }
 
+// The current device's SM count, looked up once per device (the policy asks on every product;
+// decoders on several threads may ask at once).
 int sm_count() {
+  static std::atomic<int> cached[16] = {};
   int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    return 132;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 132;
+  const bool cacheable = dev >= 0 && dev < 16;
+  if (cacheable && cached[dev].load(std::memory_order_relaxed) > 0) return cached[dev].load(std::memory_order_relaxed);
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) return 132;
+  if (cacheable) cached[dev].store(sms, std::memory_order_relaxed);
   return sms;
 }
 
@@ -164,10 +184,10 @@ Status launch_mma(dim3 grid, const GemmArgs& g, bool vec_a, bool vec_b, cudaStre
 
 template <class T>
 Status launch_tiles(bool ta, bool tb, const GemmArgs& g, cudaStream_t s) {
-  const int64_t bx = (g.N + T::BN - 1) / T::BN, by = (g.M + T::BM - 1) / T::BM;
-  if (bx > 0x7fffffffLL || by > 65535 || g.splits > 65535)
+  const int64_t bx = (g.N + T::BN - 1) / T::BN, by = (g.M + T::BM - 1) / T::BM, bz = gemm_groups(g);
+  if (bx > 0x7fffffffLL || by > 65535 || bz > 65535)
     return make_error(ErrorCode::kOutOfRange, "codec gemm: matrix too large for one launch");
-  const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(by), static_cast<unsigned>(g.splits));
+  const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(by), static_cast<unsigned>(bz));
   const bool va = gemm_vector_ok(g.A, g.lda), vb = gemm_vector_ok(g.B, g.ldb);
   if (ta && tb) return launch_mma<T, true, true>(grid, g, va, vb, s);
   if (ta) return launch_mma<T, true, false>(grid, g, va, vb, s);
@@ -175,24 +195,9 @@ Status launch_tiles(bool ta, bool tb, const GemmArgs& g, cudaStream_t s) {
   return launch_mma<T, false, false>(grid, g, va, vb, s);
 }
 
-int64_t padded(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-
-// kAuto's choice: thin tiles for few rows or columns; large tiles when there are enough of them to
-// give every SM one and they pad the matrix little more than the small ones would; else small.
-GemmPath auto_path(int64_t M, int64_t N, int64_t splits) {
-  if (M <= GemmThin32::BM || N <= 64) return GemmPath::kThin;
-  const int64_t large = padded(M, GemmLarge::BM) * padded(N, GemmLarge::BN);
-  const int64_t small = padded(M, GemmSmall::BM) * padded(N, GemmSmall::BN);
-  const int64_t large_tiles = large / (GemmLarge::BM * GemmLarge::BN) * splits;
-  return large_tiles >= sm_count() && 4 * large <= 5 * small ? GemmPath::kLarge : GemmPath::kSmall;
-}
-
 }  // namespace
 
-size_t gemm_partial_floats(int64_t M, int64_t N, int64_t K) {
-  const int64_t splits = gemm_splits(K);
-  return splits > 1 ? static_cast<size_t>(splits * M * N) : 0;
-}
+size_t gemm_partial_floats(int64_t M, int64_t N, int64_t K) { return static_cast<size_t>(gemm_partial_bound(M, N, K)); }
 
 Status gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
             const float* B, int64_t ldb, float beta, float* C, int64_t ldc, float* partial, size_t partial_floats,
@@ -203,8 +208,9 @@ Status gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float a
 
 Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-                    float* partial, size_t partial_floats, cudaStream_t s) {
+                    float* partial, size_t partial_floats, cudaStream_t s, int64_t group) {
   if (M < 0 || N < 0 || K < 0) return make_error(ErrorCode::kInvalidArgument, "codec gemm: negative dimension");
+  if (group < 0) return make_error(ErrorCode::kInvalidArgument, "codec gemm: negative chunk group");
   if (M == 0 || N == 0) return ok_status();
   GemmArgs g;
   g.M = M;
@@ -218,33 +224,59 @@ Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_
   g.ldb = ldb;
   g.C = C;
   g.ldc = ldc;
-  g.splits = gemm_splits(K);
-  if (g.splits > 1) {
-    if (!partial || partial_floats < gemm_partial_floats(M, N, K))
-      return make_error(ErrorCode::kInternal, "codec gemm: split-K scratch too small (" + std::to_string(partial_floats) +
-                                                  " floats, " + std::to_string(gemm_partial_floats(M, N, K)) + " needed)");
-    g.partial = partial;
-  }
-  // K == 0 still runs one (empty) chunk so that C gets the epilogue of a zero sum.
-  if (path == GemmPath::kAuto) path = auto_path(M, N, g.splits);
+  g.chunks = gemm_chunks(K);
+  GemmTile tile = GemmTile::kSmall;
   switch (path) {
+    case GemmPath::kAuto:
+      tile = gemm_auto_tile(M, N, g.chunks, sm_count());
+      break;
     case GemmPath::kLarge:
-      CHORUS_TRY(launch_tiles<GemmLarge>(trans_a, trans_b, g, s));
+      tile = GemmTile::kLarge;
       break;
     case GemmPath::kSmall:
-      CHORUS_TRY(launch_tiles<GemmSmall>(trans_a, trans_b, g, s));
+      tile = GemmTile::kSmall;
       break;
-    case GemmPath::kThin: {
-      const int width = gemm_thin_width(N);
-      if (width == 8) CHORUS_TRY(launch_tiles<GemmThin8>(trans_a, trans_b, g, s));
-      else if (width == 16) CHORUS_TRY(launch_tiles<GemmThin16>(trans_a, trans_b, g, s));
-      else CHORUS_TRY(launch_tiles<GemmThin32>(trans_a, trans_b, g, s));
+    case GemmPath::kThin:
+      tile = gemm_thin_tile(M, N, g.chunks, gemm_target_warps(sm_count()));
       break;
-    }
+    case GemmPath::kThin8:
+      tile = GemmTile::kThin8;
+      break;
+    case GemmPath::kThin16:
+      tile = GemmTile::kThin16;
+      break;
+    case GemmPath::kThin32:
+      tile = GemmTile::kThin32;
+      break;
     default:
       return make_error(ErrorCode::kInvalidArgument, "codec gemm: unknown path");
   }
-  if (g.splits == 1) return ok_status();
+  g.group = group == 0 ? gemm_group(tile, M, N, g.chunks, sm_count()) : (group < g.chunks ? group : g.chunks);
+  if (!gemm_whole_k(g)) {
+    const size_t need = static_cast<size_t>(g.chunks * M * N);
+    if (!partial || partial_floats < need)
+      return make_error(ErrorCode::kInternal, "codec gemm: split-K scratch too small (" + std::to_string(partial_floats) +
+                                                  " floats, " + std::to_string(need) + " needed)");
+    g.partial = partial;
+  }
+  switch (tile) {
+    case GemmTile::kLarge:
+      CHORUS_TRY(launch_tiles<GemmLarge>(trans_a, trans_b, g, s));
+      break;
+    case GemmTile::kSmall:
+      CHORUS_TRY(launch_tiles<GemmSmall>(trans_a, trans_b, g, s));
+      break;
+    case GemmTile::kThin8:
+      CHORUS_TRY(launch_tiles<GemmThin8>(trans_a, trans_b, g, s));
+      break;
+    case GemmTile::kThin16:
+      CHORUS_TRY(launch_tiles<GemmThin16>(trans_a, trans_b, g, s));
+      break;
+    case GemmTile::kThin32:
+      CHORUS_TRY(launch_tiles<GemmThin32>(trans_a, trans_b, g, s));
+      break;
+  }
+  if (gemm_whole_k(g)) return ok_status();
   const int64_t total = M * N;
   if ((total + 255) / 256 > 0x7fffffffLL)
     return make_error(ErrorCode::kOutOfRange, "codec gemm: matrix too large for one reduce launch");

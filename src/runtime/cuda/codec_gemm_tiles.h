@@ -5,7 +5,7 @@
 // without a GPU. The arithmetic of an element is codec_elements.h's (3xTF32, fixed k-steps); only
 // the warp-wide mma and cp.async are device code (codec_gemm.cu).
 //
-// A block computes a BM × BN tile of C for one K chunk with WM × WN warps, each warp a
+// A block computes a BM × BN tile of C for one group of K chunks with WM × WN warps, each warp a
 // (BM / WM) × (BN / WN) tile as MT × NT mma tiles of 16 × 8. K goes through shared memory in stages
 // of BK k (kStages of them in flight), each stage holding A's and B's tiles with their rows as
 // stored in global memory, padded so that fragment reads hit 32 distinct banks.
@@ -94,19 +94,136 @@ struct MmaTile {
   static_assert(kStages >= 2, "the pipeline needs two stages at least");
 };
 
-// Large problems: 8 warps of 64 × 32.
-using GemmLarge = MmaTile<128, 128, 2, 4, 32, 3>;
+// Large problems: 8 warps of 32 × 32 (a warp's chunk sums and their running total fit its
+// registers).
+using GemmLarge = MmaTile<128, 64, 4, 2, 32, 3>;
 // When the large tiles would not fill the GPU: 4 warps of 32 × 32.
 using GemmSmall = MmaTile<64, 64, 2, 2, 32, 3>;
-// Few columns (a few streams' one step) or few rows (the transformer's rows of one frame): one warp
-// of 16 rows by 8, 16 or 32 columns, so that the grid has as many blocks as the rows (and the
-// columns, and the chunks) allow; deeper stages where a stage has little to multiply.
-using GemmThin8 = MmaTile<16, 8, 1, 1, 64, 3>;
-using GemmThin16 = MmaTile<16, 16, 1, 1, 64, 3>;
+// Few columns (a few streams' one step) or few rows (the transformer's rows of a few streams), or
+// too few small tiles to fill the GPU: one warp of 16 rows by 8, 16 or 32 columns, so that the
+// grid has as many blocks as the rows, the columns and the chunks allow; four stages in flight,
+// since a stage has little to multiply, of 32 k, so that a block's 14–28 KB of shared memory let
+// 8–16 of them share an SM.
+using GemmThin8 = MmaTile<16, 8, 1, 1, 32, 4>;
+using GemmThin16 = MmaTile<16, 16, 1, 1, 32, 4>;
 using GemmThin32 = MmaTile<16, 32, 1, 1, 32, 4>;
 
 // The thin tile's width for N columns.
 CHORUS_HD int gemm_thin_width(int64_t N) { return N <= 8 ? 8 : (N <= 16 ? 16 : 32); }
+
+// ---- launch policy ------------------------------------------------------------------------------
+// Host-side choice of the tile and of the chunk group (codec_gemm.cu); it sets the speed only.
+
+enum class GemmTile { kLarge, kSmall, kThin8, kThin16, kThin32 };
+
+// Blocks that hold only some chunks write every chunk sum to the scratch, chunks·M·N floats; a
+// product that would need more keeps its chunks in one block (such a product has tiles enough to
+// fill the GPU).
+constexpr int64_t kGemmMaxPartial = int64_t{1} << 25;
+// Resident warps per SM the policy aims at (4 per scheduler), enough to hide the latency of the
+// mma chains and the copies: the codec's products of a few streams are far from the tensor
+// cores' throughput, so filling the SMs sets their time.
+constexpr int64_t kGemmWarpsPerSm = 16;
+
+inline int64_t gemm_target_warps(int64_t sms) { return kGemmWarpsPerSm * sms; }
+
+// What the policy launches for one decode step of S streams × 1 frame of the Qwen3-TTS codec on
+// 132 SMs (target 2112 warps); tile, chunk groups z, warps (R: chunk sums through the reduce):
+//   product (× per step)          M      N         K     S = 1             S = 8             S = 128
+//   RVQ projection (2)            512    S         256   thin8 1 32        thin8 1 32        thin16 1 256
+//   pre_conv                      1024   S         1536  thin8 6 384 R     thin8 6 384 R     thin16 6 3072 R
+//   input_proj ᵀᵀ, o, down (17)   S      512       1024  thin8 4 256 R     thin8 4 256 R     thin16 4 1024 R
+//   qkv (8)                       S      3072      512   thin8 2 768 R     thin8 2 768 R     thin16 2 3072 R
+//   gate_up (8)                   S      2048      512   thin8 2 512 R     thin8 2 512 R     thin16 2 2048 R
+//   output_proj                   1024   S         512   thin8 2 128 R     thin8 2 128 R     thin16 2 1024 R
+//   upsample conv_t ᵀ (2)         2048   S, 2S     1024  thin8 4 512 R     thin8/16 4 512 R  thin16/32 4 4096 R
+//   upsample pw1 (2)              2S, 4S 4096      1024  thin8 4 2048 R    thin8 4 ≥2048 R   small 4|2 4096 R
+//   upsample pw2 (2)              1024   2S, 4S    4096  thin8 16 1024 R   thin16 16 ≥1024 R small 16|6 ≥3072 R
+//   conv_in                       1536   4S        7168  thin8 28 2688 R   thin32 28 2688 R  small 4 3072 R
+//   block 1 conv_t ᵀ              12288  4S        1536  thin8 3 2304 R    thin32 3 2304 R   large 1 6144
+//   block 1 conv1, conv2 (3 + 3)  768    32S       5376, 768: thin16 21|3 R; small 21|thin16 3 R; large 1
+//   block 2 conv1 (3)             384    160S      2688  thin16 11 2640 R  small 6 2880 R    large 1 7680
+//   block 3 conv1 (3)             192    640S      1344  thin16 6 2880 R   small 3 2880 R    small 1 15360
+//   block 4 conv1 (3)             96     1920S     672   thin16 3 2160 R   small 3 5760 R    large 1 30720
+//   conv_out                      1      1920S     672   thin8 3 720 R     thin16 3 2880 R   thin32 1 7680
+// (block b conv_t: M = out·2r, K = in; conv1: K = 7·out; conv2: K = out; the other block products
+// follow the same pattern.) Every chunk stays in one block (z = 1) where the product fills the
+// GPU without spreading them or may not spread (chunks·M·N over kGemmMaxPartial).
+
+inline bool gemm_may_split(int64_t M, int64_t N, int64_t chunks) {
+  return chunks > 1 && chunks * M * N <= kGemmMaxPartial;
+}
+
+// The scratch that every shape up to M × N (with this K) may need: monotone in M and N, so the
+// largest shape of a workspace sizes its scratch.
+inline int64_t gemm_partial_bound(int64_t M, int64_t N, int64_t K) {
+  const int64_t chunks = gemm_chunks(K);
+  if (chunks == 1 || M <= 0 || N <= 0) return 0;
+  const int64_t need = chunks * M * N;
+  return need < kGemmMaxPartial ? need : kGemmMaxPartial;
+}
+
+inline int64_t gemm_tile_count(int64_t M, int64_t N, int64_t bm, int64_t bn) {
+  return ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
+}
+
+inline int64_t gemm_tile_warps(GemmTile t) {
+  return t == GemmTile::kLarge ? GemmLarge::kThreads / 32 : (t == GemmTile::kSmall ? GemmSmall::kThreads / 32 : 1);
+}
+
+// Warps of one chunk group's launch.
+inline int64_t gemm_launch_warps(GemmTile t, int64_t M, int64_t N) {
+  switch (t) {
+    case GemmTile::kLarge:
+      return gemm_tile_count(M, N, GemmLarge::BM, GemmLarge::BN) * gemm_tile_warps(t);
+    case GemmTile::kSmall:
+      return gemm_tile_count(M, N, GemmSmall::BM, GemmSmall::BN) * gemm_tile_warps(t);
+    case GemmTile::kThin8:
+      return gemm_tile_count(M, N, 16, 8);
+    case GemmTile::kThin16:
+      return gemm_tile_count(M, N, 16, 16);
+    case GemmTile::kThin32:
+      break;
+  }
+  return gemm_tile_count(M, N, 16, 32);
+}
+
+// The thin tile: the widest (of 32, 16, 8; none wider than N needs) whose launch reaches the
+// target with the chunks split, else the narrowest allowed: 8 when A has few rows (re-reading
+// them costs nothing), else 16 (A's rows are then the weights, read once per column tile).
+inline GemmTile gemm_thin_tile(int64_t M, int64_t N, int64_t chunks, int64_t target) {
+  const int natural = gemm_thin_width(N);
+  const int narrowest = M <= 32 ? 8 : (natural < 16 ? natural : 16);
+  const int64_t z = gemm_may_split(M, N, chunks) ? chunks : 1;
+  int w = natural;
+  while (w > narrowest && gemm_tile_count(M, N, 16, w) * z < target) w /= 2;
+  return w == 8 ? GemmTile::kThin8 : (w == 16 ? GemmTile::kThin16 : GemmTile::kThin32);
+}
+
+// The tile by size: thin for few rows or columns; large when its tiles alone give every SM two
+// blocks and pad the matrix little more than the small ones would; small when its launch (the
+// chunks split) reaches the target; else thin, which has twice small's warps on the same matrix.
+inline GemmTile gemm_auto_tile(int64_t M, int64_t N, int64_t chunks, int64_t sms) {
+  const int64_t target = gemm_target_warps(sms);
+  if (M <= GemmThin32::BM || N <= 64) return gemm_thin_tile(M, N, chunks, target);
+  auto padded = [](int64_t x, int64_t to) { return (x + to - 1) / to * to; };
+  const int64_t large = padded(M, GemmLarge::BM) * padded(N, GemmLarge::BN);
+  const int64_t small = padded(M, GemmSmall::BM) * padded(N, GemmSmall::BN);
+  if (gemm_tile_count(M, N, GemmLarge::BM, GemmLarge::BN) >= 2 * sms && 4 * large <= 5 * small) return GemmTile::kLarge;
+  const int64_t z = gemm_may_split(M, N, chunks) ? chunks : 1;
+  if (gemm_launch_warps(GemmTile::kSmall, M, N) * z >= target) return GemmTile::kSmall;
+  return gemm_thin_tile(M, N, chunks, target);
+}
+
+// The chunks per block: all of them when the launch reaches the target so (or may not split),
+// else the most chunks per block that still give the groups the target needs (one chunk per
+// block when even that falls short).
+inline int64_t gemm_group(GemmTile t, int64_t M, int64_t N, int64_t chunks, int64_t sms) {
+  const int64_t target = gemm_target_warps(sms), warps = gemm_launch_warps(t, M, N);
+  if (!gemm_may_split(M, N, chunks) || warps >= target) return chunks;
+  const int64_t want = (target + warps - 1) / warps, group = chunks / want;
+  return group > 1 ? group : 1;
+}
 
 // Row length in shared memory of a tile whose stored rows run along k (A [m][k], Bᵀ [n][k]): a
 // fragment read touches 8 rows (g) at 4 consecutive k (t), so the row length must be 4·odd (mod 32)
@@ -176,7 +293,7 @@ CHORUS_HD void gemm_copy_tile(const float* base, int64_t ld, int64_t o0, int64_t
   }
 }
 
-// Thread tid's share of the stage at k0 (of a chunk ending at k_end) for the block at (m0, n0).
+// Thread tid's share of the stage at k0 (of a group ending at k_end) for the block at (m0, n0).
 template <class T, bool TA, bool TB, class Copy>
 CHORUS_HD void gemm_load_stage(const GemmArgs& g, float* stage, int64_t m0, int64_t n0, int64_t k0, int64_t k_end,
                                int tid, bool vec_a, bool vec_b, Copy& copy) {
@@ -194,12 +311,19 @@ CHORUS_HD void gemm_load_stage(const GemmArgs& g, float* stage, int64_t m0, int6
     gemm_copy_tile<S::b_outer, S::b_inner, S::b_ld, T::kThreads>(g.B, g.ldb, k0, k_end, n0, g.N, b, tid, vec_b, copy);
 }
 
-// The number of k-steps of the stage at k0 of a chunk ending at k_end: all of them but in the
-// chunk's last stage, which runs only the steps that hold one of its k (gemm_chunk_steps).
+// The number of k-steps of the stage at k0 of a group ending at k_end: all of them but in K's last
+// stage, which runs only the steps that hold one of its k (gemm_chunk_steps). Chunks start on
+// stage boundaries, so a stage never straddles two chunks and only K's last chunk is short.
 template <class T>
 CHORUS_HD int gemm_stage_steps(int64_t k0, int64_t k_end) {
   const int64_t steps = gemm_chunk_steps(k_end - k0);
   return steps < T::kSteps ? static_cast<int>(steps) : T::kSteps;
+}
+
+// Whether the stage at k0 (of a group ending at k_end) is the last of its chunk.
+template <class T>
+CHORUS_HD bool gemm_stage_ends_chunk(int64_t k0, int64_t k_end) {
+  return k0 + T::BK >= k_end || (k0 + T::BK) % kGemmKChunk == 0;
 }
 
 // ---- fragments and stores -----------------------------------------------------------------------
@@ -232,18 +356,35 @@ CHORUS_HD void gemm_frag_b(const float* stage, int lane, int col0, int kk, float
   }
 }
 
-// Writes lane `lane`'s accumulators of the 16 × 8 tile of C at (m, n) for chunk `split`: through
-// the epilogue when K is one chunk, else as chunk sums for gemm_reduce_element.
-CHORUS_HD void gemm_store_frag(const GemmArgs& g, const float (&acc)[4], int64_t m, int64_t n, int lane, int64_t split) {
+// The end of chunk `chunk` for lane `lane`'s accumulators of the 16 × 8 tile of C at (m, n): when
+// the block holds every chunk the chunk sums are added into `running` in order, else the chunk
+// sum goes to g.partial for gemm_reduce_element. The accumulators restart from +0.
+CHORUS_HD void gemm_end_chunk(const GemmArgs& g, float (&acc)[4], float (&running)[4], int64_t m, int64_t n, int lane,
+                              int64_t chunk) {
+  const bool whole = gemm_whole_k(g);
+  CHORUS_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    if (whole) {
+      running[i] = gemm_add_chunk(running[i], acc[i], chunk);
+    } else {
+      int r, c;
+      mma_c_at(lane, i, r, c);
+      const int64_t gm = m + r, gn = n + c;
+      if (gm < g.M && gn < g.N) g.partial[(chunk * g.M + gm) * g.N + gn] = acc[i];
+    }
+    acc[i] = 0.0f;
+  }
+}
+
+// Writes lane `lane`'s sums of the 16 × 8 tile of C at (m, n) through the epilogue (a block that
+// holds every chunk).
+CHORUS_HD void gemm_store_frag(const GemmArgs& g, const float (&sum)[4], int64_t m, int64_t n, int lane) {
   CHORUS_UNROLL
   for (int i = 0; i < 4; ++i) {
     int r, c;
     mma_c_at(lane, i, r, c);
     const int64_t gm = m + r, gn = n + c;
-    if (gm < g.M && gn < g.N) {
-      if (g.splits == 1) g.C[gm * g.ldc + gn] = gemm_epilogue(g, acc[i], gm, gn);
-      else g.partial[(split * g.M + gm) * g.N + gn] = acc[i];
-    }
+    if (gm < g.M && gn < g.N) g.C[gm * g.ldc + gn] = gemm_epilogue(g, sum[i], gm, gn);
   }
 }
 
