@@ -5,6 +5,7 @@
 // shared with other files (std::min, std::vector, ...) could be emitted here with AVX2
 // instructions and picked by the linker for the portable code too.
 #include "runtime/cpu/micro_kernels.h"
+#include "runtime/cpu/micro_tile_dispatch.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -48,75 +49,42 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-template <int MR, int NR, class W>
-void dot_tile_t(int64_t K, const float* a, int64_t lda, const typename W::T* b, int64_t ldb,
-                const char* next, float* out) {
-  // Each 8-element step reads 8·NR elements of b; fetch as many bytes of the next block.
-  constexpr int kStepBytes = 8 * NR * static_cast<int>(sizeof(typename W::T));
-  __m256 acc[MR][NR];
+struct Tiles {  // the dot tiles, dispatched by micro_tile_dispatch.h
+  template <int MR, int NR, class W>
+  static void run(int64_t K, const float* a, int64_t lda, const typename W::T* b, int64_t ldb,
+                  const char* next, float* out) {
+    // Each 8-element step reads 8·NR elements of b; fetch as many bytes of the next block.
+    constexpr int kStepBytes = 8 * NR * static_cast<int>(sizeof(typename W::T));
+    __m256 acc[MR][NR];
 #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m)
+    for (int m = 0; m < MR; ++m)
 #pragma GCC unroll 4
-    for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
-  const int64_t k8 = K & ~int64_t{7};
-  for (int64_t k = 0; k < k8; k += 8) {
-    if (next) {
+      for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
+    const int64_t k8 = K & ~int64_t{7};
+    for (int64_t k = 0; k < k8; k += 8) {
+      if (next) {
 #pragma GCC unroll 4
-      for (int off = 0; off < kStepBytes; off += 64)
-        _mm_prefetch(next + (k / 8) * kStepBytes + off, _MM_HINT_T0);
+        for (int off = 0; off < kStepBytes; off += 64)
+          _mm_prefetch(next + (k / 8) * kStepBytes + off, _MM_HINT_T0);
+      }
+      __m256 xv[MR];
+#pragma GCC unroll 4
+      for (int m = 0; m < MR; ++m) xv[m] = _mm256_loadu_ps(a + m * lda + k);
+#pragma GCC unroll 4
+      for (int n = 0; n < NR; ++n) {
+        const __m256 wv = W::load8(b + n * ldb + k);
+#pragma GCC unroll 4
+        for (int m = 0; m < MR; ++m) acc[m][n] = _mm256_fmadd_ps(xv[m], wv, acc[m][n]);
+      }
     }
-    __m256 xv[MR];
-#pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) xv[m] = _mm256_loadu_ps(a + m * lda + k);
-#pragma GCC unroll 4
-    for (int n = 0; n < NR; ++n) {
-      const __m256 wv = W::load8(b + n * ldb + k);
-#pragma GCC unroll 4
-      for (int m = 0; m < MR; ++m) acc[m][n] = _mm256_fmadd_ps(xv[m], wv, acc[m][n]);
-    }
+    for (int m = 0; m < MR; ++m)
+      for (int n = 0; n < NR; ++n) {
+        float s = hsum(acc[m][n]);
+        for (int64_t k = k8; k < K; ++k) s = fma1(a[m * lda + k], W::load1(b + n * ldb + k), s);
+        out[m * NR + n] = s;
+      }
   }
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < NR; ++n) {
-      float s = hsum(acc[m][n]);
-      for (int64_t k = k8; k < K; ++k) s = fma1(a[m * lda + k], W::load1(b + n * ldb + k), s);
-      out[m * NR + n] = s;
-    }
-}
-
-template <class W, int MR>
-void dot_rows(int nr, int64_t K, const float* a, int64_t lda, const void* bv, int64_t ldb,
-              const char* next, float* out) {
-  const auto* b = static_cast<const typename W::T*>(bv);
-  switch (nr) {
-    case 1: return dot_tile_t<MR, 1, W>(K, a, lda, b, ldb, next, out);
-    case 2: return dot_tile_t<MR, 2, W>(K, a, lda, b, ldb, next, out);
-    case 3: return dot_tile_t<MR, 3, W>(K, a, lda, b, ldb, next, out);
-    default: return dot_tile_t<MR, 4, W>(K, a, lda, b, ldb, next, out);
-  }
-}
-
-template <class W>
-void dot_typed(int mr, int nr, int64_t K, const float* a, int64_t lda, const void* b, int64_t ldb,
-               const char* next, float* out) {
-  switch (mr) {
-    case 1: return dot_rows<W, 1>(nr, K, a, lda, b, ldb, next, out);
-    case 2: return dot_rows<W, 2>(nr, K, a, lda, b, ldb, next, out);
-    case 3: return dot_rows<W, 3>(nr, K, a, lda, b, ldb, next, out);
-    default: return dot_rows<W, 4>(nr, K, a, lda, b, ldb, next, out);
-  }
-}
-
-void dot_tile(int mr, int nr, int64_t K, const float* a, int64_t lda, DType bt, const void* b,
-              int64_t ldb, const void* next_v, float* out) {
-  const auto* next = static_cast<const char*>(next_v);
-  switch (bt) {
-    case DType::kF32: return dot_typed<F32W>(mr, nr, K, a, lda, b, ldb, next, out);
-    case DType::kBF16: return dot_typed<Bf16W>(mr, nr, K, a, lda, b, ldb, next, out);
-    case DType::kF16: return dot_typed<F16W>(mr, nr, K, a, lda, b, ldb, next, out);
-    default:
-      for (int i = 0; i < mr * nr; ++i) out[i] = 0.0f;
-  }
-}
+};
 
 // MR rows × (8·NV) columns of an axpy panel, accumulators in registers. (Written with unroll
 // pragmas and loads inside the FMAs: with a separate array of loaded rows GCC 12 kept a stack copy
@@ -259,7 +227,7 @@ void qdot_tile(WeightFormat f, int mr, int64_t groups, const float* a, int64_t l
 }  // namespace
 
 const MicroKernels* avx2_kernels() {
-  static const MicroKernels k{"avx2+fma", dot_tile, axpy_panel, qdot_tile, nullptr, portable_snake_row};
+  static const MicroKernels k{"avx2+fma", dot_tile_of<Tiles, F32W, Bf16W, F16W>, axpy_panel, qdot_tile, nullptr, portable_snake_row};
   return &k;
 }
 

@@ -10,6 +10,7 @@
 // As in micro_kernels_avx2.cpp, everything has internal linkage and uses only intrinsics, so no
 // AVX-512 instruction can leak into code shared with the portable path.
 #include "runtime/cpu/micro_kernels.h"
+#include "runtime/cpu/micro_tile_dispatch.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && \
     defined(__FMA__) && defined(__F16C__)
@@ -64,90 +65,57 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-template <int MR, int NR, class W>
-void dot_tile_t(int64_t K, const float* a, int64_t lda, const typename W::T* b, int64_t ldb,
-                const char* next, float* out) {
-  constexpr int NP = NR / 2, NS = NR % 2;  // row pairs, single row
-  constexpr int kStepBytes = 8 * NR * static_cast<int>(sizeof(typename W::T));
-  __m512 acc2[MR][NP > 0 ? NP : 1];
-  __m256 acc1[MR];
+struct Tiles {  // the dot tiles, dispatched by micro_tile_dispatch.h
+  template <int MR, int NR, class W>
+  static void run(int64_t K, const float* a, int64_t lda, const typename W::T* b, int64_t ldb,
+                  const char* next, float* out) {
+    constexpr int NP = NR / 2, NS = NR % 2;  // row pairs, single row
+    constexpr int kStepBytes = 8 * NR * static_cast<int>(sizeof(typename W::T));
+    __m512 acc2[MR][NP > 0 ? NP : 1];
+    __m256 acc1[MR];
 #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) {
+    for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 2
-    for (int p = 0; p < NP; ++p) acc2[m][p] = _mm512_setzero_ps();
-    acc1[m] = _mm256_setzero_ps();
-  }
-  const int64_t k8 = K & ~int64_t{7};
-  for (int64_t k = 0; k < k8; k += 8) {
-    if (next) {
-#pragma GCC unroll 4
-      for (int off = 0; off < kStepBytes; off += 64)
-        _mm_prefetch(next + (k / 8) * kStepBytes + off, _MM_HINT_T0);
+      for (int p = 0; p < NP; ++p) acc2[m][p] = _mm512_setzero_ps();
+      acc1[m] = _mm256_setzero_ps();
     }
-    __m512 xv[MR];
+    const int64_t k8 = K & ~int64_t{7};
+    for (int64_t k = 0; k < k8; k += 8) {
+      if (next) {
 #pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) xv[m] = _mm512_broadcast_f32x8(_mm256_loadu_ps(a + m * lda + k));
-#pragma GCC unroll 2
-    for (int p = 0; p < NP; ++p) {
-      const __m512 wv = W::load2(b + (2 * p) * ldb + k, b + (2 * p + 1) * ldb + k);
-#pragma GCC unroll 4
-      for (int m = 0; m < MR; ++m) acc2[m][p] = _mm512_fmadd_ps(xv[m], wv, acc2[m][p]);
-    }
-    if (NS) {
-      const __m256 wv = W::load1(b + (NR - 1) * ldb + k);
-#pragma GCC unroll 4
-      for (int m = 0; m < MR; ++m) acc1[m] = _mm256_fmadd_ps(_mm512_castps512_ps256(xv[m]), wv, acc1[m]);
-    }
-  }
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < NR; ++n) {
-      __m256 v;
-      if (n / 2 < NP) {
-        const __m512 p = acc2[m][n / 2];
-        v = n % 2 ? _mm512_extractf32x8_ps(p, 1) : _mm512_castps512_ps256(p);
-      } else {
-        v = acc1[m];
+        for (int off = 0; off < kStepBytes; off += 64)
+          _mm_prefetch(next + (k / 8) * kStepBytes + off, _MM_HINT_T0);
       }
-      float s = hsum8(v);
-      for (int64_t k = k8; k < K; ++k) s = fma1(a[m * lda + k], W::scalar(b + n * ldb + k), s);
-      out[m * NR + n] = s;
+      __m512 xv[MR];
+#pragma GCC unroll 4
+      for (int m = 0; m < MR; ++m) xv[m] = _mm512_broadcast_f32x8(_mm256_loadu_ps(a + m * lda + k));
+#pragma GCC unroll 2
+      for (int p = 0; p < NP; ++p) {
+        const __m512 wv = W::load2(b + (2 * p) * ldb + k, b + (2 * p + 1) * ldb + k);
+#pragma GCC unroll 4
+        for (int m = 0; m < MR; ++m) acc2[m][p] = _mm512_fmadd_ps(xv[m], wv, acc2[m][p]);
+      }
+      if (NS) {
+        const __m256 wv = W::load1(b + (NR - 1) * ldb + k);
+#pragma GCC unroll 4
+        for (int m = 0; m < MR; ++m) acc1[m] = _mm256_fmadd_ps(_mm512_castps512_ps256(xv[m]), wv, acc1[m]);
+      }
     }
-}
-
-template <class W, int MR>
-void dot_rows(int nr, int64_t K, const float* a, int64_t lda, const void* bv, int64_t ldb,
-              const char* next, float* out) {
-  const auto* b = static_cast<const typename W::T*>(bv);
-  switch (nr) {
-    case 1: return dot_tile_t<MR, 1, W>(K, a, lda, b, ldb, next, out);
-    case 2: return dot_tile_t<MR, 2, W>(K, a, lda, b, ldb, next, out);
-    case 3: return dot_tile_t<MR, 3, W>(K, a, lda, b, ldb, next, out);
-    default: return dot_tile_t<MR, 4, W>(K, a, lda, b, ldb, next, out);
+    for (int m = 0; m < MR; ++m)
+      for (int n = 0; n < NR; ++n) {
+        __m256 v;
+        if (n / 2 < NP) {
+          const __m512 p = acc2[m][n / 2];
+          v = n % 2 ? _mm512_extractf32x8_ps(p, 1) : _mm512_castps512_ps256(p);
+        } else {
+          v = acc1[m];
+        }
+        float s = hsum8(v);
+        for (int64_t k = k8; k < K; ++k) s = fma1(a[m * lda + k], W::scalar(b + n * ldb + k), s);
+        out[m * NR + n] = s;
+      }
   }
-}
-
-template <class W>
-void dot_typed(int mr, int nr, int64_t K, const float* a, int64_t lda, const void* b, int64_t ldb,
-               const char* next, float* out) {
-  switch (mr) {
-    case 1: return dot_rows<W, 1>(nr, K, a, lda, b, ldb, next, out);
-    case 2: return dot_rows<W, 2>(nr, K, a, lda, b, ldb, next, out);
-    case 3: return dot_rows<W, 3>(nr, K, a, lda, b, ldb, next, out);
-    default: return dot_rows<W, 4>(nr, K, a, lda, b, ldb, next, out);
-  }
-}
-
-void dot_tile(int mr, int nr, int64_t K, const float* a, int64_t lda, DType bt, const void* b,
-              int64_t ldb, const void* next_v, float* out) {
-  const auto* next = static_cast<const char*>(next_v);
-  switch (bt) {
-    case DType::kF32: return dot_typed<F32W>(mr, nr, K, a, lda, b, ldb, next, out);
-    case DType::kBF16: return dot_typed<Bf16W>(mr, nr, K, a, lda, b, ldb, next, out);
-    case DType::kF16: return dot_typed<F16W>(mr, nr, K, a, lda, b, ldb, next, out);
-    default:
-      for (int i = 0; i < mr * nr; ++i) out[i] = 0.0f;
-  }
-}
+};
 
 // MR rows × (16·NV) columns of an axpy panel, accumulators in registers (loads inside the FMAs, as
 // in the AVX2 version, so GCC keeps the accumulators in registers). `last` masks the block's last
@@ -332,7 +300,7 @@ void snake_row(const float* x, int64_t n, float a, float ib, float* y) {
 }  // namespace
 
 const MicroKernels* avx512_kernels() {
-  static const MicroKernels k{"avx512", dot_tile, axpy_panel, qdot_tile, nullptr, snake_row, kTileMax};
+  static const MicroKernels k{"avx512", dot_tile_of<Tiles, F32W, Bf16W, F16W>, axpy_panel, qdot_tile, nullptr, snake_row, kTileMax};
   return &k;
 }
 

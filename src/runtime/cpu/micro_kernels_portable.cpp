@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "runtime/cpu/micro_kernels.h"
+#include "runtime/cpu/micro_tile_dispatch.h"
 
 namespace chorus::cpu::detail {
 namespace {
@@ -25,61 +26,29 @@ float lane_tree(const float* l) {
   return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
 
-template <int MR, int NR, class W>
-void dot_tile_t(int64_t K, const float* a, int64_t lda, const typename W::T* b, int64_t ldb,
-                const char* /*next: a prefetch in this loop kept GCC from vectorising it*/,
-                float* out) {
-  float acc[MR][NR][8] = {};
-  const int64_t k8 = K & ~int64_t{7};
-  for (int64_t k = 0; k < k8; k += 8) {
-    float w[NR][8];
-    for (int n = 0; n < NR; ++n)
-      for (int l = 0; l < 8; ++l) w[n][l] = W::get(b + n * ldb + k + l);
-    for (int m = 0; m < MR; ++m)
+struct Tiles {  // the dot tiles, dispatched by micro_tile_dispatch.h
+  template <int MR, int NR, class W>
+  static void run(int64_t K, const float* a, int64_t lda, const typename W::T* b, int64_t ldb,
+                  const char* /*next: a prefetch in this loop kept GCC from vectorising it*/,
+                  float* out) {
+    float acc[MR][NR][8] = {};
+    const int64_t k8 = K & ~int64_t{7};
+    for (int64_t k = 0; k < k8; k += 8) {
+      float w[NR][8];
       for (int n = 0; n < NR; ++n)
-        for (int l = 0; l < 8; ++l) acc[m][n][l] += a[m * lda + k + l] * w[n][l];
-  }
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < NR; ++n) {
-      float s = lane_tree(acc[m][n]);
-      for (int64_t k = k8; k < K; ++k) s += a[m * lda + k] * W::get(b + n * ldb + k);
-      out[m * NR + n] = s;
+        for (int l = 0; l < 8; ++l) w[n][l] = W::get(b + n * ldb + k + l);
+      for (int m = 0; m < MR; ++m)
+        for (int n = 0; n < NR; ++n)
+          for (int l = 0; l < 8; ++l) acc[m][n][l] += a[m * lda + k + l] * w[n][l];
     }
-}
-
-template <class W, int MR>
-void dot_rows(int nr, int64_t K, const float* a, int64_t lda, const void* bv, int64_t ldb,
-              const char* next, float* out) {
-  const auto* b = static_cast<const typename W::T*>(bv);
-  switch (nr) {
-    case 1: return dot_tile_t<MR, 1, W>(K, a, lda, b, ldb, next, out);
-    case 2: return dot_tile_t<MR, 2, W>(K, a, lda, b, ldb, next, out);
-    case 3: return dot_tile_t<MR, 3, W>(K, a, lda, b, ldb, next, out);
-    default: return dot_tile_t<MR, 4, W>(K, a, lda, b, ldb, next, out);
+    for (int m = 0; m < MR; ++m)
+      for (int n = 0; n < NR; ++n) {
+        float s = lane_tree(acc[m][n]);
+        for (int64_t k = k8; k < K; ++k) s += a[m * lda + k] * W::get(b + n * ldb + k);
+        out[m * NR + n] = s;
+      }
   }
-}
-
-template <class W>
-void dot_typed(int mr, int nr, int64_t K, const float* a, int64_t lda, const void* b, int64_t ldb,
-               const char* next, float* out) {
-  switch (mr) {
-    case 1: return dot_rows<W, 1>(nr, K, a, lda, b, ldb, next, out);
-    case 2: return dot_rows<W, 2>(nr, K, a, lda, b, ldb, next, out);
-    case 3: return dot_rows<W, 3>(nr, K, a, lda, b, ldb, next, out);
-    default: return dot_rows<W, 4>(nr, K, a, lda, b, ldb, next, out);
-  }
-}
-
-void dot_tile(int mr, int nr, int64_t K, const float* a, int64_t lda, DType bt, const void* b,
-              int64_t ldb, const void* next_v, float* out) {
-  const auto* next = static_cast<const char*>(next_v);
-  switch (bt) {
-    case DType::kF32: return dot_typed<F32W>(mr, nr, K, a, lda, b, ldb, next, out);
-    case DType::kBF16: return dot_typed<Bf16W>(mr, nr, K, a, lda, b, ldb, next, out);
-    case DType::kF16: return dot_typed<F16W>(mr, nr, K, a, lda, b, ldb, next, out);
-    default: std::fill(out, out + mr * nr, 0.0f);  // the drivers only pass float weights
-  }
-}
+};
 
 constexpr int64_t kPanelCols = 16;
 
@@ -192,7 +161,7 @@ void portable_qdot_tile(WeightFormat f, int mr, int64_t groups, const float* a, 
 }
 
 const MicroKernels& portable_kernels() {
-  static const MicroKernels k{"portable", dot_tile, axpy_panel, portable_qdot_tile, nullptr, portable_snake_row};
+  static const MicroKernels k{"portable", dot_tile_of<Tiles, F32W, Bf16W, F16W>, axpy_panel, portable_qdot_tile, nullptr, portable_snake_row};
   return k;
 }
 
