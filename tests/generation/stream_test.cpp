@@ -54,9 +54,12 @@ std::unique_ptr<Stream> make_stream(std::shared_ptr<const Model> m, const Prompt
 }
 
 // Steps the streams together until all finish; stream i joins at step join[i] (0: from the start).
-std::vector<Codes> run_batch(std::vector<Stream*> streams, std::vector<int> join = {}) {
+// first_frame (optional): the step of each stream's first frame.
+std::vector<Codes> run_batch(std::vector<Stream*> streams, std::vector<int> join = {},
+                             const qwen3_tts::StepOptions& options = {}, std::vector<int>* first_frame = nullptr) {
   join.resize(streams.size(), 0);
   std::vector<Codes> codes(streams.size());
+  if (first_frame) first_frame->assign(streams.size(), -1);
   for (int step = 0;; ++step) {
     std::vector<Stream*> batch;
     std::vector<size_t> idx;
@@ -72,11 +75,14 @@ std::vector<Codes> run_batch(std::vector<Stream*> streams, std::vector<int> join
     }
     if (batch.empty() && !pending) break;
     std::vector<qwen3_tts::FrameOutput> out(batch.size());
-    const Status st = qwen3_tts::step_streams(batch, out);
+    const Status st = qwen3_tts::step_streams(batch, out, nullptr, options);
     EXPECT_TRUE(st.ok()) << st.error().to_string();
     if (!st.ok()) break;
-    for (size_t b = 0; b < batch.size(); ++b)
-      if (out[b].has_frame) codes[idx[b]].insert(codes[idx[b]].end(), out[b].codes.begin(), out[b].codes.end());
+    for (size_t b = 0; b < batch.size(); ++b) {
+      if (!out[b].has_frame) continue;
+      if (first_frame && (*first_frame)[idx[b]] < 0) (*first_frame)[idx[b]] = step;
+      codes[idx[b]].insert(codes[idx[b]].end(), out[b].codes.begin(), out[b].codes.end());
+    }
   }
   return codes;
 }
@@ -159,6 +165,55 @@ TEST(Streams, CodesAreTheSameAloneAndInABatch) {
     EXPECT_EQ(owned[i]->finish_reason(), FinishReason::kMaxFrames);
   }
   EXPECT_NE(alone[0], alone[3]);  // the request's rng stream separates takes with one seed
+}
+
+// A newcomer's prompt goes in a few rows per step while others speak (the speakers' frames wait for
+// at most that many rows), and its codes are those of its solo run, where the prompt goes in whole:
+// the rows' values do not depend on where the prompt is cut. Two newcomers joining at one step
+// share the step's rows first come first.
+TEST(Streams, PromptsPrefilledInPiecesWhileOthersSpeakGiveTheSoloCodes) {
+  auto cv = tiny_model("models/tiny_custom_voice");
+  ASSERT_TRUE(cv);
+  auto greedy = sampling_settings(7, 14);
+  greedy.talker.greedy = greedy.code_predictor.greedy = true;
+  const std::vector<std::pair<PromptInputs, GenerationSettings>> specs = {
+      {cv_inputs("ryan", qwen3_tts::TextLayout::kStreaming), sampling_settings(11, 30)},  // speaks from step 0
+      {cv_inputs("eric", qwen3_tts::TextLayout::kFull), sampling_settings(12, 16)},       // joins at step 2
+      {cv_inputs("vivian", qwen3_tts::TextLayout::kFull), greedy},                        // joins at step 2 too
+      {cv_inputs("ryan", qwen3_tts::TextLayout::kStreaming), sampling_settings(13, 10)},  // joins at step 5
+  };
+  const std::vector<int> join = {0, 2, 2, 5};
+  std::vector<Codes> alone;
+  for (const auto& [in, g] : specs) alone.push_back(run_alone(cv, in, g));
+  std::vector<std::unique_ptr<Stream>> owned;
+  std::vector<Stream*> batch;
+  for (const auto& [in, g] : specs) {
+    owned.push_back(make_stream(cv, in, g));
+    batch.push_back(owned.back().get());
+  }
+  const int64_t rows = owned[1]->prompt_rows();
+  ASSERT_GT(rows, 6) << "the prompt must be long enough to be cut";
+  std::vector<int> first;
+  const std::vector<Codes> together = run_batch(batch, join, {.prefill_rows = 3}, &first);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(together[i].size(), size_t(specs[i].second.max_frames * 16)) << "stream " << i;
+    EXPECT_EQ(together[i], alone[i]) << "stream " << i << " changed when its prompt went in pieces";
+  }
+  // Non-vacuity: the first stream had the whole prompt at once; the joiners waited for their pieces,
+  // the second joiner of step 2 behind the first.
+  EXPECT_EQ(first[0], 0);
+  EXPECT_EQ(first[1], join[1] + static_cast<int>((rows + 2) / 3) - 1);
+  EXPECT_GT(first[2], first[1]);
+  EXPECT_GT(first[3], join[3]);
+}
+
+TEST(Streams, AStepRefusesPrefillingNoRows) {
+  auto cv = tiny_model("models/tiny_custom_voice");
+  ASSERT_TRUE(cv);
+  auto a = make_stream(cv, cv_inputs("ryan", qwen3_tts::TextLayout::kFull), sampling_settings(1, 4));
+  Stream* one[1] = {a.get()};
+  std::vector<qwen3_tts::FrameOutput> out(1);
+  EXPECT_FALSE(qwen3_tts::step_streams(one, out, nullptr, {.prefill_rows = 0}).ok());
 }
 
 // The tiny CustomVoice model with its codec head rewritten so that EOS is likely but not certain:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 namespace chorus::qwen3_tts {
 
@@ -85,22 +86,32 @@ struct StepRunner {
     return ok_status();
   }
 
-  static Status prefill(const Model& m, std::span<Stream* const> ss, StepTimes* times) {
+  // Up to `budget` prompt rows of the streams in `ss`, in order; a stream whose last rows are in
+  // gets its frame-0 hidden state and codebook 0.
+  static Status prefill(const Model& m, std::span<Stream* const> ss, int64_t budget, StepTimes* times) {
     if (ss.empty()) return ok_status();
     const int64_t H = m.hidden(), V = m.config().talker.codec_vocab;
     auto t0 = Clock::now();
     std::vector<nn::SequenceRows> seqs;
+    std::vector<Stream*> took;
     std::vector<float> x;
     for (Stream* s : ss) {
-      seqs.push_back({&s->talker_cache_, 0, s->prompt_rows_});
-      x.insert(x.end(), s->prompt_.prefill.begin(), s->prompt_.prefill.end());
+      if (budget <= 0) break;
+      const int64_t n = std::min(s->prompt_rows_ - s->prefilled_rows_, budget);
+      seqs.push_back({&s->talker_cache_, s->prefilled_rows_, n});
+      const auto rows = s->prompt_.prefill.begin() + s->prefilled_rows_ * H;
+      x.insert(x.end(), rows, rows + n * H);
+      took.push_back(s);
+      budget -= n;
     }
-    std::vector<float> hidden(ss.size() * H), logits(ss.size() * V);
+    std::vector<float> hidden(took.size() * H), logits(took.size() * V);
     CHORUS_TRY(m.talker().forward(seqs, x.data(), hidden.data(), logits.data(), m.pool()));
     if (times) times->talker_prefill_s += seconds_since(t0);
     t0 = Clock::now();
-    for (size_t i = 0; i < ss.size(); ++i) {
-      Stream& s = *ss[i];
+    for (size_t i = 0; i < took.size(); ++i) {
+      Stream& s = *took[i];
+      s.prefilled_rows_ += seqs[i].rows;
+      if (s.prefilled_rows_ < s.prompt_rows_) continue;
       s.prefilled_ = true;
       std::vector<float>().swap(s.prompt_.prefill);
       std::copy(hidden.data() + i * H, hidden.data() + (i + 1) * H, s.hidden_.data());
@@ -166,7 +177,8 @@ struct StepRunner {
     return ok_status();
   }
 
-  static Status step(std::span<Stream* const> streams, std::span<FrameOutput> out, StepTimes* times) {
+  static Status step(std::span<Stream* const> streams, std::span<FrameOutput> out, StepTimes* times,
+                     const StepOptions& options) {
     if (out.size() != streams.size()) return make_error(ErrorCode::kInternal, "step: one output per stream");
     if (streams.empty()) return ok_status();
     const Model* model = nullptr;
@@ -184,14 +196,19 @@ struct StepRunner {
       o.codes.clear();
     }
     std::vector<Stream*> to_prefill;
-    for (Stream* s : streams)
-      if (!s->finished() && !s->prefilled_) to_prefill.push_back(s);
-    CHORUS_TRY(prefill(*model, to_prefill, times));
+    bool speaking = false;
+    for (Stream* s : streams) {
+      if (s->finished()) continue;
+      if (s->prefilled_) speaking = true;
+      else to_prefill.push_back(s);
+    }
+    CHORUS_TRY(prefill(*model, to_prefill, speaking ? options.prefill_rows : std::numeric_limits<int64_t>::max(),
+                       times));
 
     std::vector<Stream*> active;
     std::vector<size_t> slot;
     for (size_t i = 0; i < streams.size(); ++i)
-      if (!streams[i]->finished()) {
+      if (!streams[i]->finished() && streams[i]->prefilled_) {
         active.push_back(streams[i]);
         slot.push_back(i);
       }
@@ -218,8 +235,10 @@ struct StepRunner {
   }
 };
 
-Status step_streams(std::span<Stream* const> streams, std::span<FrameOutput> out, StepTimes* times) {
-  return StepRunner::step(streams, out, times);
+Status step_streams(std::span<Stream* const> streams, std::span<FrameOutput> out, StepTimes* times,
+                    const StepOptions& options) {
+  if (options.prefill_rows < 1) return make_error(ErrorCode::kInvalidArgument, "step: prefill rows per step must be >= 1");
+  return StepRunner::step(streams, out, times, options);
 }
 
 }  // namespace chorus::qwen3_tts
