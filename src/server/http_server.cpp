@@ -30,11 +30,12 @@ struct HttpServer::Impl {
   HttpOptions options;
   Handler handler;
   ErrorBody error_body;
+  // Before the context: connections still queued in it at destruction count themselves out.
+  std::atomic<int> conns{0};
+  std::atomic<int>* connections = &conns;
   net::io_context ioc;
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
-  std::atomic<int> conns{0};
-  std::atomic<int>* connections = &conns;
   std::atomic<bool> accepting{false};
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
 

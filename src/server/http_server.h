@@ -77,6 +77,9 @@ using Handler = std::function<void(Request&& req, Responder responder)>;
 // Answers for requests refused before a handler sees them (413, 431, 400): status, JSON body.
 using ErrorBody = std::function<std::string(int status, const std::string& message)>;
 
+// A Responder (and the StreamResponse or WebSocket it starts) keeps its connection, whose socket
+// belongs to the server's I/O context: whoever holds them (the Service) must drop them before the
+// HttpServer is destroyed, i.e. stop() the server, destroy their holder, then the server.
 class HttpServer {
  public:
   HttpServer(HttpOptions options, Handler handler, ErrorBody error_body);

@@ -111,6 +111,12 @@ std::shared_ptr<const engine::Model> tiny_model(const std::string& variant) {
   return m;
 }
 
+RunningServer::~RunningServer() {
+  if (http) http->stop();
+  service.reset();  // its last work lets go of the connections it held while their context exists
+  http.reset();
+}
+
 RunningServer start_server(ServiceOptions options, HttpOptions http_options) {
   RunningServer s;
   auto svc = Service::create({{"tiny_cv", tiny_model("custom_voice")}, {"tiny_base", tiny_model("base")}}, options);

@@ -28,6 +28,10 @@ Reply http_request(uint16_t port, const std::string& method, const std::string& 
 int raw_request(uint16_t port, const std::string& bytes, std::string* response = nullptr);
 
 struct RunningServer {
+  RunningServer() = default;
+  RunningServer(RunningServer&&) = default;
+  RunningServer& operator=(RunningServer&&) = default;
+  ~RunningServer();  // the HTTP threads stop, then the service goes, then the server (http_server.h)
   std::unique_ptr<Service> service;
   std::unique_ptr<HttpServer> http;
   uint16_t port() const { return http->port(); }

@@ -117,6 +117,7 @@ TEST(ServerWeights, AnInt8ModelIsServedAndListed) {
   std::memcpy(got.data(), r.body.data(), r.body.size());
   EXPECT_NE(got, bf16);
   http.stop();
+  svc->reset();  // before the server (http_server.h)
 }
 
 TEST_F(Server, PcmEqualsTheSynthesizersOutputForTheSameSeed) {

@@ -525,6 +525,7 @@ TEST(SpeechStreamBreeze, SentencesAreSpokenOneByOneIntoOneStream) {
   std::mt19937 rng(5);
   for (int trial = 0; trial < 2; ++trial) EXPECT_TRUE(speak_in_pieces(http.port(), cfg, text, rng) == want) << "trial " << trial;
   http.stop();
+  svc->reset();  // before the server (http_server.h)
 }
 
 TEST(TakeSegments, PiecesGiveTheSameSegmentsAsTheWholeText) {
