@@ -111,8 +111,7 @@ struct StepRunner {
     for (size_t i = 0; i < took.size(); ++i) {
       Stream& s = *took[i];
       s.prefilled_rows_ += seqs[i].rows;
-      if (s.prefilled_rows_ < s.prompt_rows_) continue;
-      s.prefilled_ = true;
+      if (!s.prefilled()) continue;
       std::vector<float>().swap(s.prompt_.prefill);
       std::copy(hidden.data() + i * H, hidden.data() + (i + 1) * H, s.hidden_.data());
       CHORUS_TRY(take_c0(s, logits.data() + i * V));
@@ -199,7 +198,7 @@ struct StepRunner {
     bool speaking = false;
     for (Stream* s : streams) {
       if (s->finished()) continue;
-      if (s->prefilled_) speaking = true;
+      if (s->prefilled()) speaking = true;
       else to_prefill.push_back(s);
     }
     CHORUS_TRY(prefill(*model, to_prefill, speaking ? options.prefill_rows : std::numeric_limits<int64_t>::max(),
@@ -208,7 +207,7 @@ struct StepRunner {
     std::vector<Stream*> active;
     std::vector<size_t> slot;
     for (size_t i = 0; i < streams.size(); ++i)
-      if (!streams[i]->finished() && streams[i]->prefilled_) {
+      if (!streams[i]->finished() && streams[i]->prefilled()) {
         active.push_back(streams[i]);
         slot.push_back(i);
       }

@@ -70,8 +70,8 @@ class Stream {
   GenerationSettings settings_;
   Prompt prompt_;                  // prefill rows are released after the prefill
   int64_t prompt_rows_ = 0;
-  bool prefilled_ = false;
   int64_t prefilled_rows_ = 0;     // prompt rows in the talker cache
+  bool prefilled() const { return prefilled_rows_ == prompt_rows_; }
   nn::KvCache talker_cache_, cp_cache_;
   std::vector<float> hidden_;      // z: talker hidden state that produced pending_c0_
   int32_t pending_c0_ = -1;
