@@ -175,22 +175,30 @@ Result<std::unique_ptr<TtsStream>> BreezeEngine::create_stream(const SynthesisRe
 
 Status BreezeEngine::step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const {
   if (out.size() != streams.size()) return make_error(ErrorCode::kInternal, "step: one result per stream");
+  // Cancelled streams are left out, so they never make another frame.
+  std::vector<bt::BreezeGeneration*> gens;
+  std::vector<size_t> index;
   for (size_t i = 0; i < streams.size(); ++i) {
     auto* b = dynamic_cast<BreezeStream*>(streams[i]);
     if (!b || b->owner() != model_.get()) return make_error(ErrorCode::kInvalidArgument, "step: a stream of another model");
     out[i].has_frame = false;
+    out[i].codes.clear();
     if (b->finished()) continue;
-    out[i].codes.assign(static_cast<size_t>(info_.codebooks), 0);
-    bt::GenerationTimes t;
-    CHORUS_ASSIGN(const bool made, b->gen().step(out[i].codes, pool_, &t));
-    if (times) {
-      times->prefill_s += t.prefill_s;
-      times->backbone_s += t.backbone_s;
-      times->depth_s += t.depth_s;
-      times->sampling_s += t.sampling_s;
-    }
-    out[i].has_frame = made;
-    if (!made) out[i].codes.clear();
+    gens.push_back(&b->gen());
+    index.push_back(i);
+  }
+  std::vector<bt::StepFrame> frames(gens.size());
+  bt::GenerationTimes t;
+  CHORUS_TRY(bt::step_generations(gens, frames, pool_, &t));
+  for (size_t k = 0; k < gens.size(); ++k) {
+    out[index[k]].has_frame = frames[k].has_frame;
+    out[index[k]].codes = std::move(frames[k].codes);
+  }
+  if (times) {
+    times->prefill_s += t.prefill_s;
+    times->backbone_s += t.backbone_s;
+    times->depth_s += t.depth_s;
+    times->sampling_s += t.sampling_s;
   }
   return ok_status();
 }

@@ -1,5 +1,6 @@
 #include "models/breeze_tts/depth_decoder.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -82,40 +83,63 @@ void DepthDecoder::apply_head(const float* y, int64_t head, float* logits) const
 Status DepthDecoder::walk(std::span<const DepthBranch> branches, int32_t* codes, const DepthPicker& pick,
                           ThreadPool* pool, float* logits_out, Activations act) const {
   const auto B = static_cast<int64_t>(branches.size());
+  DepthFrame f{branches, codes, pick};
+  if (logits_out)
+    f.pick = [&](int64_t codebook, std::span<const float> l) {
+      std::copy(l.begin(), l.end(), logits_out + (codebook - 1) * B * vocab_);
+      return pick(codebook, l);
+    };
+  return walk({&f, 1}, pool, act);
+}
+
+Status DepthDecoder::walk(std::span<const DepthFrame> frames, ThreadPool* pool, Activations act) const {
+  int64_t B = 0;
+  for (const DepthFrame& f : frames) {
+    if (f.branches.empty()) return make_error(ErrorCode::kInvalidArgument, "depth decoder: no branch to walk");
+    for (const DepthBranch& br : f.branches)
+      if (!br.cache || !br.hidden)
+        return make_error(ErrorCode::kInvalidArgument, "depth decoder: a branch lacks its cache or hidden state");
+    if (!f.codes || !f.pick) return make_error(ErrorCode::kInvalidArgument, "depth decoder: a frame lacks its codes or picker");
+    if (f.codes[0] < 0 || f.codes[0] >= vocab_)
+      return make_error(ErrorCode::kInvalidArgument, "depth decoder: codebook-0 code " + std::to_string(f.codes[0]) +
+                                                         " is outside [0, " + std::to_string(vocab_) + ")");
+    B += static_cast<int64_t>(f.branches.size());
+  }
   if (B == 0) return make_error(ErrorCode::kInvalidArgument, "depth decoder: no branch to walk");
-  for (const DepthBranch& br : branches)
-    if (!br.cache || !br.hidden) return make_error(ErrorCode::kInvalidArgument, "depth decoder: a branch lacks its cache or hidden state");
-  if (codes[0] < 0 || codes[0] >= vocab_)
-    return make_error(ErrorCode::kInvalidArgument, "depth decoder: codebook-0 code " + std::to_string(codes[0]) +
-                                                       " is outside [0, " + std::to_string(vocab_) + ")");
   const int64_t H = hidden_;
   std::vector<nn::SequenceRows> seqs(static_cast<size_t>(B));
   // Step 1 feeds two rows per branch (h, c0) at positions 0 and 1; later steps one row.
   std::vector<float> x(static_cast<size_t>(2 * B * H)), y(static_cast<size_t>(2 * B * H)),
-      logits(static_cast<size_t>(B * vocab_));
+      logits(static_cast<size_t>(B * vocab_)), code_row(static_cast<size_t>(H));
   for (int64_t k = 1; k < codebooks_; ++k) {
     const int64_t rows = k == 1 ? 2 : 1;
-    std::vector<float> code_row(static_cast<size_t>(H));
-    project_code(k - 1, codes[k - 1], code_row.data(), act);
-    for (int64_t b = 0; b < B; ++b) {
-      const DepthBranch& br = branches[static_cast<size_t>(b)];
-      float* dst = x.data() + b * rows * H;
-      if (k == 1) {
-        br.cache->truncate(0);  // a new frame: nothing of the previous one is visible
-        project_hidden(br.hidden, dst, act);
-        dst += H;
+    int64_t b = 0;
+    for (const DepthFrame& f : frames) {
+      project_code(k - 1, f.codes[k - 1], code_row.data(), act);
+      for (const DepthBranch& br : f.branches) {
+        float* dst = x.data() + b * rows * H;
+        if (k == 1) {
+          br.cache->truncate(0);  // a new frame: nothing of the previous one is visible
+          project_hidden(br.hidden, dst, act);
+          dst += H;
+        }
+        std::copy(code_row.begin(), code_row.end(), dst);
+        seqs[static_cast<size_t>(b)] = {br.cache, k == 1 ? 0 : k, rows};
+        ++b;
       }
-      std::copy(code_row.begin(), code_row.end(), dst);
-      seqs[static_cast<size_t>(b)] = {br.cache, k == 1 ? 0 : k, rows};
     }
     CHORUS_TRY(stack_.forward(seqs, x.data(), y.data(), pool, rounding_of(act)));
-    for (int64_t b = 0; b < B; ++b)
-      apply_head(y.data() + ((b + 1) * rows - 1) * H, k - 1, logits.data() + b * vocab_);
-    if (logits_out) std::copy(logits.begin(), logits.end(), logits_out + (k - 1) * B * vocab_);
-    CHORUS_ASSIGN(const int32_t code, pick(k, logits));
-    if (code < 0 || code >= vocab_)
-      return make_error(ErrorCode::kInternal, "depth decoder: the picker returned " + std::to_string(code));
-    codes[k] = code;
+    for (b = 0; b < B; ++b) apply_head(y.data() + ((b + 1) * rows - 1) * H, k - 1, logits.data() + b * vocab_);
+    int64_t first = 0;
+    for (const DepthFrame& f : frames) {
+      const auto n = static_cast<int64_t>(f.branches.size());
+      CHORUS_ASSIGN(const int32_t code,
+                    f.pick(k, {logits.data() + first * vocab_, static_cast<size_t>(n * vocab_)}));
+      if (code < 0 || code >= vocab_)
+        return make_error(ErrorCode::kInternal, "depth decoder: the picker returned " + std::to_string(code));
+      f.codes[k] = code;
+      first += n;
+    }
   }
   return ok_status();
 }

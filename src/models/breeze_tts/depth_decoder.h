@@ -35,6 +35,14 @@ struct DepthBranch {
 // Returns codebook `codebook`'s code from the branches' raw logits, [branches, vocab] row-major.
 using DepthPicker = std::function<Result<int32_t>(int64_t codebook, std::span<const float> logits)>;
 
+// One stream's frame in a walk of many: its branches, its codes (codes[0] = c0 on entry,
+// codes[1..codebooks−1] written) and the picker that turns its branches' logits into its codes.
+struct DepthFrame {
+  std::span<const DepthBranch> branches;
+  int32_t* codes = nullptr;
+  DepthPicker pick;
+};
+
 class DepthDecoder {
  public:
   // Checks the depth decoder's tensors (declare_depth_weights), then binds them.
@@ -53,6 +61,11 @@ class DepthDecoder {
   // on the bf16 hidden state (upstream casts y to f32 for codebooks_head, spec §4.4).
   Status walk(std::span<const DepthBranch> branches, int32_t* codes, const DepthPicker& pick, ThreadPool* pool,
               float* logits = nullptr, Activations act = Activations::kF32) const;
+
+  // The frames of many streams walked together: each of the codebooks − 1 steps is one stack pass
+  // over every branch of every frame. A row's arithmetic does not depend on the rows beside it,
+  // so each frame's codes are those of its own walk.
+  Status walk(std::span<const DepthFrame> frames, ThreadPool* pool, Activations act = Activations::kF32) const;
 
   // The reference the cached walk must equal: one pass over [h, c0 .. c_{n−1}] on a fresh cache,
   // logits of codebooks 1..n → logits [n, vocab] (n <= codebooks − 1).

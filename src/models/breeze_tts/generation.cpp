@@ -72,6 +72,9 @@ Result<BreezeGeneration> BreezeGeneration::start(const BreezeModel& m, const Pro
   }
   g.prompt_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   g.prompt_rows_ = g.rows_[0];
+  g.fed_.assign(layouts.size(), 0);
+  g.last_hidden_.assign(layouts.size() * static_cast<size_t>(m.backbone.hidden()), 0.0f);
+  g.last_logits_.assign(layouts.size() * static_cast<size_t>(m.backbone.classes()), 0.0f);
   const int64_t longest = *std::max_element(g.rows_.begin(), g.rows_.end());
   const GenerationDefaults& d = m.config.generation;
   int64_t limit = p.max_frames > 0 ? p.max_frames : d.max_new_tokens;
@@ -99,89 +102,238 @@ void BreezeGeneration::combine(std::span<const float> b, int64_t n, float* out) 
   }
 }
 
-Result<bool> BreezeGeneration::step(std::span<int32_t> frame, ThreadPool* pool, GenerationTimes* times) {
-  using Clock = std::chrono::steady_clock;
-  GenerationTimes local;
-  GenerationTimes& t = times ? *times : local;
-  auto lap = [last = Clock::now()](double& acc) mutable {
-    const auto now = Clock::now();
-    acc += std::chrono::duration<double>(now - last).count();
-    last = now;
-  };
-  if (finished_) return false;
-  const Config& c = m_->config;
-  const int64_t K = c.num_codebooks;
-  if (static_cast<int64_t>(frame.size()) != K)
-    return make_error(ErrorCode::kInvalidArgument, "frame buffer must hold num_codebooks codes");
-  const size_t B = caches_.size();
-  std::vector<nn::SequenceRows> seqs;
-  for (size_t i = 0; i < B; ++i) seqs.push_back({&caches_[i], caches_[i].length(), rows_[i]});
-  int64_t total = 0;
-  for (const int64_t r : rows_) total += r;
-  const int64_t H = m_->backbone.hidden(), C = m_->backbone.classes();
-  std::vector<float> hidden(static_cast<size_t>(total * H)), logits(B * static_cast<size_t>(C)),
-      guided(static_cast<size_t>(C));
-  const bool prefill = frames_ == 0;
-  CHORUS_TRY(m_->backbone.forward(seqs, x_.data(), hidden.data(), logits.data(), pool, p_.act));
-  combine(logits, C, guided.data());
-  if (prefill) t.prefill_s += prompt_s_;
-  lap(prefill ? t.prefill_s : t.backbone_s);
+int64_t BreezeGeneration::pending_offset(size_t b) const {
+  int64_t rows = 0;
+  for (size_t i = 0; i < b; ++i) rows += rows_[i];
+  return rows;
+}
 
-  // Codebook 0: penalty on earlier generated ids, codec codes or EOS only, EOS masked before min_frames.
-  const int32_t eos = static_cast<int32_t>(c.backbone_eos());
-  sampling::LogitRules rules;
-  rules.penalized = history_;
-  rules.allowed_below = c.codec_codebook_size;
-  rules.also_allowed = {&eos, 1};
-  if (frames_ < p_.min_frames) rules.blocked = {&eos, 1};
-  const auto addr = [&](int64_t cb) {
-    return sampling::DrawAddress{p_.seed, p_.rng_stream, static_cast<uint32_t>(frames_), static_cast<uint32_t>(cb), 0};
+int64_t BreezeGeneration::prefilled_rows() const {
+  if (frames_ > 0) return prompt_rows_;
+  return fed_.empty() ? 0 : fed_[0];
+}
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+struct GenerationStepper {
+  // A branch's rows going into one backbone pass.
+  struct Piece {
+    BreezeGeneration* g;
+    size_t branch;
+    int64_t rows;
   };
-  CHORUS_ASSIGN(const int32_t c0, sampling::sample(guided, rules, p_.backbone, addr(0)));
-  lap(t.sampling_s);
-  if (c0 == eos) {
-    finished_ = eos_ = true;
-    return false;
+
+  // One backbone pass over `pieces`; a branch whose last pending row went in keeps that row's hidden
+  // state and logits. Returns the generations whose every branch is now in, in order.
+  static Result<std::vector<BreezeGeneration*>> feed(std::span<const Piece> pieces, ThreadPool* pool) {
+    std::vector<BreezeGeneration*> complete;
+    if (pieces.empty()) return complete;
+    const BreezeModel& m = pieces[0].g->model();
+    const int64_t H = m.backbone.hidden(), C = m.backbone.classes();
+    std::vector<nn::SequenceRows> seqs;
+    std::vector<float> x;
+    int64_t total = 0;
+    for (const Piece& p : pieces) {
+      BreezeGeneration& g = *p.g;
+      nn::KvCache& cache = g.caches_[p.branch];
+      seqs.push_back({&cache, cache.length(), p.rows});
+      const auto from = g.x_.begin() + (g.pending_offset(p.branch) + g.fed_[p.branch]) * H;
+      x.insert(x.end(), from, from + p.rows * H);
+      total += p.rows;
+    }
+    std::vector<float> hidden(static_cast<size_t>(total * H)), logits(pieces.size() * static_cast<size_t>(C));
+    CHORUS_TRY(m.backbone.forward(seqs, x.data(), hidden.data(), logits.data(), pool, pieces[0].g->p_.act));
+    int64_t end = 0;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const Piece& p = pieces[i];
+      BreezeGeneration& g = *p.g;
+      end += p.rows;
+      g.fed_[p.branch] += p.rows;
+      if (g.fed_[p.branch] < g.rows_[p.branch]) continue;
+      std::copy_n(hidden.data() + (end - 1) * H, H, g.last_hidden_.data() + p.branch * H);
+      std::copy_n(logits.data() + i * C, C, g.last_logits_.data() + p.branch * C);
+      bool all = true;
+      for (size_t b = 0; b < g.branches(); ++b) all = all && g.fed_[b] == g.rows_[b];
+      if (all) complete.push_back(&g);
+    }
+    return complete;
   }
-  history_.push_back(c0);
 
-  // Codebooks 1..K−1: each branch walks from its own last hidden state, guided at every step.
-  std::vector<DepthBranch> br;
-  int64_t end = 0;
-  for (size_t i = 0; i < B; ++i) {
-    end += rows_[i];
-    br.push_back({&depth_caches_[i], hidden.data() + (end - 1) * H});
-  }
-  sampling::SamplerParams depth = p_.depth;
-  depth.repetition_penalty = 1.0f;
-  const int64_t V = m_->depth.vocab();
-  std::vector<float> dguided(static_cast<size_t>(V));
-  const DepthPicker pick = [&](int64_t codebook, std::span<const float> l) -> Result<int32_t> {
-    combine(l, V, dguided.data());
-    sampling::LogitRules r;
-    r.allowed_below = c.codec_codebook_size;
-    return sampling::sample(dguided, r, depth, addr(codebook));
-  };
-  frame[0] = c0;
-  CHORUS_TRY(m_->depth.walk(br, frame.data(), pick, pool, nullptr, p_.act));
-  lap(t.depth_s);
-
-  ++frames_;
-  if (frames_ >= max_frames_) {
-    finished_ = true;
+  // Codebook 0 of g's next frame from its branches' logits; false at EOS (g has ended).
+  static Result<bool> take_c0(BreezeGeneration& g, int32_t& c0) {
+    const Config& c = g.m_->config;
+    const int64_t C = g.m_->backbone.classes();
+    std::vector<float> guided(static_cast<size_t>(C));
+    g.combine(g.last_logits_, C, guided.data());
+    // Penalty on earlier generated ids, codec codes or EOS only, EOS masked before min_frames.
+    const int32_t eos = static_cast<int32_t>(c.backbone_eos());
+    sampling::LogitRules rules;
+    rules.penalized = g.history_;
+    rules.allowed_below = c.codec_codebook_size;
+    rules.also_allowed = {&eos, 1};
+    if (g.frames_ < g.p_.min_frames) rules.blocked = {&eos, 1};
+    const sampling::DrawAddress at{g.p_.seed, g.p_.rng_stream, static_cast<uint32_t>(g.frames_), 0, 0};
+    CHORUS_ASSIGN(c0, sampling::sample(guided, rules, g.p_.backbone, at));
+    if (c0 == eos) {
+      g.finished_ = g.eos_ = true;
+      return false;
+    }
+    g.history_.push_back(c0);
     return true;
   }
-  // The frame's row (sum of its codebook rows) is every branch's next input.
-  x_.assign(B * static_cast<size_t>(H), 0.0f);
-  for (size_t i = 0; i < B; ++i) {
-    frame_row(c, m_->audio_table, frame.data(), x_.data() + i * H, p_.act);
-    rows_[i] = 1;
+
+  // Codebooks 1..K−1 of each generation's frame (codes[i][0] = its c0), one walk for all: each
+  // branch starts from its own last hidden state, each frame is guided and sampled by its own rules.
+  static Status walk(std::span<BreezeGeneration* const> gs, std::vector<std::vector<int32_t>*>& codes, ThreadPool* pool) {
+    if (gs.empty()) return ok_status();
+    const BreezeModel& m = gs[0]->model();
+    const Config& c = m.config;
+    const int64_t H = m.backbone.hidden(), V = m.depth.vocab();
+    std::vector<std::vector<DepthBranch>> branches(gs.size());
+    std::vector<DepthFrame> frames(gs.size());
+    std::vector<float> guided(static_cast<size_t>(V));
+    for (size_t i = 0; i < gs.size(); ++i) {
+      BreezeGeneration& g = *gs[i];
+      for (size_t b = 0; b < g.branches(); ++b) branches[i].push_back({&g.depth_caches_[b], g.last_hidden_.data() + b * H});
+      frames[i].branches = branches[i];
+      frames[i].codes = codes[i]->data();
+      frames[i].pick = [&g, &guided, &c, V](int64_t codebook, std::span<const float> l) -> Result<int32_t> {
+        g.combine(l, V, guided.data());
+        sampling::SamplerParams depth = g.p_.depth;
+        depth.repetition_penalty = 1.0f;
+        sampling::LogitRules r;
+        r.allowed_below = c.codec_codebook_size;
+        const sampling::DrawAddress at{g.p_.seed, g.p_.rng_stream, static_cast<uint32_t>(g.frames_),
+                                       static_cast<uint32_t>(codebook), 0};
+        return sampling::sample(guided, r, depth, at);
+      };
+    }
+    return m.depth.walk(frames, pool, gs[0]->p_.act);
   }
+
+  // The frame just made is every branch's next input (the sum of its codebook rows).
+  static void next_input(BreezeGeneration& g, const std::vector<int32_t>& frame) {
+    const int64_t H = g.m_->backbone.hidden();
+    g.x_.assign(g.branches() * static_cast<size_t>(H), 0.0f);
+    for (size_t b = 0; b < g.branches(); ++b) {
+      frame_row(g.m_->config, g.m_->audio_table, frame.data(), g.x_.data() + b * H, g.p_.act);
+      g.rows_[b] = 1;
+      g.fed_[b] = 0;
+    }
+  }
+
+  // One step of generations that share an activation mode; outs[i] belongs to gs[i].
+  static Status step(std::span<BreezeGeneration* const> gs, std::span<StepFrame* const> outs, ThreadPool* pool,
+                     GenerationTimes& t, const StepOptions& options) {
+    bool speaking = false;
+    for (BreezeGeneration* g : gs) speaking = speaking || (!g->finished_ && g->frames_ > 0);
+    std::vector<Piece> prompt, frame_rows;
+    int64_t budget = speaking ? options.prefill_rows : std::numeric_limits<int64_t>::max();
+    for (BreezeGeneration* g : gs) {
+      if (g->finished_) continue;
+      if (g->frames_ > 0) {
+        for (size_t b = 0; b < g->branches(); ++b) frame_rows.push_back({g, b, g->rows_[b]});
+        continue;
+      }
+      for (size_t b = 0; b < g->branches() && budget > 0; ++b) {
+        const int64_t n = std::min(g->rows_[b] - g->fed_[b], budget);
+        if (n <= 0) continue;
+        if (g->prefilled_rows() == 0 && b == 0) t.prefill_s += g->prompt_s_;
+        prompt.push_back({g, b, n});
+        budget -= n;
+      }
+    }
+    auto t0 = Clock::now();
+    CHORUS_ASSIGN(std::vector<BreezeGeneration*> ready, feed(prompt, pool));
+    t.prefill_s += seconds_since(t0);
+    t0 = Clock::now();
+    CHORUS_ASSIGN(const std::vector<BreezeGeneration*> stepped, feed(frame_rows, pool));
+    t.backbone_s += seconds_since(t0);
+    ready.insert(ready.end(), stepped.begin(), stepped.end());
+
+    t0 = Clock::now();
+    std::vector<BreezeGeneration*> walking;
+    std::vector<std::vector<int32_t>*> codes;
+    for (BreezeGeneration* g : ready) {
+      int32_t c0 = 0;
+      CHORUS_ASSIGN(const bool more, take_c0(*g, c0));
+      if (!more) continue;
+      StepFrame& o = *outs[static_cast<size_t>(std::find(gs.begin(), gs.end(), g) - gs.begin())];
+      o.codes.assign(static_cast<size_t>(g->m_->config.num_codebooks), 0);
+      o.codes[0] = c0;
+      walking.push_back(g);
+      codes.push_back(&o.codes);
+    }
+    t.sampling_s += seconds_since(t0);
+    t0 = Clock::now();
+    CHORUS_TRY(walk(walking, codes, pool));
+    t.depth_s += seconds_since(t0);
+
+    for (size_t i = 0; i < walking.size(); ++i) {
+      BreezeGeneration& g = *walking[i];
+      const auto at = static_cast<size_t>(std::find(gs.begin(), gs.end(), &g) - gs.begin());
+      outs[at]->has_frame = true;
+      ++g.frames_;
+      if (g.frames_ >= g.max_frames_) g.finished_ = true;
+      else next_input(g, *codes[i]);
+    }
+    for (size_t i = 0; i < gs.size(); ++i)
+      if (!outs[i]->has_frame) outs[i]->codes.clear();
+    return ok_status();
+  }
+};
+
+Status step_generations(std::span<BreezeGeneration* const> gens, std::span<StepFrame> out, ThreadPool* pool,
+                        GenerationTimes* times, const StepOptions& options) {
+  if (out.size() != gens.size()) return make_error(ErrorCode::kInternal, "step: one output per generation");
+  if (options.prefill_rows < 1) return make_error(ErrorCode::kInvalidArgument, "step: prefill rows per step must be >= 1");
+  const BreezeModel* model = nullptr;
+  for (BreezeGeneration* g : gens) {
+    if (!g) return make_error(ErrorCode::kInternal, "step: null generation");
+    if (model && &g->model() != model) return make_error(ErrorCode::kInvalidArgument, "step: generations of different models");
+    model = &g->model();
+  }
+  std::vector<BreezeGeneration*> sorted(gens.begin(), gens.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    return make_error(ErrorCode::kInvalidArgument, "step: a generation appears twice in one batch");
+  for (StepFrame& o : out) {
+    o.has_frame = false;
+    o.codes.clear();
+  }
+  GenerationTimes local;
+  GenerationTimes& t = times ? *times : local;
+  // The stacks round per pass, so generations of each activation mode step apart.
+  for (const Activations act : {Activations::kF32, Activations::kBF16}) {
+    std::vector<BreezeGeneration*> gs;
+    std::vector<StepFrame*> outs;
+    for (size_t i = 0; i < gens.size(); ++i)
+      if (gens[i]->activations() == act) {
+        gs.push_back(gens[i]);
+        outs.push_back(&out[i]);
+      }
+    if (!gs.empty()) CHORUS_TRY(GenerationStepper::step(gs, outs, pool, t, options));
+  }
+  return ok_status();
+}
+
+Result<bool> BreezeGeneration::step(std::span<int32_t> frame, ThreadPool* pool, GenerationTimes* times) {
+  if (finished_) return false;
+  if (static_cast<int64_t>(frame.size()) != m_->config.num_codebooks)
+    return make_error(ErrorCode::kInvalidArgument, "frame buffer must hold num_codebooks codes");
+  BreezeGeneration* self = this;
+  StepFrame out;
+  CHORUS_TRY(step_generations({&self, 1}, {&out, 1}, pool, times));
+  if (!out.has_frame) return false;
+  std::copy(out.codes.begin(), out.codes.end(), frame.begin());
   return true;
 }
 
 size_t BreezeGeneration::state_bytes() const {
-  size_t n = x_.size() * sizeof(float) + history_.size() * sizeof(int32_t);
+  size_t n = (x_.size() + last_hidden_.size() + last_logits_.size()) * sizeof(float) + history_.size() * sizeof(int32_t);
   for (const auto& k : caches_) n += k.bytes();
   for (const auto& k : depth_caches_) n += k.bytes();
   return n;

@@ -72,6 +72,30 @@ struct BreezeModel {
                                   ThreadPool* pool = nullptr);
 };
 
+// How a step of many generations shares its work.
+struct StepOptions {
+  // While any generation of the step is speaking, the prompts of those that have not started go in
+  // at most this many rows per step (in order, over their branches), so that a long prompt never
+  // stalls the ones already speaking by more than a short forward; with none speaking, whole prompts.
+  int64_t prefill_rows = 32;
+};
+
+// What a step made for one generation: a frame of num_codebooks codes, or nothing (its prompt is
+// still going in, or it ended at EOS or the frame limit).
+struct StepFrame {
+  bool has_frame = false;
+  std::vector<int32_t> codes;
+};
+
+class BreezeGeneration;
+
+// One frame step of every generation in `gens` (of one model; each at most once): the prompt pieces
+// of newcomers in one backbone pass, every speaking generation's new rows in another, then the depth
+// walks of all that sampled a codebook 0, together. A generation's codes are those of stepping it
+// alone, whatever shares its steps and however its prompt was split.
+Status step_generations(std::span<BreezeGeneration* const> gens, std::span<StepFrame> out, ThreadPool* pool,
+                        GenerationTimes* times = nullptr, const StepOptions& options = {});
+
 // One request's state: a backbone and depth cache per branch, the generated codebook-0 history.
 class BreezeGeneration {
  public:
@@ -86,17 +110,30 @@ class BreezeGeneration {
   int64_t frames() const { return frames_; }
   int64_t max_frames() const { return max_frames_; }
   int64_t prompt_rows() const { return prompt_rows_; }
+  // Prompt rows of every branch in the backbone's caches (the whole prompt once it is speaking).
+  int64_t prefilled_rows() const;
   size_t state_bytes() const;
+  const BreezeModel& model() const { return *m_; }
+  Activations activations() const { return p_.act; }
 
  private:
+  friend struct GenerationStepper;
+
   // l = the guided combination of [branches, n] logits.
   void combine(std::span<const float> branches, int64_t n, float* out) const;
+  size_t branches() const { return caches_.size(); }
+  // Start of branch b's pending rows in x_.
+  int64_t pending_offset(size_t b) const;
 
   const BreezeModel* m_ = nullptr;
   GenerationParams p_;
   std::vector<nn::KvCache> caches_, depth_caches_;
   std::vector<int64_t> rows_;  // per branch: rows of the pending input
+  std::vector<int64_t> fed_;   // per branch: of those, the rows already in its backbone cache
   std::vector<float> x_;       // pending input rows of every branch, concatenated
+  // Per branch, from its last pending row: the final-normed hidden state (where the depth walk
+  // starts) and the backbone logits; kept until every branch's input is in.
+  std::vector<float> last_hidden_, last_logits_;
   std::vector<int32_t> history_;
   int64_t frames_ = 0, max_frames_ = 0, prompt_rows_ = 0;
   double prompt_s_ = 0;  // building the prompt rows in start(), reported with the first step's prefill
