@@ -61,23 +61,30 @@ nn::KvCache DepthDecoder::make_cache() const {
   return cache;
 }
 
-void DepthDecoder::project_hidden(const float* hidden, float* out, Activations act) const {
-  cpu::linear(hidden, 1, cpu::MatrixRef::of(projector_), nullptr, out);
-  round_if(act, out, hidden_);
+void DepthDecoder::project_hiddens(std::span<const float* const> hidden, float* out, ThreadPool* pool,
+                                   Activations act) const {
+  const int64_t n = static_cast<int64_t>(hidden.size()), W = in_width_;
+  std::vector<float> rows(static_cast<size_t>(n * W));
+  for (int64_t i = 0; i < n; ++i) std::copy_n(hidden[static_cast<size_t>(i)], W, rows.data() + i * W);
+  cpu::linear(rows.data(), n, cpu::MatrixRef::of(projector_), nullptr, out, pool);
+  round_if(act, out, n * hidden_);
 }
 
-void DepthDecoder::project_code(int64_t codebook, int32_t code, float* out, Activations act) const {
-  std::vector<float> row(static_cast<size_t>(in_width_));
+void DepthDecoder::project_codes(int64_t codebook, const int32_t* codes, int64_t n, float* out, ThreadPool* pool,
+                                 Activations act) const {
+  std::vector<float> rows(static_cast<size_t>(n * in_width_));
   const size_t row_bytes = static_cast<size_t>(in_width_) * dtype_size(table_.dtype());
-  const int64_t r = codebook * vocab_ + code;
-  convert_to_f32(table_.dtype(), static_cast<const uint8_t*>(table_.data()) + static_cast<size_t>(r) * row_bytes,
-                 row.data(), static_cast<size_t>(in_width_));
-  cpu::linear(row.data(), 1, cpu::MatrixRef::of(projector_), nullptr, out);
-  round_if(act, out, hidden_);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = codebook * vocab_ + codes[i];
+    convert_to_f32(table_.dtype(), static_cast<const uint8_t*>(table_.data()) + static_cast<size_t>(r) * row_bytes,
+                   rows.data() + i * in_width_, static_cast<size_t>(in_width_));
+  }
+  cpu::linear(rows.data(), n, cpu::MatrixRef::of(projector_), nullptr, out, pool);
+  round_if(act, out, n * hidden_);
 }
 
-void DepthDecoder::apply_head(const float* y, int64_t head, float* logits) const {
-  cpu::linear(y, 1, cpu::MatrixRef::of(heads_[static_cast<size_t>(head)]), nullptr, logits);
+void DepthDecoder::apply_head(const float* y, int64_t n, int64_t head, float* logits, ThreadPool* pool) const {
+  cpu::linear(y, n, cpu::MatrixRef::of(heads_[static_cast<size_t>(head)]), nullptr, logits, pool);
 }
 
 Status DepthDecoder::walk(std::span<const DepthBranch> branches, int32_t* codes, const DepthPicker& pick,
@@ -106,30 +113,38 @@ Status DepthDecoder::walk(std::span<const DepthFrame> frames, ThreadPool* pool, 
     B += static_cast<int64_t>(f.branches.size());
   }
   if (B == 0) return make_error(ErrorCode::kInvalidArgument, "depth decoder: no branch to walk");
-  const int64_t H = hidden_;
+  const int64_t H = hidden_, F = static_cast<int64_t>(frames.size());
   std::vector<nn::SequenceRows> seqs(static_cast<size_t>(B));
-  // Step 1 feeds two rows per branch (h, c0) at positions 0 and 1; later steps one row.
+  // Step 1 feeds two rows per branch (h, c0) at positions 0 and 1; later steps one row. The
+  // projections and heads of all branches go through one product each (a row's result does not
+  // depend on the rows beside it, kernels.h).
   std::vector<float> x(static_cast<size_t>(2 * B * H)), y(static_cast<size_t>(2 * B * H)),
-      logits(static_cast<size_t>(B * vocab_)), code_row(static_cast<size_t>(H));
+      logits(static_cast<size_t>(B * vocab_)), projected(static_cast<size_t>(std::max(B, F) * H)),
+      last(static_cast<size_t>(B * H));
+  std::vector<int32_t> prev(static_cast<size_t>(F));
   for (int64_t k = 1; k < codebooks_; ++k) {
     const int64_t rows = k == 1 ? 2 : 1;
+    for (int64_t f = 0; f < F; ++f) prev[static_cast<size_t>(f)] = frames[static_cast<size_t>(f)].codes[k - 1];
+    project_codes(k - 1, prev.data(), F, projected.data(), pool, act);
     int64_t b = 0;
-    for (const DepthFrame& f : frames) {
-      project_code(k - 1, f.codes[k - 1], code_row.data(), act);
-      for (const DepthBranch& br : f.branches) {
-        float* dst = x.data() + b * rows * H;
-        if (k == 1) {
-          br.cache->truncate(0);  // a new frame: nothing of the previous one is visible
-          project_hidden(br.hidden, dst, act);
-          dst += H;
-        }
-        std::copy(code_row.begin(), code_row.end(), dst);
+    for (int64_t f = 0; f < F; ++f) {
+      for (const DepthBranch& br : frames[static_cast<size_t>(f)].branches) {
+        if (k == 1) br.cache->truncate(0);  // a new frame: nothing of the previous one is visible
+        std::copy_n(projected.data() + f * H, H, x.data() + ((b + 1) * rows - 1) * H);
         seqs[static_cast<size_t>(b)] = {br.cache, k == 1 ? 0 : k, rows};
         ++b;
       }
     }
+    if (k == 1) {
+      std::vector<const float*> hidden;
+      for (const DepthFrame& fr : frames)
+        for (const DepthBranch& br : fr.branches) hidden.push_back(br.hidden);
+      project_hiddens(hidden, projected.data(), pool, act);
+      for (b = 0; b < B; ++b) std::copy_n(projected.data() + b * H, H, x.data() + b * rows * H);
+    }
     CHORUS_TRY(stack_.forward(seqs, x.data(), y.data(), pool, rounding_of(act)));
-    for (b = 0; b < B; ++b) apply_head(y.data() + ((b + 1) * rows - 1) * H, k - 1, logits.data() + b * vocab_);
+    for (b = 0; b < B; ++b) std::copy_n(y.data() + ((b + 1) * rows - 1) * H, H, last.data() + b * H);
+    apply_head(last.data(), B, k - 1, logits.data(), pool);
     int64_t first = 0;
     for (const DepthFrame& f : frames) {
       const auto n = static_cast<int64_t>(f.branches.size());
@@ -154,12 +169,13 @@ Status DepthDecoder::recompute(const float* hidden, std::span<const int32_t> cod
       return make_error(ErrorCode::kInvalidArgument, "depth decoder: code outside the vocabulary");
   const int64_t H = hidden_;
   std::vector<float> x(static_cast<size_t>((n + 1) * H)), y(x.size());
-  project_hidden(hidden, x.data(), act);
-  for (int64_t p = 1; p <= n; ++p) project_code(p - 1, codes[static_cast<size_t>(p - 1)], x.data() + p * H, act);
+  const float* h[1] = {hidden};
+  project_hiddens(h, x.data(), pool, act);
+  for (int64_t p = 1; p <= n; ++p) project_codes(p - 1, &codes[static_cast<size_t>(p - 1)], 1, x.data() + p * H, pool, act);
   nn::KvCache cache = make_cache();
   const nn::SequenceRows seq{&cache, 0, n + 1};
   CHORUS_TRY(stack_.forward({&seq, 1}, x.data(), y.data(), pool, rounding_of(act)));
-  for (int64_t p = 1; p <= n; ++p) apply_head(y.data() + p * H, p - 1, logits + (p - 1) * vocab_);
+  for (int64_t p = 1; p <= n; ++p) apply_head(y.data() + p * H, 1, p - 1, logits + (p - 1) * vocab_, pool);
   return ok_status();
 }
 

@@ -73,12 +73,13 @@ class DepthDecoder {
                    Activations act = Activations::kF32) const;
 
  private:
-  // W_in · (table row of codebook `codebook`, code `code`) → out[depth hidden].
-  void project_code(int64_t codebook, int32_t code, float* out, Activations act) const;
-  // W_in · h → out (the frame's position-0 row).
-  void project_hidden(const float* hidden, float* out, Activations act) const;
-  // Head `head` (predicting codebook head + 1) on one final-normed row y[depth hidden].
-  void apply_head(const float* y, int64_t head, float* logits) const;
+  // W_in · h for each hidden state → out[n, depth hidden] (the frames' position-0 rows).
+  void project_hiddens(std::span<const float* const> hidden, float* out, ThreadPool* pool, Activations act) const;
+  // W_in · (table row of codebook `codebook`, code codes[i]) → out[i] for i < n.
+  void project_codes(int64_t codebook, const int32_t* codes, int64_t n, float* out, ThreadPool* pool,
+                     Activations act) const;
+  // Head `head` (predicting codebook head + 1) on n final-normed rows y[n, depth hidden].
+  void apply_head(const float* y, int64_t n, int64_t head, float* logits, ThreadPool* pool) const;
 
   int64_t vocab_ = 0, codebooks_ = 0, in_width_ = 0, hidden_ = 0;
   nn::Qwen3Stack stack_;
