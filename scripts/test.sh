@@ -142,6 +142,14 @@ if [ "${CHORUS_SKIP_ASAN:-0}" != 1 ]; then
   else
     echo "-- chorus serve under ASan+UBSan: skipped, the run has taken $((SECONDS / 60)) min (CHORUS_RUN_BUDGET_MIN=$budget_min)"
   fi
+  if fits 10; then
+    # Connections that outlive their server, and every kind of answer letting go of its connection:
+    # use after free and leaks here show only under ASan.
+    ninja -C build-asan test_server
+    run_check server_lifecycle_asan env ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_server --gtest_filter='ServerLifecycle.*'
+  else
+    echo "-- server lifecycle under ASan+UBSan: skipped, the run has taken $((SECONDS / 60)) min (CHORUS_RUN_BUDGET_MIN=$budget_min)"
+  fi
   echo "-- ASan+UBSan section: $((SECONDS - t0)) s"
 fi
 

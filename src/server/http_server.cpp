@@ -16,6 +16,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 
+#include "server/connection_book.h"
 #include "server/request_head.h"
 #include "server/websocket_detail.h"
 
@@ -30,9 +31,8 @@ struct HttpServer::Impl {
   HttpOptions options;
   Handler handler;
   ErrorBody error_body;
-  // Before the context: connections still queued in it at destruction count themselves out.
-  std::atomic<int> conns{0};
-  std::atomic<int>* connections = &conns;
+  // Before the context: connections still queued in it at destruction leave the book.
+  std::shared_ptr<detail::ConnectionBook> book = std::make_shared<detail::ConnectionBook>();
   net::io_context ioc;
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
@@ -43,27 +43,39 @@ struct HttpServer::Impl {
   void accept();
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+// `server_` is used on the strand only, which no thread runs once the server has stopped; calls
+// from other threads go through the book, which the session keeps.
+class Session : public detail::Detachable, public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket&& socket, HttpServer::Impl& server) : stream_(std::move(socket)), server_(server) {
-    ++*server_.connections;
+  Session(tcp::socket&& socket, HttpServer::Impl& server)
+      : stream_(std::in_place, std::move(socket)), server_(server), book_(server.book) {
+    ++book_->open;
   }
-  ~Session() { --*server_.connections; }
+  ~Session() override {
+    if (entered_) book_->leave(entry_);
+    --book_->open;
+  }
 
+  // On an I/O thread (the acceptor's handler).
   void start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(true); });
+    entry_ = book_->enter(shared_from_this());
+    entered_ = true;
+    net::dispatch(stream_->get_executor(), [self = shared_from_this()] { self->read_request(true); });
+  }
+
+  void detach() override {
+    close();
+    stream_.reset();
   }
 
   // --- whole responses
   void respond(Response res) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), res = std::move(res)]() mutable {
-      self->write_response(std::move(res));
-    });
+    post([self = shared_from_this(), res = std::move(res)]() mutable { self->write_response(std::move(res)); });
   }
 
   // --- streamed responses
   void start_stream(Response head) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), head = std::move(head)]() mutable {
+    post([self = shared_from_this(), head = std::move(head)]() mutable {
       self->stream_head_.emplace(head.result(), head.version());
       for (const auto& f : head) self->stream_head_->set(f.name_string(), f.value());
       self->stream_head_->chunked(true);
@@ -71,8 +83,8 @@ class Session : public std::enable_shared_from_this<Session> {
       self->streaming_ = true;
       self->head_sent_ = self->writing_ = self->finish_requested_ = self->last_sent_ = false;
       self->serializer_.emplace(*self->stream_head_);
-      self->stream_.expires_after(self->server_.options.write_timeout);
-      http::async_write_header(self->stream_, *self->serializer_, [self](beast::error_code ec, size_t) {
+      self->stream_->expires_after(self->server_.options.write_timeout);
+      http::async_write_header(*self->stream_, *self->serializer_, [self](beast::error_code ec, size_t) {
         if (ec) return self->client_gone();
         self->head_sent_ = true;
         self->watch_disconnect();
@@ -86,19 +98,24 @@ class Session : public std::enable_shared_from_this<Session> {
       std::lock_guard<std::mutex> lock(mu_);
       backlog_ += bytes.size();
     }
-    net::post(stream_.get_executor(), [self = shared_from_this(), b = std::move(bytes)]() mutable {
+    const size_t n = bytes.size();
+    const bool posted = post([self = shared_from_this(), b = std::move(bytes)]() mutable {
       self->chunks_.push_back(std::move(b));
       self->pump();
     });
+    if (!posted) {
+      std::lock_guard<std::mutex> lock(mu_);
+      backlog_ -= std::min(backlog_, n);
+    }
   }
   void stream_finish() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] {
+    post([self = shared_from_this()] {
       self->finish_requested_ = true;
       self->pump();
     });
   }
   void stream_abort() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] { self->close(); });
+    post([self = shared_from_this()] { self->close(); });
   }
   void on_gone(std::function<void()> f) {
     bool call = false;
@@ -120,24 +137,39 @@ class Session : public std::enable_shared_from_this<Session> {
   // On the strand (from the handler): the socket and what was read past the request move on.
   std::shared_ptr<WebSocket> upgrade(Request&& req) {
     closed_ = true;  // nothing here touches the socket any more
-    return detail::make_websocket(std::move(stream_), std::move(buffer_), std::move(req), server_.options, server_.connections);
+    auto ws = detail::make_websocket(std::move(*stream_), std::move(buffer_), std::move(req), server_.options, book_);
+    stream_.reset();
+    return ws;
   }
 
  private:
+  // Hands f to the connection's strand, from any thread; false (f dropped) once the server has
+  // stopped or the socket has gone to a WebSocket.
+  template <class F>
+  bool post(F&& f) {
+    bool posted = false;
+    book_->unless_stopped([&] {
+      if (!stream_) return;
+      net::post(stream_->get_executor(), std::forward<F>(f));
+      posted = true;
+    });
+    return posted;
+  }
+
   void read_request(bool first) {
     parser_.emplace();
     parser_->header_limit(server_.options.max_header_bytes);
     parser_->body_limit(server_.options.max_body_bytes);
-    stream_.expires_after(first ? server_.options.header_timeout : server_.options.idle_timeout);
-    http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    stream_->expires_after(first ? server_.options.header_timeout : server_.options.idle_timeout);
+    http::async_read_header(*stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
       self->on_header(ec);
     });
   }
 
   void on_header(beast::error_code ec) {
     if (ec) return refuse_or_close(ec);
-    stream_.expires_after(server_.options.body_timeout);
-    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec2, size_t) {
+    stream_->expires_after(server_.options.body_timeout);
+    http::async_read(*stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec2, size_t) {
       self->on_body(ec2);
     });
   }
@@ -159,7 +191,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_body(beast::error_code ec) {
     if (ec) return refuse_or_close(ec);
-    stream_.expires_never();
+    stream_->expires_never();
     Request req = parser_->release();
     keep_alive_ = req.keep_alive();
     server_.handler(std::move(req), Responder(shared_from_this()));
@@ -170,8 +202,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool keep = res.keep_alive();
     res.prepare_payload();
     auto sp = std::make_shared<Response>(std::move(res));
-    stream_.expires_after(server_.options.write_timeout);
-    http::async_write(stream_, *sp, [self = shared_from_this(), sp, keep](beast::error_code ec, size_t) {
+    stream_->expires_after(server_.options.write_timeout);
+    http::async_write(*stream_, *sp, [self = shared_from_this(), sp, keep](beast::error_code ec, size_t) {
       if (!ec && !keep && self->drain_on_close_) return self->drain_then_close();
       if (ec || !keep) return self->close();
       self->read_request(false);
@@ -186,8 +218,8 @@ class Session : public std::enable_shared_from_this<Session> {
       writing_ = true;
       auto data = std::make_shared<std::string>(std::move(chunks_.front()));
       chunks_.pop_front();
-      stream_.expires_after(server_.options.write_timeout);
-      net::async_write(stream_, http::make_chunk(net::buffer(*data)), [self = shared_from_this(), data](beast::error_code ec, size_t) {
+      stream_->expires_after(server_.options.write_timeout);
+      net::async_write(*stream_, http::make_chunk(net::buffer(*data)), [self = shared_from_this(), data](beast::error_code ec, size_t) {
         self->writing_ = false;
         {
           std::lock_guard<std::mutex> lock(self->mu_);
@@ -201,8 +233,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (finish_requested_ && !last_sent_) {
       last_sent_ = true;
       writing_ = true;
-      stream_.expires_after(server_.options.write_timeout);
-      net::async_write(stream_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, size_t) {
+      stream_->expires_after(server_.options.write_timeout);
+      net::async_write(*stream_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, size_t) {
         self->writing_ = false;
         self->streaming_ = false;
         if (ec || !self->keep_alive_) return self->close();
@@ -216,11 +248,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // While a response streams, the client sends nothing (or its next pipelined request): readable
   // with nothing to read means it closed the connection.
   void watch_disconnect() {
-    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+    stream_->socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
       if (!self->streaming_ || self->closed_) return;
       if (ec) return self->client_gone();
       char b;
-      const ssize_t n = ::recv(self->stream_.socket().native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+      const ssize_t n = ::recv(self->stream_->socket().native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return self->client_gone();
       if (n < 0) return self->watch_disconnect();
       // A pipelined request waits in the socket: stop watching, it is read after this response.
@@ -236,13 +268,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // drop what comes for a bounded time and amount, then close.
   void drain_then_close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-    stream_.expires_after(std::chrono::seconds(2));
+    stream_->socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_->expires_after(std::chrono::seconds(2));
     drain_some();
   }
   void drain_some() {
     static constexpr size_t kMaxDrained = 16u << 20;
-    stream_.async_read_some(net::buffer(drain_buf_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    stream_->async_read_some(net::buffer(drain_buf_), [self = shared_from_this()](beast::error_code ec, size_t n) {
       self->drained_ += n;
       if (ec || self->drained_ > kMaxDrained) return self->close();
       self->drain_some();
@@ -252,9 +284,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void close() {
     if (closed_) return;
     closed_ = true;
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.socket().close(ec);
+    if (stream_) {
+      beast::error_code ec;
+      stream_->socket().shutdown(tcp::socket::shutdown_both, ec);
+      stream_->socket().close(ec);
+    }
     std::function<void()> f;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -266,8 +300,11 @@ class Session : public std::enable_shared_from_this<Session> {
     if (f) f();
   }
 
-  beast::tcp_stream stream_;
+  std::optional<beast::tcp_stream> stream_;  // empty once detached or handed to a WebSocket
   HttpServer::Impl& server_;
+  std::shared_ptr<detail::ConnectionBook> book_;
+  detail::ConnectionBook::Entry entry_{};
+  bool entered_ = false;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;
@@ -307,7 +344,7 @@ void HttpServer::Impl::accept() {
   acceptor->async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (!accepting.load()) return;
     if (!ec) {
-      if (connections->load() >= options.max_connections) {
+      if (book->open.load() >= options.max_connections) {
         beast::error_code ignored;
         socket.close(ignored);  // over the cap: refused before any work is spent on it
       } else {
@@ -325,7 +362,7 @@ HttpServer::HttpServer(HttpOptions options, Handler handler, ErrorBody error_bod
 
 HttpServer::~HttpServer() { stop(); }
 
-int HttpServer::connections() const { return impl_->conns.load(); }
+int HttpServer::connections() const { return impl_->book->open.load(); }
 
 Status HttpServer::listen(const std::string& host, uint16_t port) {
   beast::error_code ec;
@@ -361,10 +398,13 @@ void HttpServer::stop_accepting() {
 void HttpServer::stop() {
   if (impl_->threads.empty()) return;
   impl_->accepting = false;
+  impl_->book->mark_stopped();
   impl_->work.reset();
   impl_->ioc.stop();
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
+  // What callers still hold loses its socket now, while the I/O context that owns it exists.
+  for (const auto& c : impl_->book->live()) c->detach();
 }
 
 }  // namespace chorus::server

@@ -77,9 +77,9 @@ using Handler = std::function<void(Request&& req, Responder responder)>;
 // Answers for requests refused before a handler sees them (413, 431, 400): status, JSON body.
 using ErrorBody = std::function<std::string(int status, const std::string& message)>;
 
-// A Responder (and the StreamResponse or WebSocket it starts) keeps its connection, whose socket
-// belongs to the server's I/O context: whoever holds them (the Service) must drop them before the
-// HttpServer is destroyed, i.e. stop() the server, destroy their holder, then the server.
+// A Responder (and the StreamResponse or WebSocket it starts) may be held past stop() and past the
+// server itself: stop() closes and destroys the sockets of every connection still held (the client
+// counts as gone: on_gone and on_closed run on the stopping thread), and their calls then do nothing.
 class HttpServer {
  public:
   HttpServer(HttpOptions options, Handler handler, ErrorBody error_body);
@@ -94,7 +94,7 @@ class HttpServer {
   void start();
   // Stops accepting new connections (the open ones keep being served).
   void stop_accepting();
-  // Closes everything and joins the threads.
+  // Joins the I/O threads, then closes every connection still open or held.
   void stop();
   int connections() const;
 

@@ -113,7 +113,7 @@ std::shared_ptr<const engine::Model> tiny_model(const std::string& variant) {
 
 RunningServer::~RunningServer() {
   if (http) http->stop();
-  service.reset();  // its last work lets go of the connections it held while their context exists
+  service.reset();  // what it still runs ends on connections that stop() closed
   http.reset();
 }
 

@@ -103,7 +103,7 @@ int run(const Options& o) {
   while (svc.active_streams() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   http.stop();
-  service->reset();  // before the server: it may still hold connections (http_server.h)
+  service->reset();  // the requests still running end (their connections were closed by stop())
   std::fprintf(stderr, "chorus serve: stopped\n");
   return 0;
 }
