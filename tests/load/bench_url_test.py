@@ -54,6 +54,8 @@ def main():
         failures.append(f"{audio_s} s of audio for {p['requests']} requests of 0.5-2 s")
     if not (0 < p["ttfa_p50_s"] <= p["ttfa_p90_s"] <= p["ttfa_p99_s"] < 30):
         failures.append(f"TTFA percentiles {p['ttfa_p50_s']} {p['ttfa_p90_s']} {p['ttfa_p99_s']}")
+    if not (0 < p["frame_gap_p99_ms"] <= p["frame_gap_max_ms"]):
+        failures.append(f"frame gap p99 {p['frame_gap_p99_ms']} ms against max {p['frame_gap_max_ms']} ms")
     if not (p["audio_s_per_s"] > 0 and p["frame_gap_p99_ms"] > 0 and p["streams_max"] >= 1 and p["peak_rss_mib"] > 1):
         failures.append(f"throughput, gaps, streams or memory missing: {p}")
     if rc != 0:

@@ -113,6 +113,7 @@ Point summarize(const std::vector<const Timing*>& timings, double frame_rate, do
   p.ttfa_p90 = pct(ttfa, 90);
   p.ttfa_p99 = pct(ttfa, 99);
   p.gap_p99_ms = pct(gaps, 99);
+  p.gap_max_ms = gaps.empty() ? 0 : *std::max_element(gaps.begin(), gaps.end());
   p.underrun_pct = served > 0 ? 100.0 * static_cast<double>(underrun_reqs) / static_cast<double>(served) : 0;
   p.late_frames_pct = frames > 0 ? 100.0 * static_cast<double>(late) / static_cast<double>(frames) : 0;
   return p;
@@ -120,10 +121,10 @@ Point summarize(const std::vector<const Timing*>& timings, double frame_rate, do
 
 void print_point(const Point& p) {
   std::printf("rate %.2f/s: %lld requests (%lld refused, %lld failed), %.1f audio-s/s, streams mean %.1f max %d, "
-              "TTFA p50 %.0f / p90 %.0f / p99 %.0f ms, frame gap p99 %.1f ms, underruns %.1f %% of requests "
+              "TTFA p50 %.0f / p90 %.0f / p99 %.0f ms, frame gap p99 %.1f / max %.1f ms, underruns %.1f %% of requests "
               "(%.2f %% of frames), peak RSS %.0f MiB%s\n",
               p.rate, (long long)p.requests, (long long)p.refused, (long long)p.failed, p.audio_s_per_s, p.mean_streams,
-              p.max_streams, p.ttfa_p50 * 1e3, p.ttfa_p90 * 1e3, p.ttfa_p99 * 1e3, p.gap_p99_ms, p.underrun_pct,
+              p.max_streams, p.ttfa_p50 * 1e3, p.ttfa_p90 * 1e3, p.ttfa_p99 * 1e3, p.gap_p99_ms, p.gap_max_ms, p.underrun_pct,
               p.late_frames_pct, p.rss_mib,
               p.verified ? (", verified " + std::to_string(p.verified) + " solo: " + std::to_string(p.verify_mismatches) +
                             " mismatches").c_str()
@@ -137,7 +138,8 @@ nlohmann::json to_json(const Point& p) {
   return {{"rate", p.rate}, {"duration_s", p.duration}, {"requests", p.requests}, {"refused", p.refused},
           {"failed", p.failed}, {"audio_s_per_s", p.audio_s_per_s}, {"streams_mean", p.mean_streams},
           {"streams_max", p.max_streams}, {"ttfa_p50_s", p.ttfa_p50}, {"ttfa_p90_s", p.ttfa_p90},
-          {"ttfa_p99_s", p.ttfa_p99}, {"frame_gap_p99_ms", p.gap_p99_ms}, {"underrun_requests_pct", p.underrun_pct},
+          {"ttfa_p99_s", p.ttfa_p99}, {"frame_gap_p99_ms", p.gap_p99_ms}, {"frame_gap_max_ms", p.gap_max_ms},
+          {"underrun_requests_pct", p.underrun_pct},
           {"late_frames_pct", p.late_frames_pct}, {"peak_rss_mib", p.rss_mib}, {"verified", p.verified},
           {"verify_mismatches", p.verify_mismatches}, {"step_ms", p.step_ms}, {"generate_ms", p.generate_ms},
           {"decode_ms", p.decode_ms}};
