@@ -123,15 +123,15 @@ fits() {
 }
 
 if [ "${CHORUS_SKIP_ASAN:-0}" != 1 ]; then
-  echo "== tests under ASan+UBSan (parsers, loaders, tokenizer, audio input; chorus serve under load)"
+  echo "== tests under ASan+UBSan (parsers, loaders, tokenizer, audio input, the HTTP layer; chorus serve under load)"
   t0=$SECONDS
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_CUDA=OFF \
         -DCHORUS_SANITIZE=address,undefined "${launcher[@]}" >/dev/null
-  asan_targets=$(ninja -C build-asan -t targets all 2>/dev/null | grep -oE '^test_(io|text|audio|core)[a-z_]*:' | tr -d ':' | sort -u || true)
+  asan_targets=$(ninja -C build-asan -t targets all 2>/dev/null | grep -oE '^test_(io|text|audio|core|http)[a-z_]*:' | tr -d ':' | sort -u || true)
   if [ -n "$asan_targets" ]; then
     # shellcheck disable=SC2086
     ninja -C build-asan $asan_targets
-    run_ctest build-asan -L '^(io|text|audio|core)$'
+    run_ctest build-asan -L '^(io|text|audio|core|http)$'
   fi
   if fits 22; then
     ninja -C build-asan chorus
@@ -141,14 +141,6 @@ if [ "${CHORUS_SKIP_ASAN:-0}" != 1 ]; then
       /usr/bin/python3 tests/load/load_test.py --chorus build-asan/chorus --settle-s 60 --refusal-bound-ms 2000 --rss-slack-mib 512
   else
     echo "-- chorus serve under ASan+UBSan: skipped, the run has taken $((SECONDS / 60)) min (CHORUS_RUN_BUDGET_MIN=$budget_min)"
-  fi
-  if fits 10; then
-    # Connections that outlive their server, and every kind of answer letting go of its connection:
-    # use after free and leaks here show only under ASan.
-    ninja -C build-asan test_server
-    run_check server_lifecycle_asan env ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_server --gtest_filter='ServerLifecycle.*'
-  else
-    echo "-- server lifecycle under ASan+UBSan: skipped, the run has taken $((SECONDS / 60)) min (CHORUS_RUN_BUDGET_MIN=$budget_min)"
   fi
   echo "-- ASan+UBSan section: $((SECONDS - t0)) s"
 fi
