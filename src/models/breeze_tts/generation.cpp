@@ -256,6 +256,7 @@ struct GenerationStepper {
 
     t0 = Clock::now();
     std::vector<BreezeGeneration*> walking;
+    std::vector<StepFrame*> walking_out;
     std::vector<std::vector<int32_t>*> codes;
     for (BreezeGeneration* g : ready) {
       int32_t c0 = 0;
@@ -265,6 +266,7 @@ struct GenerationStepper {
       o.codes.assign(static_cast<size_t>(g->m_->config.num_codebooks), 0);
       o.codes[0] = c0;
       walking.push_back(g);
+      walking_out.push_back(&o);
       codes.push_back(&o.codes);
     }
     t.sampling_s += seconds_since(t0);
@@ -274,8 +276,7 @@ struct GenerationStepper {
 
     for (size_t i = 0; i < walking.size(); ++i) {
       BreezeGeneration& g = *walking[i];
-      const auto at = static_cast<size_t>(std::find(gs.begin(), gs.end(), &g) - gs.begin());
-      outs[at]->has_frame = true;
+      walking_out[i]->has_frame = true;
       ++g.frames_;
       if (g.frames_ >= g.max_frames_) g.finished_ = true;
       else next_input(g, *codes[i]);
