@@ -147,6 +147,33 @@ class SpeechStream : public ::testing::Test {
 };
 RunningServer* SpeechStream::s_ = nullptr;
 
+// The PCM (16-bit, as the server's "pcm" format) of each sentence run alone through the
+// Synthesizer, sentence i as take i of the seed (rng stream i), as the HTTP path seeds its segment
+// i: what a stream spoken sentence by sentence must equal.
+std::string sentence_takes_pcm(engine::Synthesizer& synth, const std::vector<std::string>& sentences,
+                               const std::string& speaker, uint64_t seed, int64_t max_frames) {
+  std::string pcm;
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    engine::SynthesisRequest r;
+    r.text = sentences[i];
+    r.speaker = speaker;
+    r.seed = seed;
+    r.max_frames = max_frames;
+    r.rng_stream = static_cast<uint32_t>(i);
+    auto st = synth.synthesize(r, [&](const engine::AudioChunk& c) {
+      for (size_t k = 0; k < c.count; ++k) {
+        const float x = c.samples[k];
+        const int16_t v = std::isfinite(x) ? static_cast<int16_t>(std::lround(std::clamp(x, -1.0f, 1.0f) * 32767.0)) : 0;
+        pcm.append(reinterpret_cast<const char*>(&v), 2);
+      }
+      return ok_status();
+    });
+    EXPECT_TRUE(st.ok()) << st.error().to_string();
+    if (!st.ok()) return {};
+  }
+  return pcm;
+}
+
 // Cuts `text` into pieces of 1..6 bytes at random, inside UTF-8 characters too unless
 // `whole_chars` (a JSON string holds whole characters only).
 std::vector<std::string> random_pieces(const std::string& text, std::mt19937& rng, bool whole_chars = true) {
@@ -230,24 +257,7 @@ TEST_F(SpeechStream, FullTextLayoutIsSpokenSentenceBySentenceAsOneStream) {
   // Sentence i is take i of the seed (rng stream i), as the HTTP path seeds its segment i: compared
   // with the Synthesizer's own run of each sentence.
   engine::Synthesizer synth(tiny_model("custom_voice"));
-  std::string want;
-  for (size_t i = 0; i < sentences.size(); ++i) {
-    engine::SynthesisRequest r;
-    r.text = sentences[i];
-    r.speaker = "ryan";
-    r.seed = 5;
-    r.max_frames = 5;
-    r.rng_stream = static_cast<uint32_t>(i);
-    auto st = synth.synthesize(r, [&](const engine::AudioChunk& c) {
-      for (size_t k = 0; k < c.count; ++k) {
-        const float x = c.samples[k];
-        const int16_t v = std::isfinite(x) ? static_cast<int16_t>(std::lround(std::clamp(x, -1.0f, 1.0f) * 32767.0)) : 0;
-        want.append(reinterpret_cast<const char*>(&v), 2);
-      }
-      return ok_status();
-    });
-    ASSERT_TRUE(st.ok());
-  }
+  const std::string want = sentence_takes_pcm(synth, sentences, "ryan", 5, 5);
   ASSERT_GT(want.size(), 0u);
   std::mt19937 rng(99);
   for (int trial = 0; trial < 3; ++trial) EXPECT_TRUE(speak_in_pieces(port(), cfg, text, rng) == want) << "trial " << trial;
@@ -501,26 +511,9 @@ TEST(SpeechStreamBreeze, SentencesAreSpokenOneByOneIntoOneStream) {
   const std::string text = "One two three. Four five six! Seven";
   json cfg = {{"model", "tiny_breeze"}, {"voice", "S1"}, {"seed", 9}, {"max_new_tokens", 4}, {"response_format", "pcm"}};
   engine::Synthesizer synth(*model);
-  std::string want;
   const auto sentences = split_sentences(text, o.max_segment_chars);
   ASSERT_EQ(sentences.size(), 3u);
-  for (size_t i = 0; i < sentences.size(); ++i) {
-    engine::SynthesisRequest r;
-    r.text = sentences[i];
-    r.speaker = "S1";
-    r.seed = 9;
-    r.max_frames = 4;
-    r.rng_stream = static_cast<uint32_t>(i);
-    auto st = synth.synthesize(r, [&](const engine::AudioChunk& c) {
-      for (size_t k = 0; k < c.count; ++k) {
-        const float x = c.samples[k];
-        const int16_t v = std::isfinite(x) ? static_cast<int16_t>(std::lround(std::clamp(x, -1.0f, 1.0f) * 32767.0)) : 0;
-        want.append(reinterpret_cast<const char*>(&v), 2);
-      }
-      return ok_status();
-    });
-    ASSERT_TRUE(st.ok()) << st.error().to_string();
-  }
+  const std::string want = sentence_takes_pcm(synth, sentences, "S1", 9, 4);
   ASSERT_GT(want.size(), 0u);
   std::mt19937 rng(5);
   for (int trial = 0; trial < 2; ++trial) EXPECT_TRUE(speak_in_pieces(http.port(), cfg, text, rng) == want) << "trial " << trial;
