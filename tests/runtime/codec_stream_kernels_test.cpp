@@ -7,6 +7,7 @@
 // stream's own ring rows and nowhere else.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <random>
@@ -77,6 +78,18 @@ void for_each_step(Fn fn) {
   }
 }
 
+// conv.cu's im2col launch run on the host, block by block: each block's window staged, then its
+// threads' stores, with `width` threads per block.
+void im2col_by_windows(const Im2col& a, int64_t width) {
+  for (int64_t b = 0; b < a.streams; ++b)
+    for (int64_t c = 0; c < a.cin; ++c)
+      for (int64_t w = 0; w < im2col_windows(a.steps, width); ++w) {
+        std::vector<float> win(static_cast<size_t>(im2col_window_span(a, w, width)));
+        for (size_t p = 0; p < win.size(); ++p) win[p] = im2col_window_value(a, w, width, c, b, static_cast<int64_t>(p));
+        for (int64_t tid = 0; tid < width; ++tid) im2col_window_store(a, w, width, c, b, tid, win.data());
+      }
+}
+
 TEST(CodecStreamKernels, Im2colOfEveryStreamEqualsOnePassOverItsSequence) {
   for (bool time_major : {false, true}) {
     std::mt19937 rng(time_major ? 3 : 4);
@@ -88,7 +101,7 @@ TEST(CodecStreamKernels, Im2colOfEveryStreamEqualsOnePassOverItsSequence) {
     const Snake sn{alpha.data(), inv_beta.data()};
     auto act = [&](size_t b, int64_t c, int64_t t) { return snake_at(seq[b][c * T + t], alpha[c], inv_beta[c]); };
     Histories hist(3, static_cast<size_t>(cin * H), 5);
-    int64_t checked = 0, wrong = 0;
+    int64_t checked = 0, wrong = 0, step = 0;
     for_each_step([&](const std::vector<size_t>& streams, int64_t n, const std::vector<int64_t>& pos) {
       const int64_t S = static_cast<int64_t>(streams.size()), N = S * n;
       std::vector<float> x(static_cast<size_t>(cin * N));
@@ -107,20 +120,27 @@ TEST(CodecStreamKernels, Im2colOfEveryStreamEqualsOnePassOverItsSequence) {
       a.kernel = K;
       a.dilation = dil;
       a.snake = sn;
-      std::vector<float> col(static_cast<size_t>(cin * K * N), NAN);
-      a.col = col.data();
-      for (int64_t i = 0; i < im2col_elements(a); ++i) im2col_element(a, i);
+      // The launch's block width, and narrower ones whose windows split the steps (more windows
+      // than the history is long, so that only the last one writes it). Each runs last in turn:
+      // its history is the one the next step reads.
+      std::array<int64_t, 3> widths{im2col_window_threads(n), 4, 1};
+      std::rotate(widths.begin(), widths.begin() + (step++ % 3), widths.end());
+      for (int64_t width : widths) {
+        std::vector<float> col(static_cast<size_t>(cin * K * N), NAN);
+        a.col = col.data();
+        im2col_by_windows(a, width);
+        // col[(c·K + k)·N + j·n + t] = stream j's activated input at time pos + t + k·dil − H (0 before 0).
+        for (int64_t j = 0; j < S; ++j)
+          for (int64_t c = 0; c < cin; ++c)
+            for (int64_t k = 0; k < K; ++k)
+              for (int64_t t = 0; t < n; ++t) {
+                const int64_t at = pos[j] + t + k * dil - H;
+                const float want = at < 0 ? 0.0f : act(streams[j], c, at);
+                wrong += col[static_cast<size_t>((c * K + k) * N + j * n + t)] != want;
+                ++checked;
+              }
+      }
       hist.flip(streams);
-      // col[(c·K + k)·N + j·n + t] = stream j's activated input at time pos + t + k·dil − H (0 before 0).
-      for (int64_t j = 0; j < S; ++j)
-        for (int64_t c = 0; c < cin; ++c)
-          for (int64_t k = 0; k < K; ++k)
-            for (int64_t t = 0; t < n; ++t) {
-              const int64_t at = pos[j] + t + k * dil - H;
-              const float want = at < 0 ? 0.0f : act(streams[j], c, at);
-              wrong += col[static_cast<size_t>((c * K + k) * N + j * n + t)] != want;
-              ++checked;
-            }
     });
     EXPECT_EQ(wrong, 0) << "time_major " << time_major;
     EXPECT_GT(checked, 1000);

@@ -95,21 +95,43 @@ CHORUS_HD float padded_at(const float* hist, const float* x, int64_t xcs, int64_
   return sn.alpha ? snake_at(v, sn.alpha[c], sn.inv_beta[c]) : v;
 }
 
-CHORUS_HD int64_t im2col_elements(const Im2col& a) {
-  return a.cin * a.kernel * a.streams * a.steps + a.streams * a.cin * conv_history(a.kernel, a.dilation);
+// im2col in windows, as conv.cu launches it: block (w, c, b) of `threads` threads owns channel c of
+// stream b at steps [t0, t0 + threads), t0 = w·threads. It first stages its window of the stream's
+// padded input, padded positions [t0, t0 + own + H) (SnakeBeta applied once per value), then each
+// thread writes its step's kernel taps, each a shifted read of the window, and the stream's last
+// block writes the next history (padded positions [steps, steps + H)). A stream with no steps still
+// has one block, which moves its history.
+CHORUS_HD int64_t im2col_window_threads(int64_t steps) {
+  return steps >= 256 ? 256 : (steps < 1 ? 32 : (steps + 31) / 32 * 32);
 }
-
-CHORUS_HD void im2col_element(const Im2col& a, int64_t i) {
-  const int64_t H = conv_history(a.kernel, a.dilation), N = a.streams * a.steps, ncol = a.cin * a.kernel * N;
-  if (i < ncol) {
-    const int64_t j = i % N, ck = i / N, k = ck % a.kernel, c = ck / a.kernel;
-    const int64_t b = j / a.steps, t = j % a.steps;
-    a.col[i] = padded_at(a.hist.in[b] + a.hist.offset, a.x, a.xcs, a.xts, H, b * a.steps, c, t + k * a.dilation,
-                         a.snake);
-  } else {
-    const int64_t r = i - ncol, per = a.cin * H, b = r / per, c = (r % per) / H, j = r % H;
-    a.hist.out[b][a.hist.offset + c * H + j] =
-        padded_at(a.hist.in[b] + a.hist.offset, a.x, a.xcs, a.xts, H, b * a.steps, c, a.steps + j, a.snake);
+CHORUS_HD int64_t im2col_windows(int64_t steps, int64_t threads) {
+  return steps < 1 ? 1 : (steps + threads - 1) / threads;
+}
+// The steps block w owns, and its window's length.
+CHORUS_HD int64_t im2col_window_own(const Im2col& a, int64_t w, int64_t threads) {
+  const int64_t left = a.steps - w * threads;
+  return left < threads ? (left > 0 ? left : 0) : threads;
+}
+CHORUS_HD int64_t im2col_window_span(const Im2col& a, int64_t w, int64_t threads) {
+  return im2col_window_own(a, w, threads) + conv_history(a.kernel, a.dilation);
+}
+// Window value p (p < im2col_window_span) of block (w, c, b).
+CHORUS_HD float im2col_window_value(const Im2col& a, int64_t w, int64_t threads, int64_t c, int64_t b, int64_t p) {
+  const int64_t H = conv_history(a.kernel, a.dilation);
+  const float* hist = H > 0 ? a.hist.in[b] + a.hist.offset : nullptr;
+  return padded_at(hist, a.x, a.xcs, a.xts, H, b * a.steps, c, w * threads + p, a.snake);
+}
+// Thread tid's writes of block (w, c, b) from its staged window.
+CHORUS_HD void im2col_window_store(const Im2col& a, int64_t w, int64_t threads, int64_t c, int64_t b, int64_t tid,
+                                   const float* win) {
+  const int64_t H = conv_history(a.kernel, a.dilation), t0 = w * threads, N = a.streams * a.steps;
+  if (tid < im2col_window_own(a, w, threads)) {
+    float* out = a.col + c * a.kernel * N + b * a.steps + t0 + tid;
+    for (int64_t k = 0; k < a.kernel; ++k) out[k * N] = win[tid + k * a.dilation];
+  }
+  if (H > 0 && t0 + threads >= a.steps) {
+    float* next = a.hist.out[b] + a.hist.offset + c * H;
+    for (int64_t j = tid; j < H; j += threads) next[j] = win[a.steps - t0 + j];
   }
 }
 

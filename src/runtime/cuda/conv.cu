@@ -1,7 +1,7 @@
 // Codec-decoder kernels, part 1: streaming convolutions and SnakeBeta over a batch of streams
-// (conv_ops.h). One thread per output element (the bodies are in codec_elements.h): these layers
-// are small per frame and the matrix products go through the GEMM (codec_gemm.cu), so the kernels
-// here are memory-bound gathers and element-wise ops.
+// (conv_ops.h). One thread per output element (the bodies are in codec_elements.h), but for im2col,
+// whose blocks stage a window of their input first: the matrix products go through the GEMM
+// (codec_gemm.cu), so the kernels here are memory-bound gathers and element-wise ops.
 #include <string>
 
 #include "runtime/cuda/conv_ops.h"
@@ -15,9 +15,16 @@ constexpr int kThreads = 256;
 
 inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
-__global__ void im2col_kernel(Im2col a, int64_t total) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < total) im2col_element(a, i);
+// im2col in windows (codec_elements.h): the window in shared memory, then every tap's row a
+// shifted copy of it, so that SnakeBeta runs once per input value instead of once per tap and no
+// element pays index divisions.
+__global__ void im2col_window_kernel(Im2col a) {
+  extern __shared__ float win[];
+  const int64_t T = blockDim.x, w = blockIdx.x, c = blockIdx.y, b = blockIdx.z;
+  const int64_t span = im2col_window_span(a, w, T);
+  for (int64_t p = threadIdx.x; p < span; p += T) win[p] = im2col_window_value(a, w, T, c, b, p);
+  __syncthreads();
+  im2col_window_store(a, w, T, c, b, threadIdx.x, win);
 }
 
 __global__ void depthwise_kernel(Depthwise a, int64_t total) {
@@ -62,10 +69,15 @@ Status has_streams(const StreamHist& h, int64_t streams, int64_t history, const 
 
 Status im2col_causal(const Im2col& a, cudaStream_t s) {
   CHORUS_TRY(has_streams(a.hist, a.streams, conv_history(a.kernel, a.dilation), "im2col_causal"));
-  const int64_t total = im2col_elements(a);
-  CHORUS_TRY(check_size(total, "im2col_causal"));
-  if (total == 0) return ok_status();
-  im2col_kernel<<<blocks_for(total), kThreads, 0, s>>>(a, total);
+  if (a.kernel < 1 || a.dilation < 1 || a.steps < 0)
+    return make_error(ErrorCode::kInvalidArgument, "im2col_causal: bad kernel, dilation or steps");
+  if (a.cin < 1) return ok_status();
+  const int64_t threads = im2col_window_threads(a.steps), blocks = im2col_windows(a.steps, threads);
+  const size_t window = static_cast<size_t>(threads + conv_history(a.kernel, a.dilation)) * sizeof(float);
+  if (window > 48 * 1024 || a.cin > 65535 || a.streams > 65535 || blocks > 0x7fffffffLL)
+    return make_error(ErrorCode::kOutOfRange, "im2col_causal: layer too large for the GPU kernel");
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(a.cin), static_cast<unsigned>(a.streams));
+  im2col_window_kernel<<<grid, static_cast<unsigned>(threads), window, s>>>(a);
   return launched("im2col_causal");
 }
 
