@@ -1,5 +1,8 @@
 #include "server_fixture.h"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -158,6 +161,19 @@ std::string sine_wav(double seconds, int rate) {
     u16(static_cast<uint16_t>(static_cast<int16_t>(std::lround(8000 * std::sin(2 * M_PI * 220 * t) + 3000 * std::sin(2 * M_PI * 530 * t)))));
   }
   return s;
+}
+
+std::vector<int16_t> synthesizer_pcm16(engine::Synthesizer& synth, const engine::SynthesisRequest& r) {
+  std::vector<int16_t> out;
+  auto st = synth.synthesize(r, [&](const engine::AudioChunk& c) {
+    for (size_t i = 0; i < c.count; ++i) {
+      const float x = c.samples[i];
+      out.push_back(std::isfinite(x) ? static_cast<int16_t>(std::lround(std::clamp(x, -1.0f, 1.0f) * 32767.0)) : 0);
+    }
+    return ok_status();
+  });
+  EXPECT_TRUE(st.ok()) << st.error().to_string();
+  return out;
 }
 
 double metric(const std::string& text, const std::string& name, const std::string& labels) {

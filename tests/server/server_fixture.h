@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/model.h"
+#include "engine/synthesizer.h"
 #include "server/http_server.h"
 #include "server/service.h"
 
@@ -42,6 +43,11 @@ const std::string& tiny_model_dir(const std::string& variant);
 std::shared_ptr<const engine::Model> tiny_model(const std::string& variant);
 
 RunningServer start_server(ServiceOptions options = {}, HttpOptions http = {});
+
+// What the Synthesizer makes for `r`, converted to s16 here (clip, ×32767, round; NaN → 0): the
+// expectation the server's "pcm" output is compared with. A failed run fails the calling test and
+// returns what came before the failure.
+std::vector<int16_t> synthesizer_pcm16(engine::Synthesizer& synth, const engine::SynthesisRequest& r);
 
 // A mono 16-bit PCM WAV of a sine, built by hand.
 std::string sine_wav(double seconds, int rate = 24000);

@@ -52,7 +52,7 @@ class Server : public ::testing::Test {
 RunningServer* Server::s_ = nullptr;
 std::string Server::voices_dir_;
 
-// What the Synthesizer makes for the same request, converted to s16 here (clip, x32767, round).
+// What the Synthesizer makes for the same request, as s16.
 std::vector<int16_t> reference_pcm(const std::string& text, const std::string& speaker, uint64_t seed, int64_t frames) {
   engine::Synthesizer synth(tiny_model("custom_voice"));
   engine::SynthesisRequest r;
@@ -60,16 +60,7 @@ std::vector<int16_t> reference_pcm(const std::string& text, const std::string& s
   r.speaker = speaker;
   r.seed = seed;
   r.max_frames = frames;
-  std::vector<int16_t> out;
-  auto st = synth.synthesize(r, [&](const engine::AudioChunk& c) {
-    for (size_t i = 0; i < c.count; ++i) {
-      const float x = c.samples[i];
-      out.push_back(std::isfinite(x) ? static_cast<int16_t>(std::lround(std::clamp(x, -1.0f, 1.0f) * 32767.0)) : 0);
-    }
-    return ok_status();
-  });
-  EXPECT_TRUE(st.ok());
-  return out;
+  return synthesizer_pcm16(synth, r);
 }
 
 TEST_F(Server, HealthReadyModels) {

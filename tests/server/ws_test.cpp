@@ -160,16 +160,8 @@ std::string sentence_takes_pcm(engine::Synthesizer& synth, const std::vector<std
     r.seed = seed;
     r.max_frames = max_frames;
     r.rng_stream = static_cast<uint32_t>(i);
-    auto st = synth.synthesize(r, [&](const engine::AudioChunk& c) {
-      for (size_t k = 0; k < c.count; ++k) {
-        const float x = c.samples[k];
-        const int16_t v = std::isfinite(x) ? static_cast<int16_t>(std::lround(std::clamp(x, -1.0f, 1.0f) * 32767.0)) : 0;
-        pcm.append(reinterpret_cast<const char*>(&v), 2);
-      }
-      return ok_status();
-    });
-    EXPECT_TRUE(st.ok()) << st.error().to_string();
-    if (!st.ok()) return {};
+    const std::vector<int16_t> take = synthesizer_pcm16(synth, r);
+    pcm.append(reinterpret_cast<const char*>(take.data()), take.size() * sizeof(int16_t));
   }
   return pcm;
 }
