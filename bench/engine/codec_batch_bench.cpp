@@ -11,6 +11,7 @@ Result<std::string> codec_batch_bench(const CodecBatchBenchOptions&) {
 #else
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "bench/engine/runs_cuda.h"
@@ -62,16 +63,35 @@ Status run_steps(const codec::CudaDecoder& dec, Streams& s, const std::vector<st
   return ok_status();
 }
 
+// Signal-to-difference ratio of `test` against `ref` in dB (both the same length; +inf when equal).
+double snr_db(const std::vector<std::vector<float>>& ref, const std::vector<std::vector<float>>& test, double& max_abs) {
+  double sig = 0, diff = 0;
+  max_abs = 0;
+  for (size_t i = 0; i < ref.size() && i < test.size(); ++i)
+    for (size_t j = 0; j < ref[i].size() && j < test[i].size(); ++j) {
+      const double r = ref[i][j], d = static_cast<double>(test[i][j]) - r;
+      sig += r * r;
+      diff += d * d;
+      max_abs = std::max(max_abs, std::fabs(d));
+    }
+  return diff == 0 ? INFINITY : 10.0 * std::log10(sig / diff);
+}
+
 }  // namespace
 
 Result<std::string> codec_batch_bench(const CodecBatchBenchOptions& o) {
-  if (o.streams.empty() || o.frames < 1 || o.warmup < 0)
+  if (o.streams.empty() || o.frames < 1 || o.warmup < 0 || o.precisions.empty())
     return make_error(ErrorCode::kInvalidArgument, "bench: --codec-streams needs stream counts, --codec-frames >= 1");
   for (int64_t s : o.streams)
     if (s < 1 || s > 4096) return make_error(ErrorCode::kInvalidArgument, "bench: stream counts must be in [1, 4096]");
   std::string rep;
   CHORUS_ASSIGN(const std::string dev, cuda::device_summary(0));
-  CHORUS_ASSIGN(const codec::CudaDecoder dec, codec::load_cuda_codec(o.model));
+  std::vector<codec::CudaDecoder> decs;
+  for (codec::CodecPrecision p : o.precisions) {
+    CHORUS_ASSIGN(codec::CudaDecoder d, codec::load_cuda_codec(o.model, p));
+    decs.push_back(std::move(d));
+  }
+  const codec::CudaDecoder& dec = decs.front();
   const int64_t Q = dec.num_quantizers(), steps = o.warmup + o.frames;
   const double frame_ms = 1000.0 * static_cast<double>(dec.samples_per_frame()) / static_cast<double>(dec.sample_rate());
   appendf(rep, "device           %s\n", dev.c_str());
@@ -90,23 +110,37 @@ Result<std::string> codec_batch_bench(const CodecBatchBenchOptions& o) {
       c.resize(static_cast<size_t>(steps * Q));
       for (auto& v : c) v = code(rng);
     }
-    double ms[2] = {0, 0};
-    std::vector<std::vector<float>> pcm[2];
-    for (int batched = 0; batched < 2; ++batched) {
-      CHORUS_ASSIGN(Streams s, make_streams(dec, n));
-      const size_t before = cuda::memory_stats().current;
-      CHORUS_TRY(run_steps(dec, s, codes, 0, o.warmup, batched));
-      const auto t0 = Clock::now();
-      CHORUS_TRY(run_steps(dec, s, codes, o.warmup, steps, batched));
-      ms[batched] = ms_since(t0) / static_cast<double>(o.frames);
-      if (batched && workspace == 0) workspace = cuda::memory_stats().current - before;
-      pcm[batched] = std::move(s.pcm);
+    std::vector<std::vector<float>> first;
+    for (size_t pi = 0; pi < decs.size(); ++pi) {
+      const codec::CudaDecoder& d = decs[pi];
+      double ms[2] = {0, 0};
+      std::vector<std::vector<float>> pcm[2];
+      for (int batched = 0; batched < 2; ++batched) {
+        CHORUS_ASSIGN(Streams s, make_streams(d, n));
+        const size_t before = cuda::memory_stats().current;
+        CHORUS_TRY(run_steps(d, s, codes, 0, o.warmup, batched));
+        const auto t0 = Clock::now();
+        CHORUS_TRY(run_steps(d, s, codes, o.warmup, steps, batched));
+        ms[batched] = ms_since(t0) / static_cast<double>(o.frames);
+        if (batched && workspace == 0) workspace = cuda::memory_stats().current - before;
+        pcm[batched] = std::move(s.pcm);
+      }
+      const bool same = pcm[0] == pcm[1];
+      appendf(rep, "%4lld streams %-4s per stream %8.2f ms per step (%.3f ms per stream-frame) | batched %8.2f ms per "
+                   "step (%.3f ms per stream-frame): %.1fx; batched keeps %.0f streams real time; samples %s",
+              static_cast<long long>(n), codec::codec_precision_name(d.precision()), ms[0],
+              ms[0] / static_cast<double>(n), ms[1], ms[1] / static_cast<double>(n), ms[0] / ms[1],
+              frame_ms / (ms[1] / static_cast<double>(n)), same ? "identical" : "DIFFER");
+      if (pi == 0) {
+        first = std::move(pcm[1]);
+      } else {
+        double max_abs = 0;
+        const double snr = snr_db(first, pcm[1], max_abs);
+        appendf(rep, "; against %s: %.1f dB signal to difference, max |difference| %.2e",
+                codec::codec_precision_name(decs.front().precision()), snr, max_abs);
+      }
+      appendf(rep, "\n");
     }
-    const bool same = pcm[0] == pcm[1];
-    appendf(rep, "%4lld streams     per stream %8.2f ms per step (%.3f ms per stream-frame) | batched %8.2f ms per step "
-                 "(%.3f ms per stream-frame): %.1fx; batched keeps %.0f streams real time; samples %s\n",
-            static_cast<long long>(n), ms[0], ms[0] / static_cast<double>(n), ms[1], ms[1] / static_cast<double>(n),
-            ms[0] / ms[1], frame_ms / (ms[1] / static_cast<double>(n)), same ? "identical" : "DIFFER");
   }
   appendf(rep, "memory           batch workspace %.2f GiB (made by the first decode_batch), per-stream states %.2f MiB each\n",
           gib(workspace), static_cast<double>(dec.state_bytes()) / (1 << 20));

@@ -2,7 +2,9 @@
 // frame of each of S streams per step as a serving scheduler does, one decode() per stream versus
 // one decode_batch() for all; per step time, per stream-frame time, the streams it keeps real time
 // (a frame is 80 ms of audio), memory per stream and of the batch workspace, and whether both give
-// the same samples. Declared in every build; without CUDA it returns kUnsupported.
+// the same samples. With several precisions each is timed, and the samples of each are compared
+// with the first's (signal-to-difference ratio). Declared in every build; without CUDA it returns
+// kUnsupported.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "models/codec/codec_config.h"
 
 namespace chorus::bench {
 
@@ -18,6 +21,7 @@ struct CodecBatchBenchOptions {
   std::vector<int64_t> streams;      // stream counts to time
   int64_t frames = 16;               // timed steps (one frame per stream each)
   int64_t warmup = 3;                // untimed steps first
+  std::vector<codec::CodecPrecision> precisions{codec::CodecPrecision::kF32};
 };
 
 Result<std::string> codec_batch_bench(const CodecBatchBenchOptions& o);

@@ -111,13 +111,18 @@ std::vector<Status> Codec::decode_streams(std::span<CodecStream* const> streams,
   return st;
 }
 
-Result<std::unique_ptr<Codec>> load_codec(const std::string& dir, Device device, ThreadPool* pool) {
+Result<std::unique_ptr<Codec>> load_codec(const std::string& dir, Device device, ThreadPool* pool,
+                                          codec::CodecPrecision precision) {
   if (device.is_cuda()) {
-    CHORUS_ASSIGN(codec::CudaDecoder d, codec::load_cuda_codec(dir));
+    CHORUS_ASSIGN(codec::CudaDecoder d, codec::load_cuda_codec(dir, precision));
     auto c = std::make_unique<GpuCodec>(std::move(d));
     CHORUS_TRY(c->warm_up());
     return std::unique_ptr<Codec>(std::move(c));
   }
+  if (precision != codec::CodecPrecision::kF32)
+    return make_error(ErrorCode::kInvalidArgument, std::string("codec precision ") +
+                                                       codec::codec_precision_name(precision) +
+                                                       ": the CPU codec computes in f32 (bf16 is for the GPU codec)");
   CHORUS_ASSIGN(codec::CodecModel m, codec::load_codec(dir));
   auto c = std::make_unique<CpuCodec>(std::move(m));
   c->decoder().set_thread_pool(pool);

@@ -54,7 +54,9 @@ class Codec {
 
 // The codec of the checkpoint folder `dir` (codec::find_codec_dir), on `device`. The GPU decoder
 // runs a throw-away frame at load, alone and batched, so that no request pays for loading its
-// kernels or making its workspaces.
-Result<std::unique_ptr<Codec>> load_codec(const std::string& dir, Device device, ThreadPool* pool);
+// kernels or making its workspaces. `precision`: the GPU decoder's matrix products; bf16 on the
+// CPU is kInvalidArgument (its codec is f32).
+Result<std::unique_ptr<Codec>> load_codec(const std::string& dir, Device device, ThreadPool* pool,
+                                          codec::CodecPrecision precision = codec::CodecPrecision::kF32);
 
 }  // namespace chorus::engine

@@ -53,6 +53,8 @@ Result<std::string> model_dir(const std::string& spec, const LoadOptions& option
 }  // namespace
 
 Result<std::shared_ptr<const Model>> load(const std::string& spec, const LoadOptions& options) {
+  if (options.codec && !options.device.is_cuda() && options.codec_precision != codec::CodecPrecision::kF32)
+    return make_error(ErrorCode::kInvalidArgument, "codec precision bf16 needs the codec on the GPU (--device cuda)");
   CHORUS_ASSIGN(const std::string dir, model_dir(spec, options));
   std::shared_ptr<Model> m(new Model());
   m->device_ = options.device;
@@ -63,7 +65,7 @@ Result<std::shared_ptr<const Model>> load(const std::string& spec, const LoadOpt
   o.pool = m->pool_;
   CHORUS_ASSIGN(m->generator_, load_tts_model(dir, o));
   if (options.codec) {
-    CHORUS_ASSIGN(m->codec_, load_codec(dir, options.device, m->pool_));
+    CHORUS_ASSIGN(m->codec_, load_codec(dir, options.device, m->pool_, options.codec_precision));
   }
   return std::shared_ptr<const Model>(std::move(m));
 }

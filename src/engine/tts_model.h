@@ -19,6 +19,7 @@
 #include "core/thread_pool.h"
 #include "engine/device.h"
 #include "engine/request.h"
+#include "models/codec/codec_config.h"
 #include "nn/kv_pages.h"
 #include "runtime/cpu/weight_format.h"
 
@@ -110,6 +111,8 @@ struct LoadOptions {
   // The decoder layers' weights (kUnsupported where the device has no kernels for them).
   WeightFormat weights = WeightFormat::kBf16;
   bool codec = true;           // engine::load: also load the codec (audio out); off for codes only
+  // engine::load, CUDA: the codec's matrix products (codec_config.h); the CPU codec is f32 only.
+  codec::CodecPrecision codec_precision = codec::CodecPrecision::kF32;
   // engine::load: a Hugging Face id missing from the local cache is downloaded into it (io/hf_hub.h;
   // HF_HUB_OFFLINE still forbids it). Off by default: loading never touches the network unasked.
   bool download = false;

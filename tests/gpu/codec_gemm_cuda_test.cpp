@@ -1,12 +1,15 @@
 // The codec's batch-invariant GEMM on the device (runtime/cuda/conv_ops.h; the arithmetic in
-// codec_elements.h: 3xTF32 mma in fixed k-steps per chunk). The tensor cores' accumulation is not
-// IEEE-sequential, so the bits cannot be written out on the host; what is checked instead:
+// codec_elements.h: 3xTF32 mma, or one bf16 mma, in fixed k-steps per chunk), every test in both
+// precisions. The tensor cores' accumulation is not IEEE-sequential, so the bits cannot be written
+// out on the host; what is checked instead:
 //   - every path (large, small and thin tiles, and gemm's own choice) gives the same bits on the
 //     same inputs, and 16-byte and 4-byte staging give the same bits;
 //   - the batch invariance itself: a row of C computed inside a large M equals, bit for bit, the
 //     same row computed alone (M = 1) and at another position, and a set of columns likewise;
-//   - accuracy against a double-precision product at f32 level, a bound that a single-TF32 chain
-//     (or a split missing a cross term) breaks on inputs whose TF32 rounding errors add up;
+//   - accuracy at f32 level against a double-precision product: of the operands themselves (f32),
+//     a bound that a single-TF32 chain (or a split missing a cross term) breaks on inputs whose
+//     TF32 rounding errors add up; of the operands rounded to bf16 here (bf16), which a wrong
+//     fragment layout, truncation instead of rounding, or f32 operands break;
 //   - C's columns past N stay untouched, K = 0 gives the epilogue of a zero sum.
 // The data flow (staging, fragments, k-steps, stores) is also run on the host against the
 // contract: tests/runtime/codec_gemm_emulation_test.cpp.
@@ -27,6 +30,7 @@ namespace {
 namespace ops = cuda::codec_ops;
 
 struct Problem {
+  ops::GemmPrecision precision = ops::GemmPrecision::kF32;
   bool ta = false, tb = false;
   int64_t M = 0, N = 0, K = 0;
   float alpha = 1.0f, beta = 0.0f;
@@ -36,7 +40,7 @@ struct Problem {
   float b(int64_t k, int64_t n) const { return tb ? B[n * ldb + k] : B[k * ldb + n]; }
   float c0(int64_t m, int64_t n) const { return C0[static_cast<size_t>(m * ldc + n)]; }
   std::string name() const {
-    return "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) + " ta=" +
+    return std::string(precision == ops::GemmPrecision::kBf16 ? "bf16" : "f32") + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) + " ta=" +
            std::to_string(ta) + " tb=" + std::to_string(tb) + " lda=" + std::to_string(lda) +
            " ldb=" + std::to_string(ldb) + " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta);
   }
@@ -95,7 +99,7 @@ std::vector<float> run_on(ops::GemmPath path, const Problem& p, int64_t offset =
   const cuda::DeviceBuffer partial = poisoned(std::max<size_t>(pf, 1));
   const Status s = ops::gemm_on_path(path, p.ta, p.tb, p.M, p.N, p.K, p.alpha, dA.as<const float>() + offset, p.lda,
                                      dB.as<const float>() + offset, p.ldb, p.beta, dC.as<float>(), p.ldc,
-                                     partial.as<float>(), pf, nullptr, group);
+                                     partial.as<float>(), pf, nullptr, group, p.precision);
   EXPECT_TRUE(s.ok()) << s.error().to_string();
   return to_host<float>(dC, p.C0.size());
 }
@@ -107,7 +111,20 @@ int64_t differing(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
-// The accuracy bound, per element: |c − exact| <= (8·K + 96)·2^-24·(|alpha|·Σ|a·b| + |beta·c0|).
+// x rounded to bf16, written independently of the kernels: to 8 significant bits, nearest with
+// ties to even (nearbyint in the default rounding mode); the codec's values stay far from
+// bf16's range limits.
+float bf16_reference(float x) {
+  if (!std::isfinite(x) || x == 0.0f) return x;
+  int e;
+  std::frexp(static_cast<double>(x), &e);  // |x| in [2^(e-1), 2^e)
+  const double step = std::ldexp(1.0, e - 8);
+  return static_cast<float>(std::nearbyint(static_cast<double>(x) / step) * step);
+}
+
+// The accuracy bound, per element: |c − exact| <= (8·K + 96)·2^-24·(|alpha|·Σ|a·b| + |beta·c0|),
+// where exact is the product of the operands as the precision reads them (bf16: each rounded to
+// bf16, so every product is exact in f32 and the bound is about the accumulation alone).
 // 3xTF32 meets it: the split leaves about 3·2^-22 of each |a·b| (the dropped lo·lo and lo's own
 // rounding), and each of the 3·ceil(K/8) mma of an element's chain rounds its accumulator and
 // terms to f32 width, under 10·2^-23 of the magnitudes summed so far. A single TF32 product
@@ -127,8 +144,10 @@ int64_t over_bound(const Problem& p, const std::vector<float>& C, int64_t stride
       }
       if ((m * p.N + c) % stride != 0) continue;
       double exact = 0, mag = 0;
+      const bool bf16 = p.precision == ops::GemmPrecision::kBf16;
       for (int64_t k = 0; k < p.K; ++k) {
-        const double t = static_cast<double>(p.a(m, k)) * p.b(k, c);
+        const float a = p.a(m, k), b = p.b(k, c);
+        const double t = bf16 ? static_cast<double>(bf16_reference(a)) * bf16_reference(b) : static_cast<double>(a) * b;
         exact += t;
         mag += std::fabs(t);
       }
@@ -183,7 +202,23 @@ void expect_paths_agree(const Problem& p, int64_t stride = 1) {
   }
 }
 
-TEST(GpuCodecGemm, EveryPathGivesTheSameBits) {
+// Every test runs in both precisions (the fixture's parameter).
+class GpuCodecGemm : public ::testing::TestWithParam<ops::GemmPrecision> {
+ protected:
+  Problem in_precision(Problem p) const {
+    p.precision = GetParam();
+    return p;
+  }
+  bool bf16() const { return GetParam() == ops::GemmPrecision::kBf16; }
+};
+
+INSTANTIATE_TEST_SUITE_P(Precisions, GpuCodecGemm,
+                         ::testing::Values(ops::GemmPrecision::kF32, ops::GemmPrecision::kBf16),
+                         [](const ::testing::TestParamInfo<ops::GemmPrecision>& i) {
+                           return std::string(i.param == ops::GemmPrecision::kBf16 ? "bf16" : "f32");
+                         });
+
+TEST_P(GpuCodecGemm, EveryPathGivesTheSameBits) {
   REQUIRE_GPU();
   struct Shape {
     int64_t M, N, K;
@@ -198,8 +233,9 @@ TEST(GpuCodecGemm, EveryPathGivesTheSameBits) {
   for (const Shape& s : shapes)
     for (int layout = 0; layout < 4; ++layout)
       for (float beta : {0.0f, 0.5f}) {
-        const Problem p = random_problem(layout & 1, layout & 2, s.M, s.N, s.K, cases % 3 == 1 ? 0.75f : 1.0f, beta,
-                                         static_cast<uint32_t>(500 + cases));
+        const Problem p = in_precision(random_problem(layout & 1, layout & 2, s.M, s.N, s.K,
+                                                      cases % 3 == 1 ? 0.75f : 1.0f, beta,
+                                                      static_cast<uint32_t>(500 + cases)));
         expect_paths_agree(p, s.M * s.N > 20000 ? 7 : 1);
         ++cases;
       }
@@ -210,7 +246,7 @@ TEST(GpuCodecGemm, EveryPathGivesTheSameBits) {
 // (A [cout, cin·7], B the im2col columns), a transposed conv (A stored transposed), the transformer
 // (B a weight stored [N, K]; its input projection both transposed), the output projection, and a
 // late vocoder conv. Leading dimensions as the decoder passes them (unpadded).
-TEST(GpuCodecGemm, EveryPathGivesTheSameBitsOnCodecShapes) {
+TEST_P(GpuCodecGemm, EveryPathGivesTheSameBitsOnCodecShapes) {
   REQUIRE_GPU();
   for (auto [ta, tb, M, N, K] : {std::tuple<bool, bool, int64_t, int64_t, int64_t>{false, false, 1024, 1, 7168},
                                  {false, false, 1024, 122, 7168},
@@ -224,22 +260,22 @@ TEST(GpuCodecGemm, EveryPathGivesTheSameBitsOnCodecShapes) {
                                  {false, true, 1024, 1, 512},
                                  {false, false, 96, 1920, 672},
                                  {false, false, 1, 1920, 448}}) {
-    const Problem p = random_problem(ta, tb, M, N, K, 1.0f, 0.0f, static_cast<uint32_t>(M * 7 + N), 0, 0);
+    const Problem p = in_precision(random_problem(ta, tb, M, N, K, 1.0f, 0.0f, static_cast<uint32_t>(M * 7 + N), 0, 0));
     expect_paths_agree(p, 97);
   }
 }
 
 // 16-byte staging (aligned A and B, leading dimensions multiples of 4) and 4-byte staging (the same
 // values one float into their buffers) give the same bits on every path.
-TEST(GpuCodecGemm, AlignedAndUnalignedOperandsGiveTheSameBits) {
+TEST_P(GpuCodecGemm, AlignedAndUnalignedOperandsGiveTheSameBits) {
   REQUIRE_GPU();
   int cases = 0;
   for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{200, 136, 1100}, {20, 8, 72}, {64, 36, 2052}})
     for (int layout = 0; layout < 4; ++layout) {
       const bool ta = layout & 1, tb = layout & 2;
       const int64_t wa = ta ? M : K, wb = tb ? K : N;
-      const Problem p = random_problem(ta, tb, M, N, K, 1.0f, 0.25f, static_cast<uint32_t>(40 + cases),
-                                       (4 - wa % 4) % 4, (4 - wb % 4) % 4);
+      const Problem p = in_precision(random_problem(ta, tb, M, N, K, 1.0f, 0.25f, static_cast<uint32_t>(40 + cases),
+                                                    (4 - wa % 4) % 4, (4 - wb % 4) % 4));
       SCOPED_TRACE(p.name());
       for (ops::GemmPath path : kPaths) {
         const std::vector<float> aligned = run_on(path, p), unaligned = run_on(path, p, 1);
@@ -252,7 +288,7 @@ TEST(GpuCodecGemm, AlignedAndUnalignedOperandsGiveTheSameBits) {
 
 // The batch invariance: row r of C computed among 300 rows equals row r computed alone (M = 1, so
 // gemm takes another tile) and computed at another position (the rows rotated), on every path.
-TEST(GpuCodecGemm, ARowGivesTheSameBitsAloneAndAtAnyPosition) {
+TEST_P(GpuCodecGemm, ARowGivesTheSameBitsAloneAndAtAnyPosition) {
   REQUIRE_GPU();
   const int64_t M = 300, K = 2500;
   int cases = 0;
@@ -261,15 +297,15 @@ TEST(GpuCodecGemm, ARowGivesTheSameBitsAloneAndAtAnyPosition) {
       const bool ta = layout & 1, tb = layout & 2;
       const uint32_t seed = static_cast<uint32_t>(70 + cases);
       const Fill a = random_fill(seed, M, K), b = random_fill(seed + 1, K, N), c0 = random_fill(seed + 2, M, N + 2);
-      Problem all = build(ta, tb, M, N, K, a, b, c0);
+      Problem all = in_precision(build(ta, tb, M, N, K, a, b, c0));
       all.beta = 0.5f;
       SCOPED_TRACE(all.name());
       const std::vector<float> full = run_on(ops::GemmPath::kAuto, all);
       EXPECT_EQ(over_bound(all, full, 13), 0);
       const int64_t shift = 37;
-      Problem rotated = build(
+      Problem rotated = in_precision(build(
           ta, tb, M, N, K, [&](int64_t m, int64_t k) { return a((m + M - shift) % M, k); }, b,
-          [&](int64_t m, int64_t c) { return c0((m + M - shift) % M, c); });
+          [&](int64_t m, int64_t c) { return c0((m + M - shift) % M, c); }));
       rotated.beta = all.beta;
       for (ops::GemmPath path : kPaths) {
         const std::vector<float> moved = run_on(path, rotated);
@@ -281,9 +317,9 @@ TEST(GpuCodecGemm, ARowGivesTheSameBitsAloneAndAtAnyPosition) {
         EXPECT_EQ(wrong, 0) << "rotated rows, " << path_name(path);
       }
       for (int64_t r : {0, 17, 150, 299}) {
-        Problem one = build(
+        Problem one = in_precision(build(
             ta, tb, 1, N, K, [&](int64_t, int64_t k) { return a(r, k); }, b,
-            [&](int64_t, int64_t c) { return c0(r, c); });
+            [&](int64_t, int64_t c) { return c0(r, c); }));
         one.beta = all.beta;
         for (ops::GemmPath path : kPaths) {
           const std::vector<float> alone = run_on(path, one);
@@ -298,7 +334,7 @@ TEST(GpuCodecGemm, ARowGivesTheSameBitsAloneAndAtAnyPosition) {
 
 // A stream's columns: C's columns [c0, c0 + w) computed among 300 equal those columns computed
 // alone (only they in B), on every path.
-TEST(GpuCodecGemm, AStreamsColumnsGiveTheSameBitsAlone) {
+TEST_P(GpuCodecGemm, AStreamsColumnsGiveTheSameBitsAlone) {
   REQUIRE_GPU();
   const int64_t N = 300, K = 2100;
   for (int64_t M : {1, 40, 200})
@@ -306,13 +342,13 @@ TEST(GpuCodecGemm, AStreamsColumnsGiveTheSameBitsAlone) {
       const bool ta = layout & 1, tb = layout & 2;
       const uint32_t seed = static_cast<uint32_t>(900 + M + layout);
       const Fill a = random_fill(seed, M, K), b = random_fill(seed + 1, K, N), c0 = random_fill(seed + 2, M, N + 2);
-      const Problem all = build(ta, tb, M, N, K, a, b, c0);
+      const Problem all = in_precision(build(ta, tb, M, N, K, a, b, c0));
       SCOPED_TRACE(all.name());
       const std::vector<float> full = run_on(ops::GemmPath::kAuto, all);
       for (auto [first, w] : {std::pair<int64_t, int64_t>{0, 1}, {17, 40}, {250, 50}, {129, 1}, {100, 8}}) {
-        const Problem part = build(
+        const Problem part = in_precision(build(
             ta, tb, M, w, K, a, [&](int64_t k, int64_t n) { return b(k, first + n); },
-            [&](int64_t m, int64_t c) { return c0(m, first + c); });
+            [&](int64_t m, int64_t c) { return c0(m, first + c); }));
         for (ops::GemmPath path : kPaths) {
           const std::vector<float> alone = run_on(path, part);
           int64_t wrong = 0;
@@ -325,38 +361,55 @@ TEST(GpuCodecGemm, AStreamsColumnsGiveTheSameBitsAlone) {
     }
 }
 
-// f32-level accuracy (over_bound's bound) on random data and on values whose TF32 rounding errors
-// add up: a = 1 + 7·2^-14 and b = 1 + 5·2^-14 both round to 1, so at K = 200 a single-TF32 chain
-// is off by 200·12·2^-14 ≈ 0.15 where the bound allows 1696·2^-24·200 ≈ 0.02 (a split missing
-// a_lo·b_hi: 0.085; missing a_hi·b_lo: 0.061). With signs alternating by row and column.
-TEST(GpuCodecGemm, AccuracyIsF32Level) {
+// Accuracy (over_bound's bound) on random data and on values whose TF32 rounding errors add up:
+// a = 1 + 7·2^-14 and b = 1 + 5·2^-14 both round to 1 in TF32 and in bf16. f32: at K = 200 a
+// single-TF32 chain is off by 200·12·2^-14 ≈ 0.15 where the bound allows 1696·2^-24·200 ≈ 0.02 (a
+// split missing a_lo·b_hi: 0.085; missing a_hi·b_lo: 0.061). bf16: C is exactly ±K. With signs
+// alternating by row and column. Then values between bf16 neighbours (1 + 2^-8 + 2^-10 rounds up,
+// 1 + 2^-8 down to 1, 1 + 3·2^-8 up to 1 + 2^-6 by ties to even), which a truncating conversion
+// or f32 operands get wrong by far more than the bound.
+TEST_P(GpuCodecGemm, AccuracyMatchesThePrecision) {
   REQUIRE_GPU();
   const float a1 = 1.0f + 7.0f * std::ldexp(1.0f, -14), b1 = 1.0f + 5.0f * std::ldexp(1.0f, -14);
   for (int64_t K : {8, 200, 1100}) {
-    const Problem p = build(
+    const Problem p = in_precision(build(
         false, false, 40, 24, K, [&](int64_t m, int64_t) { return m % 2 ? -a1 : a1; },
-        [&](int64_t, int64_t n) { return n % 3 ? b1 : -b1; }, [](int64_t, int64_t) { return 0.0f; });
+        [&](int64_t, int64_t n) { return n % 3 ? b1 : -b1; }, [](int64_t, int64_t) { return 0.0f; }));
     SCOPED_TRACE(p.name());
     for (ops::GemmPath path : kPaths) {
       const std::vector<float> C = run_on(path, p);
       EXPECT_EQ(over_bound(p, C), 0) << path_name(path);
-      // Not vacuous: C is the product, not K times the TF32 roundings (1), which is 7.3e-4 off.
-      const double exact = static_cast<double>(K) * a1 * b1;
-      EXPECT_LT(std::fabs(std::fabs(static_cast<double>(C[0])) - exact), 2e-4 * exact) << path_name(path);
+      // Not vacuous: f32 gives the product, not K times the TF32 roundings (1), which is 7.3e-4 off;
+      // bf16 gives exactly those roundings' product.
+      if (bf16()) {
+        EXPECT_EQ(std::fabs(C[0]), static_cast<float>(K)) << path_name(path);
+      } else {
+        const double exact = static_cast<double>(K) * a1 * b1;
+        EXPECT_LT(std::fabs(std::fabs(static_cast<double>(C[0])) - exact), 2e-4 * exact) << path_name(path);
+      }
     }
   }
+  const float between[] = {1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -10), 1.0f + std::ldexp(1.0f, -8),
+                           1.0f + 3.0f * std::ldexp(1.0f, -8), -1.0f - std::ldexp(1.0f, -8) - std::ldexp(1.0f, -10)};
+  for (int64_t K : {16, 300}) {
+    const Problem p = in_precision(build(
+        false, true, 20, 12, K, [&](int64_t m, int64_t k) { return between[(m + k) % 4]; },
+        [&](int64_t k, int64_t n) { return between[(k * 3 + n) % 4] * 0.5f; }, [](int64_t, int64_t) { return 0.0f; }));
+    SCOPED_TRACE(p.name());
+    for (ops::GemmPath path : kPaths) EXPECT_EQ(over_bound(p, run_on(path, p)), 0) << path_name(path);
+  }
   for (int64_t K : {1, 9, 333, 4000}) {
-    const Problem p = random_problem(true, false, 70, 50, K, -1.5f, 0.5f, static_cast<uint32_t>(K));
+    const Problem p = in_precision(random_problem(true, false, 70, 50, K, -1.5f, 0.5f, static_cast<uint32_t>(K)));
     SCOPED_TRACE(p.name());
     for (ops::GemmPath path : kPaths) EXPECT_EQ(over_bound(p, run_on(path, p)), 0) << path_name(path);
   }
 }
 
 // K = 0: one empty chunk, so C = alpha·0 + beta·C0 on every path.
-TEST(GpuCodecGemm, KZeroGivesTheEpilogueOfAZeroSum) {
+TEST_P(GpuCodecGemm, KZeroGivesTheEpilogueOfAZeroSum) {
   REQUIRE_GPU();
   for (float beta : {0.0f, 0.5f}) {
-    Problem p = random_problem(false, true, 40, 70, 0, 2.0f, beta, 3);
+    Problem p = in_precision(random_problem(false, true, 40, 70, 0, 2.0f, beta, 3));
     for (ops::GemmPath path : kPaths) {
       const std::vector<float> C = run_on(path, p);
       int64_t wrong = 0;
@@ -371,9 +424,9 @@ TEST(GpuCodecGemm, KZeroGivesTheEpilogueOfAZeroSum) {
   }
 }
 
-TEST(GpuCodecGemm, RefusesATooSmallSplitScratch) {
+TEST_P(GpuCodecGemm, RefusesATooSmallSplitScratch) {
   REQUIRE_GPU();
-  const Problem p = random_problem(false, false, 8, 8, 2000, 1.0f, 0.0f, 2);
+  const Problem p = in_precision(random_problem(false, false, 8, 8, 2000, 1.0f, 0.0f, 2));
   const cuda::DeviceBuffer A = to_device(p.A), B = to_device(p.B), C = to_device(p.C0);
   const size_t pf = ops::gemm_partial_floats(p.M, p.N, p.K);
   const int64_t chunks = (2000 + ops::kGemmKChunk - 1) / ops::kGemmKChunk;
@@ -381,7 +434,7 @@ TEST(GpuCodecGemm, RefusesATooSmallSplitScratch) {
   const cuda::DeviceBuffer partial = poisoned(pf);
   const Status s = ops::gemm_on_path(ops::GemmPath::kAuto, false, false, p.M, p.N, p.K, 1.0f, A.as<const float>(),
                                      p.lda, B.as<const float>(), p.ldb, 0.0f, C.as<float>(), p.ldc, partial.as<float>(),
-                                     pf - 1, nullptr, 1);
+                                     pf - 1, nullptr, 1, p.precision);
   EXPECT_FALSE(s.ok());
 }
 

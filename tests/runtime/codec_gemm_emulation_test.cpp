@@ -1,7 +1,8 @@
 // The GPU codec GEMM's data flow (runtime/cuda/codec_gemm_tiles.h) run on the CPU: every thread of
 // every block stages A and B through the same functions the CUDA kernel calls, every lane reads its
 // fragments through the same functions, and the warp-wide mma is emulated here from the PTX ISA's
-// fragment layout of mma.m16n8k8 (.tf32), written out independently of the header's helpers. The
+// fragment layouts of mma.m16n8k8 (.tf32) and mma.m16n8k16 (.bf16), written out independently of
+// the header's helpers. The
 // emulated mma's arithmetic is a model (exact products of the operands' TF32 bits, summed in
 // double in k order, rounded once): the tensor cores' own accumulation is not IEEE-sequential, so
 // the device's bits are checked on the device (tests/gpu/codec_gemm_cuda_test.cpp). What the model
@@ -9,9 +10,10 @@
 // in the contract's order — k-steps of 8 ascending within each chunk, zero padding past the
 // chunk's end, the three products lo·hi, hi·lo, hi·hi — for every tile shape, both copy widths
 // and all four transposes, with ragged edges, odd leading dimensions and several chunks; and that
-// the model result is the product (against double precision). Also checked: the fragment maps
-// cover each fragment once per warp and their shared-memory reads are free of bank conflicts, and
-// the TF32 rounding and split.
+// the model result is the product (against double precision). The bf16 path likewise: k-steps of
+// 16, each operand rounded to bf16 once, one product. Also checked: the fragment maps cover each
+// fragment once per warp and their shared-memory reads are free of bank conflicts, and the TF32
+// and bf16 roundings and the TF32 split.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -90,6 +92,56 @@ TEST(CodecGemmFragments, MapsMatchThePtxFigures) {
   }
 }
 
+// The .bf16 m16n8k16 maps: every (row, k) of A's 16 × 16, (k, column) of B's 16 × 8 once per warp.
+TEST(CodecGemmFragments, Bf16MapsCoverTheirFragmentOncePerWarp) {
+  int a_seen[16][16] = {}, b_seen[16][8] = {};
+  for (int lane = 0; lane < 32; ++lane)
+    for (int h = 0; h < 2; ++h) {
+      for (int i = 0; i < 4; ++i) {
+        int r = -1, k = -1;
+        mma16_a_at(lane, i, h, r, k);
+        ASSERT_TRUE(r >= 0 && r < 16 && k >= 0 && k < 16) << lane << " " << i << " " << h;
+        ++a_seen[r][k];
+      }
+      for (int i = 0; i < 2; ++i) {
+        int k = -1, c = -1;
+        mma16_b_at(lane, i, h, k, c);
+        ASSERT_TRUE(k >= 0 && k < 16 && c >= 0 && c < 8) << lane << " " << i << " " << h;
+        ++b_seen[k][c];
+      }
+    }
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c) {
+      EXPECT_EQ(a_seen[r][c], 1) << "A " << r << "," << c;
+      if (c < 8) {
+        EXPECT_EQ(b_seen[r][c], 1) << "B " << r << "," << c;
+      }
+    }
+}
+
+// Entries of the PTX ISA's figures for .bf16 m16n8k16: A's a0..a7 of lane 0 at (0, 0), (0, 1), (8, 0),
+// (8, 1), (0, 8), (0, 9), (8, 8), (8, 9); lane 5 (group 1, thread 1) and lane 31 likewise; B's b0..b3.
+TEST(CodecGemmFragments, Bf16MapsMatchThePtxFigures) {
+  struct At {
+    int lane, element, row, col;  // element: a0..a7 or b0..b3 as the figure numbers them
+  };
+  for (const At& e : {At{0, 0, 0, 0}, At{0, 1, 0, 1}, At{0, 2, 8, 0}, At{0, 3, 8, 1}, At{0, 4, 0, 8}, At{0, 5, 0, 9},
+                      At{0, 6, 8, 8}, At{0, 7, 8, 9}, At{5, 0, 1, 2}, At{5, 3, 9, 3}, At{5, 6, 9, 10}, At{31, 0, 7, 6},
+                      At{31, 7, 15, 15}}) {
+    int r, k;
+    mma16_a_at(e.lane, e.element / 2, e.element % 2, r, k);
+    EXPECT_EQ(r, e.row) << "A lane " << e.lane << " a" << e.element;
+    EXPECT_EQ(k, e.col) << "A lane " << e.lane << " a" << e.element;
+  }
+  for (const At& e : {At{0, 0, 0, 0}, At{0, 1, 1, 0}, At{0, 2, 8, 0}, At{0, 3, 9, 0}, At{5, 0, 2, 1}, At{5, 3, 11, 1},
+                      At{31, 0, 6, 7}, At{31, 3, 15, 7}}) {
+    int k, c;
+    mma16_b_at(e.lane, e.element / 2, e.element % 2, k, c);
+    EXPECT_EQ(k, e.row) << "B lane " << e.lane << " b" << e.element;
+    EXPECT_EQ(c, e.col) << "B lane " << e.lane << " b" << e.element;
+  }
+}
+
 // Each fragment register's 32 shared-memory reads (one per lane) fall in 32 distinct banks.
 template <class T, bool TA, bool TB>
 void expect_conflict_free(const char* name) {
@@ -132,7 +184,70 @@ void expect_conflict_free_all(const char* name) {
   expect_conflict_free<T, true, true>(name);
 }
 
+// The bf16 reads: a register whose pair lies along a stored row is one 8-byte load per lane, served
+// per half warp, so each half warp's 16 pairs must cover 32 distinct banks; a pair across rows is
+// two 4-byte loads, each of whose 32 reads must fall in distinct banks.
+template <class T, bool TA, bool TB>
+void expect_bf16_conflict_free(const char* name) {
+  using S = GemmStage<T, TA, TB, GemmPrecision::kBf16>;
+  auto check = [&](bool pair_load, auto at, const char* what) {
+    if (pair_load) {
+      for (int half = 0; half < 2; ++half) {
+        bool bank[32] = {};
+        int distinct = 0;
+        for (int lane = 16 * half; lane < 16 * half + 16; ++lane)
+          for (int h = 0; h < 2; ++h) {
+            const int b = at(lane, h) % 32;
+            distinct += !bank[b];
+            bank[b] = true;
+          }
+        EXPECT_EQ(distinct, 32) << name << " " << what << " half warp " << half;
+      }
+    } else {
+      for (int h = 0; h < 2; ++h) {
+        bool bank[32] = {};
+        int distinct = 0;
+        for (int lane = 0; lane < 32; ++lane) {
+          const int b = at(lane, h) % 32;
+          distinct += !bank[b];
+          bank[b] = true;
+        }
+        EXPECT_EQ(distinct, 32) << name << " " << what << " half " << h;
+      }
+    }
+  };
+  for (int ks = 0; ks < T::BK / 16; ++ks) {
+    for (int row0 = 0; row0 < T::BM; row0 += 16)
+      for (int i = 0; i < 4; ++i)
+        check(!TA, [&](int lane, int h) {
+          int r, k;
+          mma16_a_at(lane, i, h, r, k);
+          return S::a_at(row0 + r, ks * 16 + k);
+        }, TA ? "Aᵀ" : "A");
+    for (int col0 = 0; col0 < T::BN; col0 += 8)
+      for (int i = 0; i < 2; ++i)
+        check(TB, [&](int lane, int h) {
+          int k, c;
+          mma16_b_at(lane, i, h, k, c);
+          return S::b_at(ks * 16 + k, col0 + c);
+        }, TB ? "Bᵀ" : "B");
+  }
+}
+
+template <class T>
+void expect_bf16_conflict_free_all(const char* name) {
+  expect_bf16_conflict_free<T, false, false>(name);
+  expect_bf16_conflict_free<T, false, true>(name);
+  expect_bf16_conflict_free<T, true, false>(name);
+  expect_bf16_conflict_free<T, true, true>(name);
+}
+
 TEST(CodecGemmFragments, SharedMemoryReadsAreFreeOfBankConflicts) {
+  expect_bf16_conflict_free_all<GemmLarge>("bf16 large");
+  expect_bf16_conflict_free_all<GemmSmall>("bf16 small");
+  expect_bf16_conflict_free_all<GemmThin8>("bf16 thin8");
+  expect_bf16_conflict_free_all<GemmThin16>("bf16 thin16");
+  expect_bf16_conflict_free_all<GemmThin32>("bf16 thin32");
   expect_conflict_free_all<GemmLarge>("large");
   expect_conflict_free_all<GemmSmall>("small");
   expect_conflict_free_all<GemmThin8>("thin8");
@@ -206,6 +321,49 @@ TEST(CodecGemmTf32, SplitRecoversTheValueToTwoPowMinus22) {
   }
   EXPECT_LE(worst, std::ldexp(1.0, -22));
   EXPECT_GT(worst, std::ldexp(1.0, -26));  // the split is not exact: lo itself is rounded
+}
+
+// ---- bf16 ----------------------------------------------------------------------------------------
+
+// bf16 rounding written independently: to 8 significant bits, nearest with ties to even
+// (nearbyint in the default rounding mode), or, below the normal range, to multiples of 2^-133.
+float bf16_reference(float x) {
+  if (!std::isfinite(x) || x == 0.0f) return x;
+  const double ax = std::fabs(static_cast<double>(x));
+  double step;
+  if (ax < std::ldexp(1.0, -126)) {
+    step = std::ldexp(1.0, -133);
+  } else {
+    int e;
+    std::frexp(ax, &e);
+    step = std::ldexp(1.0, e - 8);
+  }
+  const double r = std::nearbyint(ax / step) * step;
+  if (r > 3.4028234663852886e38) return std::copysign(INFINITY, x);
+  return static_cast<float>(std::copysign(r, static_cast<double>(x)));
+}
+
+TEST(CodecGemmBf16, RoundingKeepsEightSignificantBitsNearestTiesEven) {
+  EXPECT_EQ(bf16_round_host(1.0f + std::ldexp(1.0f, -8)), 1.0f);  // a tie, to the even 1
+  EXPECT_EQ(bf16_round_host(1.0f + 3.0f * std::ldexp(1.0f, -8)), 1.0f + std::ldexp(1.0f, -6));  // a tie, up to even
+  EXPECT_EQ(bf16_round_host(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)), 1.0f + std::ldexp(1.0f, -7));
+  EXPECT_EQ(bits(bf16_round_host(-0.0f)), bits(-0.0f));
+  EXPECT_EQ(bf16_round_host(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(bf16_round_host(NAN)));
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> any_bits;
+  int checked = 0;
+  for (int n = 0; n < 200000; ++n) {
+    float x;
+    const uint32_t u = any_bits(rng);
+    std::memcpy(&x, &u, sizeof x);
+    if (!std::isfinite(x)) continue;
+    const float r = bf16_round_host(x);
+    ASSERT_EQ(bits(r) & 0xffffu, 0u) << x;
+    ASSERT_EQ(bits(r), bits(bf16_reference(x))) << x;
+    ++checked;
+  }
+  EXPECT_GT(checked, 190000);
 }
 
 // ---- the GEMM's data flow ---------------------------------------------------------------------
@@ -283,6 +441,57 @@ void mma_model(float (&d)[32][4], const float (&a)[32][4], const float (&b)[32][
   }
 }
 
+// One mma.m16n8k16 (.bf16) of a warp on the model arithmetic: a[lane][2·i + h] and b[lane][2·i + h]
+// are lane's operands as the PTX ISA lays them out (written out here), already rounded to bf16.
+void mma16_model(float (&d)[32][4], const float (&a)[32][8], const float (&b)[32][4]) {
+  float A[16][16], B[16][8], C[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int h = 0; h < 2; ++h) {
+      A[g][2 * t + h] = a[lane][h];
+      A[g + 8][2 * t + h] = a[lane][2 + h];
+      A[g][2 * t + 8 + h] = a[lane][4 + h];
+      A[g + 8][2 * t + 8 + h] = a[lane][6 + h];
+      B[2 * t + h][g] = b[lane][h];
+      B[2 * t + 8 + h][g] = b[lane][2 + h];
+    }
+    C[g][2 * t] = d[lane][0];
+    C[g][2 * t + 1] = d[lane][1];
+    C[g + 8][2 * t] = d[lane][2];
+    C[g + 8][2 * t + 1] = d[lane][3];
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int q = 0; q < 4; ++q) {
+      const int r = g + 8 * (q >> 1), c = 2 * t + (q & 1);
+      double s = C[r][c];
+      for (int k = 0; k < 16; ++k) s += static_cast<double>(A[r][k]) * B[k][c];
+      d[lane][q] = static_cast<float>(s);
+    }
+  }
+}
+
+// The bf16 contract for one element on the model arithmetic: per chunk, from +0, k-steps of 16
+// (zero past the chunk's end) of operands rounded to bf16, one model mma each; chunk sums added in
+// order; the epilogue.
+float contract_element_bf16(const Problem& p, int64_t m, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t c = 0; c < gemm_chunks(p.K); ++c) {
+    const int64_t k0 = c * kGemmKChunk, k1 = std::min(p.K, k0 + kGemmKChunk);
+    float acc = 0.0f;
+    for (int64_t s = k0; s < k1; s += 16) {
+      double t = acc;
+      for (int k = 0; k < 16; ++k)
+        if (s + k < k1) t += static_cast<double>(bf16_reference(p.a(m, s + k))) * bf16_reference(p.b(s + k, n));
+      acc = static_cast<float>(t);
+    }
+    sum = c == 0 ? acc : sum + acc;
+  }
+  float v = p.alpha == 1.0f ? sum : p.alpha * sum;
+  if (p.beta != 0.0f) v = v + p.beta * p.C0[static_cast<size_t>(m * p.ldc + n)];
+  return v;
+}
+
 // The contract for one element on the model arithmetic, written out with no tiles: per chunk, from
 // +0, k-steps of 8 (zero past the chunk's end), three model mma in the order lo·hi, hi·lo, hi·hi;
 // chunk sums added in order; the epilogue.
@@ -338,9 +547,9 @@ struct HostCopy {
 // warp's k-steps, lane by lane through the header's fragment reads and split, the mma on the
 // model, and at each chunk's end the header's chunk handling; then every lane's stores, or the
 // reduce over chunks. group: chunks per block (0: all of them, added in the block).
-template <class T, bool TA, bool TB>
+template <class T, bool TA, bool TB, GemmPrecision P>
 std::vector<float> emulate(const Problem& p, bool allow_vectors, HostCopy& copy, int64_t group) {
-  using S = GemmStage<T, TA, TB>;
+  using S = GemmStage<T, TA, TB, P>;
   std::vector<float> C = p.C0;
   GemmArgs g;
   g.M = p.M;
@@ -376,8 +585,8 @@ std::vector<float> emulate(const Problem& p, bool allow_vectors, HostCopy& copy,
         for (int64_t k0 = kb; k0 < ke; k0 += T::BK) {
           std::fill(stage.begin(), stage.end(), NAN);
           for (int tid = 0; tid < T::kThreads; ++tid)
-            gemm_load_stage<T, TA, TB>(g, stage.data(), m0, n0, k0, ke, tid, va, vb, copy);
-          const int steps = gemm_stage_steps<T>(k0, ke);
+            gemm_load_stage<T, TA, TB, P>(g, stage.data(), m0, n0, k0, ke, tid, va, vb, copy);
+          const int steps = gemm_stage_steps<T, P>(k0, ke);
           const bool ends = gemm_stage_ends_chunk<T>(k0, ke);
           for (int w = 0; w < kWarps; ++w) {
             int row0, col0;
@@ -386,6 +595,17 @@ std::vector<float> emulate(const Problem& p, bool allow_vectors, HostCopy& copy,
             for (int ks = 0; ks < steps; ++ks)
               for (int i = 0; i < T::MT; ++i)
                 for (int j = 0; j < T::NT; ++j) {
+                  if constexpr (P == GemmPrecision::kBf16) {
+                    float a[32][8], b[32][4];
+                    for (int lane = 0; lane < 32; ++lane) {
+                      gemm_frag_a16<T, TA, TB>(stage.data(), lane, row0 + i * 16, ks * 16, a[lane]);
+                      gemm_frag_b16<T, TA, TB>(stage.data(), lane, col0 + j * 8, ks * 16, b[lane]);
+                      for (float& x : a[lane]) x = bf16_round_host(x);
+                      for (float& x : b[lane]) x = bf16_round_host(x);
+                    }
+                    mma16_model(acc[static_cast<size_t>(w)].v[i][j], a, b);
+                    continue;
+                  }
                   float a_hi[32][4], a_lo[32][4], b_hi[32][2], b_lo[32][2];
                   for (int lane = 0; lane < 32; ++lane) {
                     float a[4], b[2];
@@ -425,21 +645,24 @@ std::vector<float> emulate(const Problem& p, bool allow_vectors, HostCopy& copy,
   return C;
 }
 
-template <class T>
+template <class T, GemmPrecision P = GemmPrecision::kF32>
 std::vector<float> emulate_any(const Problem& p, bool allow_vectors, HostCopy& copy, int64_t group = 0) {
-  if (p.ta && p.tb) return emulate<T, true, true>(p, allow_vectors, copy, group);
-  if (p.ta) return emulate<T, true, false>(p, allow_vectors, copy, group);
-  if (p.tb) return emulate<T, false, true>(p, allow_vectors, copy, group);
-  return emulate<T, false, false>(p, allow_vectors, copy, group);
+  if (p.ta && p.tb) return emulate<T, true, true, P>(p, allow_vectors, copy, group);
+  if (p.ta) return emulate<T, true, false, P>(p, allow_vectors, copy, group);
+  if (p.tb) return emulate<T, false, true, P>(p, allow_vectors, copy, group);
+  return emulate<T, false, false, P>(p, allow_vectors, copy, group);
 }
 
 // Elements of C that differ from the contract, plus any change to the columns of ldc past N.
-int64_t differing_from_contract(const Problem& p, const std::vector<float>& C) {
+int64_t differing_from_contract(const Problem& p, const std::vector<float>& C,
+                                GemmPrecision precision = GemmPrecision::kF32) {
   int64_t wrong = 0;
   for (int64_t m = 0; m < p.M; ++m)
     for (int64_t c = 0; c < p.ldc; ++c) {
       const size_t at = static_cast<size_t>(m * p.ldc + c);
-      const float want = c < p.N ? contract_element(p, m, c) : p.C0[at];
+      const float want = c >= p.N                                ? p.C0[at]
+                         : precision == GemmPrecision::kBf16 ? contract_element_bf16(p, m, c)
+                                                                 : contract_element(p, m, c);
       wrong += bits(C[at]) != bits(want);
     }
   return wrong;
@@ -470,10 +693,12 @@ struct Shape {
 };
 
 // Every tile shape, every transpose, both copy widths: exactly the contract's operands in the
-// contract's order (bit for bit on the model), so the product to f32 accuracy. Over several chunks
+// contract's order (bit for bit on the model), so the product to f32 accuracy (bf16: to the
+// operands' rounding, about 2^-8, and not better, or they were not rounded). Over several chunks
 // also with one chunk and two chunks per block (the sums through the scratch and the reduce).
-template <class T>
-void check_tile(const char* name, const std::vector<Shape>& shapes, uint32_t seed) {
+template <class T, GemmPrecision P>
+void check_tile_in(const char* name, const std::vector<Shape>& shapes, uint32_t seed) {
+  const bool bf16 = P == GemmPrecision::kBf16;
   int cases = 0, split_cases = 0;
   for (const Shape& s : shapes)
     for (int layout = 0; layout < 4; ++layout)
@@ -487,11 +712,11 @@ void check_tile(const char* name, const std::vector<Shape>& shapes, uint32_t see
         Problem p = make_problem(ta, tb, s.M, s.N, s.K, cases % 2 ? 0.5f : 0.0f, seed + static_cast<uint32_t>(cases),
                                  pad_a, pad_b);
         if (cases % 3 == 1) p.alpha = -0.75f;
-        SCOPED_TRACE(std::string(name) + " M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) +
+        SCOPED_TRACE(std::string(name) + (bf16 ? " bf16" : " f32") + " M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) +
                      " K=" + std::to_string(s.K) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
                      " aligned=" + std::to_string(aligned));
         HostCopy copy;
-        const std::vector<float> C = emulate_any<T>(p, true, copy);
+        const std::vector<float> C = emulate_any<T, P>(p, true, copy);
         EXPECT_EQ(copy.misaligned, 0);
         if (aligned && s.K > 0 && gemm_vector_ok(p.A.data(), p.lda) && gemm_vector_ok(p.B.data(), p.ldb)) {
           EXPECT_GT(copy.vector_copies, 0);
@@ -499,18 +724,27 @@ void check_tile(const char* name, const std::vector<Shape>& shapes, uint32_t see
         if (!aligned) {
           EXPECT_EQ(copy.vector_copies, 0);
         }
-        EXPECT_EQ(differing_from_contract(p, C), 0);
-        EXPECT_LT(relative_error(p, C), 1e-6);
+        EXPECT_EQ(differing_from_contract(p, C, P), 0);
+        EXPECT_LT(relative_error(p, C), bf16 ? 1.1 * std::ldexp(1.0, -7) : 1e-6);
+        if (bf16 && s.K > 0) {
+          EXPECT_GT(relative_error(p, C), 1e-5);
+        }
         if (gemm_chunks(s.K) > 1)
           for (int64_t group : {1, 2}) {
-            const std::vector<float> split = emulate_any<T>(p, true, copy, group);
-            EXPECT_EQ(differing_from_contract(p, split), 0) << "group " << group;
+            const std::vector<float> split = emulate_any<T, P>(p, true, copy, group);
+            EXPECT_EQ(differing_from_contract(p, split, P), 0) << "group " << group;
             ++split_cases;
           }
         ++cases;
       }
   EXPECT_EQ(cases, static_cast<int>(shapes.size()) * 8);
   EXPECT_GT(split_cases, 0);
+}
+
+template <class T>
+void check_tile(const char* name, const std::vector<Shape>& shapes, uint32_t seed) {
+  check_tile_in<T, GemmPrecision::kF32>(name, shapes, seed);
+  check_tile_in<T, GemmPrecision::kBf16>(name, shapes, seed);
 }
 
 // Ragged edges against the tile, K within a chunk, not a multiple of the stage depth or of 8, on a
@@ -558,6 +792,11 @@ TEST(CodecGemmEmulation, AColumnsResultDoesNotDependOnTheOtherColumns) {
 }
 
 TEST(CodecGemmEmulation, ChunksAndStepsDependOnKAlone) {
+  // bf16 steps of 16: a stage of 32 k holds two, a ragged end one per 16 k begun.
+  EXPECT_EQ((gemm_stage_steps<GemmLarge, GemmPrecision::kBf16>(0, 1000)), 2);
+  EXPECT_EQ((gemm_stage_steps<GemmLarge, GemmPrecision::kBf16>(992, 1000)), 1);
+  EXPECT_EQ((gemm_stage_steps<GemmLarge, GemmPrecision::kBf16>(976, 1000)), 2);
+  EXPECT_EQ((gemm_stage_steps<GemmLarge, GemmPrecision::kBf16>(960, 977)), 2);
   EXPECT_EQ(gemm_chunks(0), 1);
   EXPECT_EQ(gemm_chunks(kGemmKChunk), 1);
   EXPECT_EQ(gemm_chunks(kGemmKChunk + 1), 2);

@@ -145,7 +145,7 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
 void ServeBenchOptions::add_to(CLI::App& app) { ServeBenchAddOptions(*this, app); }
 
 int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const std::string& device, int threads,
-                    uint64_t seed, cpu::WeightFormat weights) {
+                    uint64_t seed, cpu::WeightFormat weights, codec::CodecPrecision codec_precision) {
   if (!(o.rate > 0) || !(o.duration > 0) || o.verify < 0) return fail("bench --serve: --rate and --duration must be > 0");
   auto lengths = read_lengths(o.lengths);
   if (!lengths.ok()) return fail(lengths.error());
@@ -157,6 +157,7 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
   lo.device = *dev;
   lo.pool = own_pool ? own_pool.get() : &ThreadPool::global();
   lo.weights = weights;
+  lo.codec_precision = codec_precision;
   auto m = engine::load(model, lo);
   if (!m.ok()) return fail(m.error());
   engine::SynthesizerOptions so;
@@ -164,12 +165,14 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
   so.max_queued = o.max_queue;
   so.codec_threads = o.codec_threads;
   engine::Synthesizer synth(*m, so);
-  std::printf("model  %s (%s %s) on %s, %s weights; lengths %s s; max %d streams\n", model.c_str(),
+  std::printf("model  %s (%s %s) on %s, %s weights, %s codec; lengths %s s; max %d streams\n", model.c_str(),
               (*m)->info().family.c_str(), (*m)->info().variant.c_str(), dev->name().c_str(),
-              cpu::weight_format_name(weights), o.lengths.c_str(), o.max_streams);
+              cpu::weight_format_name(weights), codec::codec_precision_name(codec_precision), o.lengths.c_str(),
+              o.max_streams);
   nlohmann::json out = {{"model", model},
                         {"device", dev->name()},
                         {"weights", cpu::weight_format_name(weights)},
+                        {"codec_precision", codec::codec_precision_name(codec_precision)},
                         {"lengths", o.lengths},
                         {"points", nlohmann::json::array()}};
   Status st = run_points(o, seed, [&](double rate, uint64_t s) { return run_point(synth, o, rate, *lengths, s); }, out);

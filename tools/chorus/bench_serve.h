@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "models/codec/codec_config.h"
 #include "runtime/cpu/weight_format.h"
 
 namespace chorus::cli {
@@ -37,9 +38,10 @@ struct ServeBenchOptions {
 };
 
 // Runs the benchmark on `model` (a folder or hub id) on `device` with `threads` CPU threads and the
-// decoder layers' weights in `weights` (engine::LoadOptions::weights).
+// decoder layers' weights in `weights` and the GPU codec's products in `codec_precision`
+// (engine::LoadOptions).
 int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const std::string& device, int threads,
-                    uint64_t seed, cpu::WeightFormat weights);
+                    uint64_t seed, cpu::WeightFormat weights, codec::CodecPrecision codec_precision);
 // Runs it against the server at o.url; `model` is the server's name for the model.
 int run_serve_bench_http(const ServeBenchOptions& o, const std::string& model, uint64_t seed);
 

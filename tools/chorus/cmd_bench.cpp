@@ -48,6 +48,7 @@ struct Options {
   bool stack_trace = false;   // cuda: the persistent decode kernel's per-phase times
   std::vector<int64_t> codec_streams;  // cuda: the codec alone, per stream vs batched, at these counts
   int64_t codec_frames = 16;
+  std::vector<std::string> codec_precision{"f32"};  // cuda: the GPU codec's matrix products
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -110,11 +111,21 @@ int run(const Options& o) {
   const auto weights = cli::weight_format_option(o.weights);
   if (!weights.ok()) return cli::fail(weights.error());
   if (o.serve.serve && !o.serve.url.empty()) return cli::run_serve_bench_http(o.serve, o.model, o.seed);
-  if (o.serve.serve) return cli::run_serve_bench(o.serve, o.model, o.device, o.threads, o.seed, *weights);
+  std::vector<codec::CodecPrecision> precisions;
+  for (const std::string& name : o.codec_precision) {
+    auto p = codec::parse_codec_precision(name);
+    if (!p.ok()) return cli::fail(p.error());
+    precisions.push_back(*p);
+  }
+  if (precisions.empty()) return cli::fail("bench: --codec-precision needs a value");
+  if (o.serve.serve) {
+    if (precisions.size() != 1) return cli::fail("bench --serve: one --codec-precision at a time");
+    return cli::run_serve_bench(o.serve, o.model, o.device, o.threads, o.seed, *weights, precisions.front());
+  }
   if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0 || o.codec_chunk < 0)
     return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup and --codec-chunk >= 0");
   if (o.device == "cuda" && !o.codec_streams.empty()) {  // the codec alone (bench/engine/codec_batch_bench.h)
-    auto rep = bench::codec_batch_bench({o.model, o.codec_streams, o.codec_frames, o.warmup});
+    auto rep = bench::codec_batch_bench({o.model, o.codec_streams, o.codec_frames, o.warmup, precisions});
     if (!rep.ok()) return cli::fail(rep.error());
     std::fputs(rep->c_str(), stdout);
     return 0;
@@ -269,6 +280,11 @@ chorus::cli::Runner setup(CLI::App& sub) {
                  "stream and in one batched pass, for these stream counts, e.g. 1,8,32,64,128")
       ->delimiter(',');
   sub.add_option("--codec-frames", o->codec_frames, "With --codec-streams: timed steps per stream count")
+      ->capture_default_str();
+  sub.add_option("--codec-precision", o->codec_precision,
+                 "The GPU codec's matrix products, f32 or bf16 (--serve: the server's codec; --codec-streams: a list, "
+                 "e.g. f32,bf16, times each and compares the samples of each with the first's)")
+      ->delimiter(',')
       ->capture_default_str();
   o->serve.add_to(sub);
   sub.add_flag("--split-frames", o->split_frames,

@@ -42,6 +42,7 @@ struct Options {
   int threads = 0;
   std::string device = "cpu";
   std::string weights = "bf16";
+  std::string codec_precision = "f32";
   bool verbose = false, quiet = false, download = false;
   cli::AudioOutputOptions audio_out;
 };
@@ -165,6 +166,9 @@ int run(const Options& o) {
   auto weights = cli::weight_format_option(o.weights);
   if (!weights.ok()) return cli::fail(weights.error());
   lo.weights = *weights;
+  auto codec_precision = codec::parse_codec_precision(o.codec_precision);
+  if (!codec_precision.ok()) return cli::fail(codec_precision.error());
+  lo.codec_precision = *codec_precision;
   lo.download_progress = !o.quiet && isatty(fileno(stderr));
   auto model = engine::load(o.model, lo);
   if (!model.ok()) return cli::fail(model.error());
@@ -315,6 +319,10 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--weights", o->weights,
                  "bf16 (weights as stored, exact), or decoder layers quantised at load: int8, int4 (CPU only), fp8 "
                  "(CUDA only); docs/quantization.md")
+      ->capture_default_str();
+  sub.add_option("--codec-precision", o->codec_precision,
+                 "The GPU codec's matrix products: f32 (3xTF32 tensor-core products, f32-level accuracy) or bf16 (operands "
+                 "rounded to bf16 as the official runtime decodes, about twice the codec's speed); CUDA only")
       ->capture_default_str();
   sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   o->audio_out.add_to(sub);

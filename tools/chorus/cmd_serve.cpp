@@ -29,6 +29,7 @@ struct Options {
   std::vector<std::string> models;
   std::string device = "cpu", host = "127.0.0.1", api_key, voices_dir;
   std::string weights = "bf16";  // every model's decoder layers: bf16, int8, int4 (CPU) or fp8 (CUDA)
+  std::string codec_precision = "f32";
   int port = 8000, max_streams = 64, max_queue = 256, threads = 2, grace_s = 30;
   size_t max_input_chars = 4096, max_segment_chars = 300, max_body_mb = 32;
   bool download = false;  // a Hugging Face id missing from the cache is downloaded (as chorus pull)
@@ -49,11 +50,14 @@ int run(const Options& o) {
   if (o.port < 0 || o.port > 65535) return cli::fail("--port must be in [0, 65535]");
   auto weights = cli::weight_format_option(o.weights);
   if (!weights.ok()) return cli::fail(weights.error());
+  auto codec_precision = codec::parse_codec_precision(o.codec_precision);
+  if (!codec_precision.ok()) return cli::fail(codec_precision.error());
   std::vector<std::pair<std::string, std::shared_ptr<const engine::Model>>> models;
   for (const auto& spec : o.models) {
     engine::LoadOptions lo;
     lo.device = *device;
     lo.weights = *weights;
+    lo.codec_precision = *codec_precision;
     lo.download = o.download;
     lo.download_progress = o.download && isatty(fileno(stderr));
     auto m = engine::load(spec, lo);
@@ -118,6 +122,10 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--weights", o->weights,
                  "bf16 (weights as stored, exact), or decoder layers quantised at load: int8, int4 (CPU only), fp8 "
                  "(CUDA only); docs/quantization.md")
+      ->capture_default_str();
+  sub.add_option("--codec-precision", o->codec_precision,
+                 "The GPU codec's matrix products: f32 (3xTF32 tensor-core products, f32-level accuracy) or bf16 (operands "
+                 "rounded to bf16 as the official runtime decodes, about twice the codec's speed); CUDA only")
       ->capture_default_str();
   sub.add_option("--host", o->host, "Address to listen on")->capture_default_str();
   sub.add_option("--port", o->port, "Port (0: any free port, printed)")->capture_default_str();

@@ -142,6 +142,14 @@ nlohmann::json codec_config_to_json(const CodecConfig& c) {
   return root;
 }
 
+const char* codec_precision_name(CodecPrecision p) { return p == CodecPrecision::kBf16 ? "bf16" : "f32"; }
+
+Result<CodecPrecision> parse_codec_precision(const std::string& name) {
+  if (name == "f32") return CodecPrecision::kF32;
+  if (name == "bf16") return CodecPrecision::kBf16;
+  return make_error(ErrorCode::kInvalidArgument, "codec precision \"" + name + "\": expected f32 or bf16");
+}
+
 CodecConfig preset_12hz(bool tiny) {
   CodecConfig c;
   auto& d = c.decoder;

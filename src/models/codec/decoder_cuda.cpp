@@ -26,11 +26,12 @@ namespace {
 Error no_cuda() { return make_error(ErrorCode::kUnsupported, "this build has no CUDA backend (configure with -DCHORUS_CUDA=ON)"); }
 }  // namespace
 
-Result<CudaDecoder> CudaDecoder::load(const io::Checkpoint&, const CodecConfig&) { return no_cuda(); }
+Result<CudaDecoder> CudaDecoder::load(const io::Checkpoint&, const CodecConfig&, CodecPrecision) { return no_cuda(); }
 const CodecConfig& CudaDecoder::config() const {
   static const CodecConfig none;
   return none;
 }
+CodecPrecision CudaDecoder::precision() const { return CodecPrecision::kF32; }
 size_t CudaDecoder::weight_bytes() const { return 0; }
 size_t CudaDecoder::state_bytes(int64_t) const { return 0; }
 Result<CudaDecoderState> CudaDecoder::new_state(int64_t) const { return no_cuda(); }
@@ -42,7 +43,7 @@ Status CudaDecoder::decode_batch(std::span<CudaDecoderState* const>, std::span<c
   return no_cuda();
 }
 Status CudaDecoder::flush(CudaDecoderState&, std::vector<float>&) const { return no_cuda(); }
-Result<CudaDecoder> load_cuda_codec(const std::string&) { return no_cuda(); }
+Result<CudaDecoder> load_cuda_codec(const std::string&, CodecPrecision) { return no_cuda(); }
 
 }  // namespace chorus::codec
 
@@ -254,12 +255,13 @@ Result<cuda::DeviceBuffer> alloc_n(size_t n) {
 
 }  // namespace
 
-Result<CudaDecoder> CudaDecoder::load(const io::Checkpoint& ckpt, const CodecConfig& config) {
+Result<CudaDecoder> CudaDecoder::load(const io::Checkpoint& ckpt, const CodecConfig& config, CodecPrecision precision) {
   // The CPU loader checks the config invariants and every decoder tensor's name, shape and dtype;
   // its views cost nothing to build and are dropped.
   CHORUS_TRY(Decoder::load(ckpt, config));
   auto m = std::make_shared<CudaDecoderModel>();
   m->config = config;
+  m->precision = precision;
   CHORUS_TRY(build(ckpt, *m));
   CudaDecoder dec;
   dec.model_ = std::move(m);
@@ -268,6 +270,7 @@ Result<CudaDecoder> CudaDecoder::load(const io::Checkpoint& ckpt, const CodecCon
 }
 
 const CodecConfig& CudaDecoder::config() const { return model_->config; }
+CodecPrecision CudaDecoder::precision() const { return model_->precision; }
 size_t CudaDecoder::weight_bytes() const { return model_->weight_bytes; }
 
 namespace {
@@ -339,11 +342,11 @@ Status CudaDecoder::flush(CudaDecoderState& state, std::vector<float>&) const {
   return ok_status();
 }
 
-Result<CudaDecoder> load_cuda_codec(const std::string& dir) {
+Result<CudaDecoder> load_cuda_codec(const std::string& dir, CodecPrecision precision) {
   CHORUS_ASSIGN(std::string codec_dir, find_codec_dir(dir));
   CHORUS_ASSIGN(CodecConfig config, load_codec_config((std::filesystem::path(codec_dir) / "config.json").string()));
   CHORUS_ASSIGN(io::Checkpoint ckpt, io::Checkpoint::open_dir(codec_dir, "model"));
-  return CudaDecoder::load(ckpt, config);
+  return CudaDecoder::load(ckpt, config, precision);
 }
 
 }  // namespace chorus::codec

@@ -65,10 +65,12 @@ class CudaDecoder {
   static constexpr int64_t kBatchFrames = 128;
 
   // Checks the checkpoint as codec::Decoder::load does, then uploads the decoder weights as f32 to
-  // the current CUDA device.
-  static Result<CudaDecoder> load(const io::Checkpoint& ckpt, const CodecConfig& config);
+  // the current CUDA device. `precision`: of the matrix products (codec_config.h).
+  static Result<CudaDecoder> load(const io::Checkpoint& ckpt, const CodecConfig& config,
+                                  CodecPrecision precision = CodecPrecision::kF32);
 
   const CodecConfig& config() const;
+  CodecPrecision precision() const;
   int64_t samples_per_frame() const { return config().samples_per_frame; }
   int64_t sample_rate() const { return config().sample_rate; }
   int64_t num_quantizers() const { return config().decoder.num_quantizers; }
@@ -113,6 +115,6 @@ class CudaDecoder {
 
 // The GPU decoder of the codec that `dir` designates (as codec::load_codec: a codec folder, a
 // Qwen3-TTS or a Breeze TTS 2 model folder).
-Result<CudaDecoder> load_cuda_codec(const std::string& dir);
+Result<CudaDecoder> load_cuda_codec(const std::string& dir, CodecPrecision precision = CodecPrecision::kF32);
 
 }  // namespace chorus::codec

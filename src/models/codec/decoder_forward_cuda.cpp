@@ -91,7 +91,8 @@ float* F(const cuda::DeviceBuffer& b) { return b.as<float>(); }
 
 Status mm(const Ctx& c, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
           int64_t ldb, float beta, float* C, int64_t ldc) {
-  return ops::gemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, F(c.w.partial), c.w.partial_floats, c.st);
+  const auto p = c.m.precision == CodecPrecision::kBf16 ? ops::GemmPrecision::kBf16 : ops::GemmPrecision::kF32;
+  return ops::gemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, F(c.w.partial), c.w.partial_floats, c.st, p);
 }
 
 ops::StreamHist hist(const Ctx& c, size_t offset) {

@@ -70,6 +70,7 @@ struct DevBlock {
 
 struct CudaDecoderModel {
   CodecConfig config;
+  CodecPrecision precision = CodecPrecision::kF32;  // of the matrix products
   std::vector<cuda::DeviceBuffer> owned;  // every weight tensor
   size_t weight_bytes = 0;
 

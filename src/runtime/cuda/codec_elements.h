@@ -285,6 +285,14 @@ CHORUS_HD void rope_store_element(const RopeStore& a, int64_t idx) {
 // and only the data flow on the host. A non-finite input makes its outputs NaN (x − x_hi of an
 // infinity); the codec's activations and weights are finite.
 //
+// With bf16 operands (GemmPrecision::kBf16) the same holds with another step: a chunk takes
+// ceil(length / 16) k-steps of 16, every a and b is rounded to bf16 (cvt.rn: nearest, ties to
+// even, 8 significant bits), and one mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 per step
+// accumulates in f32 (products exact, so each product errs by up to 2^-8 of |a·b|, as in a bf16
+// framework's matmul). The chunking, the chunk sums and the epilogue are the f32 path's, so a
+// stream's samples are batch-invariant in either precision; the two precisions differ from each
+// other.
+//
 // Where the chunks are computed is free: a launch gives each block `group` consecutive chunks
 // (blockIdx.z picks the group). A block holding every chunk adds its chunk sums in order in
 // registers and writes C through the epilogue; otherwise each chunk sum goes to `partial` and
@@ -293,6 +301,13 @@ CHORUS_HD void rope_store_element(const RopeStore& a, int64_t idx) {
 // GPU; large products keep one group (no scratch traffic).
 constexpr int64_t kGemmKChunk = 256;
 constexpr int kGemmKStep = 8;
+
+// The operands' precision in the tensor cores: kF32 (3xTF32, f32-level accuracy) or kBf16 (one
+// bf16 product per step, about three times the speed).
+enum class GemmPrecision { kF32, kBf16 };
+
+// The k of one step: 8 (m16n8k8 .tf32) or 16 (m16n8k16 .bf16).
+CHORUS_HD int gemm_k_step(GemmPrecision p) { return p == GemmPrecision::kBf16 ? 16 : kGemmKStep; }
 
 // The number of K chunks (K = 0 still has one, empty: C gets the epilogue of a zero sum).
 CHORUS_HD int64_t gemm_chunks(int64_t K) { return K <= kGemmKChunk ? 1 : (K + kGemmKChunk - 1) / kGemmKChunk; }
@@ -312,6 +327,7 @@ struct GemmArgs {
   float* partial = nullptr;  // [chunks, M, N] chunk sums when group < chunks
   int64_t chunks = 1;        // gemm_chunks(K)
   int64_t group = 1;         // chunks per block
+  GemmPrecision precision = GemmPrecision::kF32;
 };
 
 // Whether a block holds every chunk (and so adds the chunk sums itself).

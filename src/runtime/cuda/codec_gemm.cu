@@ -48,6 +48,27 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// d += a·b on a 16 × 8 × 16 tile of bf16 pairs (fragments as codec_gemm_tiles.h, mma16_*_at).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Two operands rounded to bf16 (nearest even) in one register: x0 in the low half.
+__device__ __forceinline__ uint32_t pack_bf16(float x0, float x1) {
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(x1), "f"(x0));
+  return d;
+}
+
+template <int kN>
+__device__ __forceinline__ void pack_fragment(const float (&x)[2 * kN], uint32_t (&r)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) r[i] = pack_bf16(x[2 * i], x[2 * i + 1]);
+}
+
 // One k-step of one accumulator: the three products in the order of codec_elements.h.
 __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const uint32_t (&a_hi)[4], const uint32_t (&a_lo)[4],
                                            const uint32_t (&b_hi)[2], const uint32_t (&b_lo)[2]) {
@@ -74,9 +95,9 @@ __device__ __forceinline__ void split_fragment(const float (&x)[kN], uint32_t (&
 template <class T>
 constexpr int kMinBlocks = T::kThreads == 128 ? 4 : 2;
 
-template <class T, bool TA, bool TB>
+template <class T, bool TA, bool TB, GemmPrecision P>
 __global__ void __launch_bounds__(T::kThreads, kMinBlocks<T>) gemm_mma_kernel(GemmArgs g, bool vec_a, bool vec_b) {
-  using S = GemmStage<T, TA, TB>;
+  using S = GemmStage<T, TA, TB, P>;
   extern __shared__ __align__(16) float smem[];
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN, m0 = static_cast<int64_t>(blockIdx.y) * T::BM;
@@ -100,7 +121,7 @@ __global__ void __launch_bounds__(T::kThreads, kMinBlocks<T>) gemm_mma_kernel(Ge
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < stages)
-      gemm_load_stage<T, TA, TB>(g, smem + s * S::floats, m0, n0, k_begin + s * T::BK, k_end, tid, vec_a, vec_b, copy);
+      gemm_load_stage<T, TA, TB, P>(g, smem + s * S::floats, m0, n0, k_begin + s * T::BK, k_end, tid, vec_a, vec_b, copy);
     cp_async_commit();
   }
   for (int it = 0; it < stages; ++it) {
@@ -108,31 +129,54 @@ __global__ void __launch_bounds__(T::kThreads, kMinBlocks<T>) gemm_mma_kernel(Ge
     __syncthreads();
     const int next = it + T::kStages - 1;
     if (next < stages)
-      gemm_load_stage<T, TA, TB>(g, smem + (next % T::kStages) * S::floats, m0, n0, k_begin + next * T::BK, k_end,
+      gemm_load_stage<T, TA, TB, P>(g, smem + (next % T::kStages) * S::floats, m0, n0, k_begin + next * T::BK, k_end,
                                  tid, vec_a, vec_b, copy);
     cp_async_commit();
     if (idle) continue;
     const float* st = smem + (it % T::kStages) * S::floats;
     const int64_t k0 = k_begin + static_cast<int64_t>(it) * T::BK;
-    const int steps = gemm_stage_steps<T>(k0, k_end);
+    const int steps = gemm_stage_steps<T, P>(k0, k_end);
+    if constexpr (P == GemmPrecision::kBf16) {
 #pragma unroll
-    for (int ks = 0; ks < T::kSteps; ++ks) {
-      if (ks >= steps) break;
-      uint32_t b_hi[T::NT][2], b_lo[T::NT][2];
+      for (int ks = 0; ks < T::BK / 16; ++ks) {
+        if (ks >= steps) break;
+        uint32_t b[T::NT][2];
 #pragma unroll
-      for (int j = 0; j < T::NT; ++j) {
-        float b[2];
-        gemm_frag_b<T, TA, TB>(st, lane, col0 + j * 8, ks * kGemmKStep, b);
-        split_fragment(b, b_hi[j], b_lo[j]);
+        for (int j = 0; j < T::NT; ++j) {
+          float v[4];
+          gemm_frag_b16<T, TA, TB>(st, lane, col0 + j * 8, ks * 16, v);
+          pack_fragment<2>(v, b[j]);
+        }
+#pragma unroll
+        for (int i = 0; i < T::MT; ++i) {
+          float v[8];
+          uint32_t a[4];
+          gemm_frag_a16<T, TA, TB>(st, lane, row0 + i * 16, ks * 16, v);
+          pack_fragment<4>(v, a);
+#pragma unroll
+          for (int j = 0; j < T::NT; ++j) mma_bf16(acc[i][j], a, b[j]);
+        }
       }
+    } else {
 #pragma unroll
-      for (int i = 0; i < T::MT; ++i) {
-        float a[4];
-        uint32_t a_hi[4], a_lo[4];
-        gemm_frag_a<T, TA, TB>(st, lane, row0 + i * 16, ks * kGemmKStep, a);
-        split_fragment(a, a_hi, a_lo);
+      for (int ks = 0; ks < T::kSteps; ++ks) {
+        if (ks >= steps) break;
+        uint32_t b_hi[T::NT][2], b_lo[T::NT][2];
 #pragma unroll
-        for (int j = 0; j < T::NT; ++j) mma_3xtf32(acc[i][j], a_hi, a_lo, b_hi[j], b_lo[j]);
+        for (int j = 0; j < T::NT; ++j) {
+          float b[2];
+          gemm_frag_b<T, TA, TB>(st, lane, col0 + j * 8, ks * kGemmKStep, b);
+          split_fragment(b, b_hi[j], b_lo[j]);
+        }
+#pragma unroll
+        for (int i = 0; i < T::MT; ++i) {
+          float a[4];
+          uint32_t a_hi[4], a_lo[4];
+          gemm_frag_a<T, TA, TB>(st, lane, row0 + i * 16, ks * kGemmKStep, a);
+          split_fragment(a, a_hi, a_lo);
+#pragma unroll
+          for (int j = 0; j < T::NT; ++j) mma_3xtf32(acc[i][j], a_hi, a_lo, b_hi[j], b_lo[j]);
+        }
       }
     }
     if (gemm_stage_ends_chunk<T>(k0, k_end)) {
@@ -170,16 +214,24 @@ int sm_count() {
   return sms;
 }
 
-template <class T, bool TA, bool TB>
+template <class T, bool TA, bool TB, GemmPrecision P>
 Status launch_mma(dim3 grid, const GemmArgs& g, bool vec_a, bool vec_b, cudaStream_t s) {
-  constexpr size_t bytes = GemmStage<T, TA, TB>::smem_bytes;
+  constexpr size_t bytes = GemmStage<T, TA, TB, P>::smem_bytes;
   if constexpr (bytes > 48 * 1024) {
     static const cudaError_t attr = cudaFuncSetAttribute(
-        gemm_mma_kernel<T, TA, TB>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+        gemm_mma_kernel<T, TA, TB, P>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
     CHORUS_TRY(check(attr, "codec gemm: shared memory"));
   }
-  gemm_mma_kernel<T, TA, TB><<<grid, T::kThreads, bytes, s>>>(g, vec_a, vec_b);
+  gemm_mma_kernel<T, TA, TB, P><<<grid, T::kThreads, bytes, s>>>(g, vec_a, vec_b);
   return check(cudaGetLastError(), "codec gemm");
+}
+
+template <class T, GemmPrecision P>
+Status launch_layout(dim3 grid, bool ta, bool tb, const GemmArgs& g, bool va, bool vb, cudaStream_t s) {
+  if (ta && tb) return launch_mma<T, true, true, P>(grid, g, va, vb, s);
+  if (ta) return launch_mma<T, true, false, P>(grid, g, va, vb, s);
+  if (tb) return launch_mma<T, false, true, P>(grid, g, va, vb, s);
+  return launch_mma<T, false, false, P>(grid, g, va, vb, s);
 }
 
 template <class T>
@@ -189,10 +241,8 @@ Status launch_tiles(bool ta, bool tb, const GemmArgs& g, cudaStream_t s) {
     return make_error(ErrorCode::kOutOfRange, "codec gemm: matrix too large for one launch");
   const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(by), static_cast<unsigned>(bz));
   const bool va = gemm_vector_ok(g.A, g.lda), vb = gemm_vector_ok(g.B, g.ldb);
-  if (ta && tb) return launch_mma<T, true, true>(grid, g, va, vb, s);
-  if (ta) return launch_mma<T, true, false>(grid, g, va, vb, s);
-  if (tb) return launch_mma<T, false, true>(grid, g, va, vb, s);
-  return launch_mma<T, false, false>(grid, g, va, vb, s);
+  if (g.precision == GemmPrecision::kBf16) return launch_layout<T, GemmPrecision::kBf16>(grid, ta, tb, g, va, vb, s);
+  return launch_layout<T, GemmPrecision::kF32>(grid, ta, tb, g, va, vb, s);
 }
 
 }  // namespace
@@ -201,14 +251,14 @@ size_t gemm_partial_floats(int64_t M, int64_t N, int64_t K) { return static_cast
 
 Status gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
             const float* B, int64_t ldb, float beta, float* C, int64_t ldc, float* partial, size_t partial_floats,
-            cudaStream_t s) {
+            cudaStream_t s, GemmPrecision precision) {
   return gemm_on_path(GemmPath::kAuto, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, partial,
-                      partial_floats, s);
+                      partial_floats, s, 0, precision);
 }
 
 Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-                    float* partial, size_t partial_floats, cudaStream_t s, int64_t group) {
+                    float* partial, size_t partial_floats, cudaStream_t s, int64_t group, GemmPrecision precision) {
   if (M < 0 || N < 0 || K < 0) return make_error(ErrorCode::kInvalidArgument, "codec gemm: negative dimension");
   if (group < 0) return make_error(ErrorCode::kInvalidArgument, "codec gemm: negative chunk group");
   if (M == 0 || N == 0) return ok_status();
@@ -225,6 +275,7 @@ Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_
   g.C = C;
   g.ldc = ldc;
   g.chunks = gemm_chunks(K);
+  g.precision = precision;
   GemmTile tile = GemmTile::kSmall;
   switch (path) {
     case GemmPath::kAuto:

@@ -80,6 +80,32 @@ CHORUS_HD void mma_c_at(int lane, int i, int& row, int& col) {
   col = 2 * (lane & 3) + (i & 1);
 }
 
+// ---- bf16 operands: rounding and the fragments of mma.m16n8k16 (.bf16) ---------------------------
+
+// cvt.rn.bf16.f32: x to 8 significant bits, nearest with ties to even; NaN stays NaN. The host
+// branch is that definition, for tests (the device packs pairs with cvt.rn.bf16x2.f32).
+inline float bf16_round_host(float x) {
+  uint32_t u = f32_bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return f32_from_bits(u & 0xffff0000u);
+}
+
+// Fragments of mma.m16n8k16 with .bf16 operands (PTX ISA, "Matrix Fragments for mma.m16n8k16"):
+// each 32-bit register holds two operands, h = 0 in its low half and h = 1 in its high half.
+// Lane l = 4·g + t holds
+//   A (16 × 16, row):   register i < 4, half h, at row g + 8·(i & 1), column (k) 2·t + h + 8·(i >> 1)
+//   B (16 × 8, column): register i < 2, half h, at row (k) 2·t + h + 8·i,       column g
+//   C, D (16 × 8):      as for mma.m16n8k8 (mma_c_at)
+CHORUS_HD void mma16_a_at(int lane, int i, int h, int& row, int& k) {
+  row = (lane >> 2) + 8 * (i & 1);
+  k = 2 * (lane & 3) + h + 8 * (i >> 1);
+}
+CHORUS_HD void mma16_b_at(int lane, int i, int h, int& k, int& col) {
+  k = 2 * (lane & 3) + h + 8 * i;
+  col = lane >> 2;
+}
+
 // ---- tile shapes ------------------------------------------------------------------------------
 
 template <int BM_, int BN_, int WM_, int WN_, int BK_, int STAGES_>
@@ -225,26 +251,33 @@ inline int64_t gemm_group(GemmTile t, int64_t M, int64_t N, int64_t chunks, int6
   return group > 1 ? group : 1;
 }
 
-// Row length in shared memory of a tile whose stored rows run along k (A [m][k], Bᵀ [n][k]): a
-// fragment read touches 8 rows (g) at 4 consecutive k (t), so the row length must be 4·odd (mod 32)
-// for 32 distinct banks.
-constexpr int gemm_ld_along_k(int bk) { return bk + 4; }
-// Row length of a tile whose stored rows are k (Aᵀ [k][m], B [k][n]): a read touches 4 rows (t) at 8
-// consecutive m or n (g), so the row length must be 8 or 24 (mod 32).
-constexpr int gemm_ld_across_k(int width) { return width % 16 == 8 ? width : width + 8; }
+// Row length in shared memory of a tile whose stored rows run along k (A [m][k], Bᵀ [n][k]). TF32:
+// a fragment read touches 8 rows (g) at 4 consecutive k (t), so the row length must be 4·odd (mod
+// 32) for 32 distinct banks. BF16: a lane reads its pair of consecutive k as one 8-byte load, which
+// the hardware serves per half warp (4 rows at 4 pairs), so the row length must be 8 or 24 (mod 32).
+constexpr int gemm_ld_along_k(int bk, GemmPrecision p) { return p == GemmPrecision::kBf16 ? bk + 8 : bk + 4; }
+// Row length of a tile whose stored rows are k (Aᵀ [k][m], B [k][n]). TF32: a read touches 4 rows (t)
+// at 8 consecutive m or n (g), so the row length must be 8 or 24 (mod 32). BF16: a read touches the
+// 4 rows 2·t (+ h) two apart, so the row length must be 4·odd (mod 32).
+constexpr int gemm_ld_across_k(int width, GemmPrecision p) {
+  return p == GemmPrecision::kBf16 ? (width % 8 == 4 ? width : (width + 7) / 8 * 8 + 4)
+                                   : (width % 16 == 8 ? width : width + 8);
+}
 
 // One stage in shared memory: A's tile (outer × inner floats as stored: [BM][BK], or [BK][BM] when
-// transposed), then B's ([BK][BN], or [BN][BK] when transposed).
-template <class T, bool TA, bool TB>
+// transposed), then B's ([BK][BN], or [BN][BK] when transposed). Both precisions stage f32 values;
+// the rows are padded for the precision's fragment reads.
+template <class T, bool TA, bool TB, GemmPrecision P = GemmPrecision::kF32>
 struct GemmStage {
   static constexpr int a_outer = TA ? T::BK : T::BM, a_inner = TA ? T::BM : T::BK;
-  static constexpr int a_ld = TA ? gemm_ld_across_k(T::BM) : gemm_ld_along_k(T::BK);
+  static constexpr int a_ld = TA ? gemm_ld_across_k(T::BM, P) : gemm_ld_along_k(T::BK, P);
   static constexpr int b_outer = TB ? T::BN : T::BK, b_inner = TB ? T::BK : T::BN;
-  static constexpr int b_ld = TB ? gemm_ld_along_k(T::BK) : gemm_ld_across_k(T::BN);
+  static constexpr int b_ld = TB ? gemm_ld_along_k(T::BK, P) : gemm_ld_across_k(T::BN, P);
   static constexpr int a_floats = a_outer * a_ld, b_floats = b_outer * b_ld;
   static constexpr int floats = a_floats + b_floats;
   static constexpr size_t smem_bytes = static_cast<size_t>(T::kStages) * floats * sizeof(float);
   static_assert(a_ld % 4 == 0 && b_ld % 4 == 0 && a_floats % 4 == 0, "rows must start on 16 bytes");
+  static_assert(P == GemmPrecision::kF32 || T::BK % 16 == 0, "bf16 steps of 16 k must tile a stage");
   static_assert(smem_bytes <= 227 * 1024, "more shared memory than one block may have");
   CHORUS_HD static int a_at(int m, int k) { return TA ? k * a_ld + m : m * a_ld + k; }
   CHORUS_HD static int b_at(int k, int n) { return a_floats + (TB ? n * b_ld + k : k * b_ld + n); }
@@ -294,10 +327,10 @@ CHORUS_HD void gemm_copy_tile(const float* base, int64_t ld, int64_t o0, int64_t
 }
 
 // Thread tid's share of the stage at k0 (of a group ending at k_end) for the block at (m0, n0).
-template <class T, bool TA, bool TB, class Copy>
+template <class T, bool TA, bool TB, GemmPrecision P, class Copy>
 CHORUS_HD void gemm_load_stage(const GemmArgs& g, float* stage, int64_t m0, int64_t n0, int64_t k0, int64_t k_end,
                                int tid, bool vec_a, bool vec_b, Copy& copy) {
-  using S = GemmStage<T, TA, TB>;
+  using S = GemmStage<T, TA, TB, P>;
   if (TA)
     gemm_copy_tile<S::a_outer, S::a_inner, S::a_ld, T::kThreads>(g.A, g.lda, k0, k_end, m0, g.M, stage, tid, vec_a,
                                                                  copy);
@@ -311,13 +344,15 @@ CHORUS_HD void gemm_load_stage(const GemmArgs& g, float* stage, int64_t m0, int6
     gemm_copy_tile<S::b_outer, S::b_inner, S::b_ld, T::kThreads>(g.B, g.ldb, k0, k_end, n0, g.N, b, tid, vec_b, copy);
 }
 
-// The number of k-steps of the stage at k0 of a group ending at k_end: all of them but in K's last
-// stage, which runs only the steps that hold one of its k (gemm_chunk_steps). Chunks start on
-// stage boundaries, so a stage never straddles two chunks and only K's last chunk is short.
-template <class T>
+// The number of k-steps (of gemm_k_step(P)) of the stage at k0 of a group ending at k_end: all of
+// them but in K's last stage, which runs only the steps that hold one of its k. Chunks start on
+// stage boundaries, so a stage never straddles two chunks and only K's last chunk is short; the
+// stage holds zeros past k_end.
+template <class T, GemmPrecision P = GemmPrecision::kF32>
 CHORUS_HD int gemm_stage_steps(int64_t k0, int64_t k_end) {
-  const int64_t steps = gemm_chunk_steps(k_end - k0);
-  return steps < T::kSteps ? static_cast<int>(steps) : T::kSteps;
+  const int step = gemm_k_step(P), all = T::BK / step;
+  const int64_t steps = (k_end - k0 + step - 1) / step;
+  return steps < all ? static_cast<int>(steps) : all;
 }
 
 // Whether the stage at k0 (of a group ending at k_end) is the last of its chunk.
@@ -353,6 +388,50 @@ CHORUS_HD void gemm_frag_b(const float* stage, int lane, int col0, int kk, float
     int k, c;
     mma_b_at(lane, i, k, c);
     b[i] = stage[GemmStage<T, TA, TB>::b_at(kk + k, col0 + c)];
+  }
+}
+
+// Lane `lane`'s bf16-step operands (mma16_*_at), still f32: a[2·i + h] of A's 16 rows from row0 at
+// the k-step from kk, b[2·i + h] of B's 8 columns from col0. A pair along a stored row is one 8-byte
+// load on the device.
+template <class T, bool TA, bool TB>
+CHORUS_HD void gemm_frag_a16(const float* stage, int lane, int row0, int kk, float (&a)[8]) {
+  using S = GemmStage<T, TA, TB, GemmPrecision::kBf16>;
+  CHORUS_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    int r, k;
+    mma16_a_at(lane, i, 0, r, k);
+    const int at = S::a_at(row0 + r, kk + k);
+#if defined(__CUDA_ARCH__)
+    if constexpr (!TA) {
+      const float2 v = *reinterpret_cast<const float2*>(stage + at);
+      a[2 * i] = v.x;
+      a[2 * i + 1] = v.y;
+      continue;
+    }
+#endif
+    a[2 * i] = stage[at];
+    a[2 * i + 1] = stage[S::a_at(row0 + r, kk + k + 1)];
+  }
+}
+template <class T, bool TA, bool TB>
+CHORUS_HD void gemm_frag_b16(const float* stage, int lane, int col0, int kk, float (&b)[4]) {
+  using S = GemmStage<T, TA, TB, GemmPrecision::kBf16>;
+  CHORUS_UNROLL
+  for (int i = 0; i < 2; ++i) {
+    int k, c;
+    mma16_b_at(lane, i, 0, k, c);
+    const int at = S::b_at(kk + k, col0 + c);
+#if defined(__CUDA_ARCH__)
+    if constexpr (TB) {
+      const float2 v = *reinterpret_cast<const float2*>(stage + at);
+      b[2 * i] = v.x;
+      b[2 * i + 1] = v.y;
+      continue;
+    }
+#endif
+    b[2 * i] = stage[at];
+    b[2 * i + 1] = stage[S::b_at(kk + k + 1, col0 + c)];
   }
 }
 

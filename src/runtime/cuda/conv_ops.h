@@ -23,7 +23,8 @@
 
 namespace chorus::cuda::codec_ops {
 
-// The batch-invariant GEMM of codec_elements.h (GemmArgs, kGemmKChunk; 3xTF32 on tensor cores):
+// The batch-invariant GEMM of codec_elements.h (GemmArgs, kGemmKChunk; 3xTF32 on tensor cores, or
+// bf16 operands with `precision` kBf16):
 // row-major C[M, N] = alpha·op(A)·op(B) + beta·C with leading dimensions as stored; trans_a: A is
 // stored [K, M], trans_b: B is stored [N, K]. Any alignment of the pointers and leading dimensions
 // (16-byte aligned ones are read faster). When the launch spreads K's chunks over several blocks
@@ -33,7 +34,7 @@ namespace chorus::cuda::codec_ops {
 size_t gemm_partial_floats(int64_t M, int64_t N, int64_t K);
 Status gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
             const float* B, int64_t ldb, float beta, float* C, int64_t ldc, float* partial, size_t partial_floats,
-            cudaStream_t s);
+            cudaStream_t s, GemmPrecision precision = GemmPrecision::kF32);
 // gemm on a given tile shape (kAuto: gemm's own choice by size), for tests that check that the
 // kernels agree bit for bit; every path takes every shape. kLarge: 128 × 64 tiles; kSmall: 64 × 64;
 // kThin8 / 16 / 32: 16 rows by 8, 16 or 32 columns; kThin: gemm's choice of those. `group`: the
@@ -42,7 +43,8 @@ Status gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float a
 enum class GemmPath { kAuto, kLarge, kSmall, kThin, kThin8, kThin16, kThin32 };
 Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-                    float* partial, size_t partial_floats, cudaStream_t s, int64_t group = 0);
+                    float* partial, size_t partial_floats, cudaStream_t s, int64_t group = 0,
+                    GemmPrecision precision = GemmPrecision::kF32);
 
 // Batched streaming convolutions (codec_elements.h has the semantics and layouts): im2col of a
 // causal stride-1 conv, a depthwise causal conv, the output stage of a transposed conv.
