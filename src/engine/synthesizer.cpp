@@ -25,6 +25,67 @@ struct Synthesizer::Job {
   double first_audio_deadline_s = 0, total_deadline_s = 0;
 };
 
+// A step's frames on their way through the codec on the decode thread: the step's jobs in the
+// group's order with their results, and the codec's statuses and time.
+struct Synthesizer::Decode {
+  std::vector<Job*> group;
+  std::vector<StepResult> out;
+  std::vector<Status> decoded;
+  std::vector<size_t> which;  // the jobs with a frame for the codec
+  bool batched = false;       // through one Codec::decode_streams() call
+  double seconds = 0;
+};
+
+// One worker running one task at a time for the scheduler, which waits for its end.
+class Synthesizer::DecodeThread {
+ public:
+  DecodeThread() : thread_([this] { loop(); }) {}
+  ~DecodeThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void start(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      task_ = std::move(task);
+      busy_ = true;
+    }
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !busy_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || task_; });
+      if (task_) {
+        std::function<void()> task = std::move(task_);
+        task_ = nullptr;
+        lock.unlock();
+        task();
+        lock.lock();
+        busy_ = false;
+        cv_.notify_all();
+      } else if (stop_) {
+        return;
+      }
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<void()> task_;
+  bool busy_ = false, stop_ = false;
+  std::thread thread_;  // last: started once the rest is made
+};
+
 // Text feeds hold this, not the Synthesizer, so a feed that outlives it wakes nothing.
 struct Synthesizer::Waker {
   std::mutex mu;
@@ -73,7 +134,12 @@ Synthesizer::Synthesizer(std::shared_ptr<const Model> model, SynthesizerOptions 
   waker_ = std::make_shared<Waker>();
   waker_->owner = this;
   const bool batches = model_->has_codec() && model_->codec().batches_streams();
-  if (model_->device().is_cuda() && options_.codec_threads > 1 && !batches)
+  const auto overlap = options_.codec_overlap;
+  if (model_->has_codec() && model_->generator().joins_running_batch() &&
+      (overlap == SynthesizerOptions::CodecOverlap::kOn ||
+       (overlap == SynthesizerOptions::CodecOverlap::kAuto && batches)))
+    decode_thread_ = std::make_unique<DecodeThread>();
+  if (model_->device().is_cuda() && options_.codec_threads > 1 && !batches && !decode_thread_)
     codec_threads_ = std::make_unique<ThreadPool>(options_.codec_threads);
   thread_ = std::thread([this] { run(); });
 }
@@ -302,10 +368,88 @@ void Synthesizer::decode_frames_together(const std::vector<Job*>& group, const s
   }
 }
 
+std::unique_ptr<Synthesizer::Decode> Synthesizer::prepare_decode(const std::vector<Job*>& group,
+                                                                 std::vector<StepResult>& out) {
+  auto d = std::make_unique<Decode>();
+  d->batched = model_->codec().batches_streams();
+  // Jobs that ended while this step ran (their previous chunk failed) are left out: they are
+  // freed before the decode completes.
+  for (size_t i = 0; i < group.size(); ++i) {
+    Job& j = *group[i];
+    if (j.ended) continue;
+    d->group.push_back(&j);
+    d->out.push_back(std::move(out[i]));
+    if (!d->out.back().has_frame) continue;
+    begin_frame(j);
+    if (!j.codec) continue;
+    j.samples.clear();
+    d->which.push_back(d->group.size() - 1);
+  }
+  d->decoded.assign(d->group.size(), ok_status());
+  return d;
+}
+
+void Synthesizer::run_decode(Decode& d) const {
+  const auto t0 = Clock::now();
+  if (d.batched) {
+    std::vector<CodecStream*> streams;
+    std::vector<const int32_t*> codes;
+    std::vector<std::vector<float>*> samples;
+    for (size_t i : d.which) {
+      streams.push_back(d.group[i]->codec.get());
+      codes.push_back(d.out[i].codes.data());
+      samples.push_back(&d.group[i]->samples);
+    }
+    if (!streams.empty()) {
+      const std::vector<int64_t> frames(streams.size(), 1);
+      const std::vector<Status> st = model_->codec().decode_streams(streams, codes, frames, samples);
+      for (size_t k = 0; k < d.which.size(); ++k) d.decoded[d.which[k]] = st[k];
+    }
+  } else {
+    for (size_t i : d.which) d.decoded[i] = d.group[i]->codec->decode(d.out[i].codes.data(), 1, d.group[i]->samples);
+  }
+  d.seconds = since(t0);
+}
+
+void Synthesizer::complete_decode(const std::vector<Job*>& stepped_since, Ending ending) {
+  std::unique_ptr<Decode> d;
+  if (in_flight_) {
+    decode_thread_->wait();
+    d = std::move(in_flight_);
+    for (size_t i = 0; i < d->group.size(); ++i) {
+      Job& j = *d->group[i];
+      if (d->out[i].has_frame && !j.ended && d->decoded[i].ok()) d->decoded[i] = send_frame(j, d->out[i]);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    counters_.decode_s += d->seconds;
+  }
+  // After their last chunks, before the in-flight step's ends (which would end them as finished).
+  for (auto& [j, status] : ending) finish(*j, std::move(status));
+  if (d) end_stepped(d->group, d->decoded, stepped_since);
+}
+
+void Synthesizer::end_stepped(const std::vector<Job*>& group, const std::vector<Status>& decoded,
+                              const std::vector<Job*>& stepped_since) {
+  for (size_t i = 0; i < group.size(); ++i) {
+    Job& j = *group[i];
+    if (!decoded[i].ok()) {
+      j.stream->cancel();
+      finish(j, decoded[i]);
+    } else if (!j.ended && j.stream->finished() &&
+               std::find(stepped_since.begin(), stepped_since.end(), &j) == stepped_since.end()) {
+      finish(j, ok_status());
+    }
+  }
+}
+
 bool Synthesizer::step_group(std::vector<Job*>& group) {
+  // Jobs are ended only where no decode of theirs is in flight: past deadlines and failed input
+  // are collected here and ended after the decode in flight completes.
+  Ending ending;
+  std::vector<Job*> live;
   std::vector<TtsStream*> streams;
-  streams.reserve(group.size());
   for (Job* j : group) {
+    if (j->ended) continue;
     if (j->handle->cancel_.load() && !j->stream->finished()) j->stream->cancel();
     const double t = since(j->submitted);
     const char* missed = nullptr;
@@ -313,58 +457,69 @@ bool Synthesizer::step_group(std::vector<Job*>& group) {
       missed = "no audio within the first-audio deadline";
     else if (j->total_deadline_s > 0 && t > j->total_deadline_s)
       missed = "not finished within the total deadline";
-    if (missed && !j->ended) {
+    if (missed) {
       j->stream->cancel();
-      finish(*j, make_error(ErrorCode::kResourceExhausted, std::string("deadline: ") + missed + " (" +
-                                                               std::to_string(t) + " s after submission)"));
+      ending.emplace_back(j, make_error(ErrorCode::kResourceExhausted, std::string("deadline: ") + missed + " (" +
+                                                                           std::to_string(t) + " s after submission)"));
+      continue;
     }
-    streams.push_back(j->stream ? j->stream.get() : nullptr);
-  }
-  // Streams of requests that ended above are stepped no more.
-  std::vector<Job*> live;
-  std::vector<TtsStream*> live_streams;
-  for (size_t i = 0; i < group.size(); ++i)
-    if (!group[i]->ended) {
-      live.push_back(group[i]);
-      live_streams.push_back(streams[i]);
-    }
-  group.swap(live);
-  streams.swap(live_streams);
-  // Streams waiting for input (text still being written) sit this step out.
-  live.clear();
-  live_streams.clear();
-  for (Job* j : group) {
+    // A finished stream (cancelled, or its last frame still in the codec) is stepped no more.
+    if (j->stream->finished()) continue;
+    // Streams waiting for input (text still being written) sit this step out.
     Result<bool> ready = j->stream->ready();
     if (!ready.ok()) {
       j->stream->cancel();
-      finish(*j, std::move(ready).error());
+      ending.emplace_back(j, std::move(ready).error());
     } else if (*ready) {
       live.push_back(j);
-      live_streams.push_back(j->stream.get());
+      streams.push_back(j->stream.get());
     }
   }
-  group.swap(live);
-  streams.swap(live_streams);
-  if (group.empty()) return false;
   std::vector<StepResult> out(streams.size());
   StageTimes t;
+  Status st = ok_status();
   const auto t0 = std::chrono::steady_clock::now();
-  Status st = model_->generator().step(streams, out, &t);
+  if (!streams.empty()) st = model_->generator().step(streams, out, &t);
   const auto t1 = std::chrono::steady_clock::now();
+  const bool ended_any = in_flight_ != nullptr || !ending.empty();
+  complete_decode(live, std::move(ending));
+  // Streams that finished without being stepped now (cancelled ones): nothing of theirs is left.
+  const auto stepped = [&](const Job* j) { return std::find(live.begin(), live.end(), j) != live.end(); };
+  bool swept = false;
+  for (Job* j : group)
+    if (!j->ended && j->stream->finished() && !stepped(j)) {
+      finish(*j, ok_status());
+      swept = true;
+    }
+  if (live.empty()) return ended_any || swept;
   if (!st.ok()) {
-    for (Job* j : group) finish(*j, st);
+    for (Job* j : live) finish(*j, st);
     return true;
   }
-  std::vector<Status> decoded(group.size(), ok_status());
+  for (Job* j : live) {
+    j->stats.times.prefill_s += t.prefill_s;
+    j->stats.times.backbone_s += t.backbone_s;
+    j->stats.times.depth_s += t.depth_s;
+    j->stats.times.sampling_s += t.sampling_s;
+  }
+  if (decode_thread_) {
+    in_flight_ = prepare_decode(live, out);
+    decode_thread_->start([this, d = in_flight_.get()] { run_decode(*d); });
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counters_.steps;
+    counters_.generate_s += std::chrono::duration<double>(t1 - t0).count();
+    return true;
+  }
+  std::vector<Status> decoded(live.size(), ok_status());
   const auto decode = [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) decoded[static_cast<size_t>(i)] = decode_frame(*group[static_cast<size_t>(i)], out[static_cast<size_t>(i)]);
+    for (int64_t i = b; i < e; ++i) decoded[static_cast<size_t>(i)] = decode_frame(*live[static_cast<size_t>(i)], out[static_cast<size_t>(i)]);
   };
   if (model_->has_codec() && model_->codec().batches_streams())
-    decode_frames_together(group, out, decoded);
-  else if (codec_threads_ && group.size() > 1)
-    codec_threads_->parallel_for(static_cast<int64_t>(group.size()), decode);
+    decode_frames_together(live, out, decoded);
+  else if (codec_threads_ && live.size() > 1)
+    codec_threads_->parallel_for(static_cast<int64_t>(live.size()), decode);
   else
-    decode(0, static_cast<int64_t>(group.size()));
+    decode(0, static_cast<int64_t>(live.size()));
   {
     const auto t2 = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
@@ -372,19 +527,7 @@ bool Synthesizer::step_group(std::vector<Job*>& group) {
     counters_.generate_s += std::chrono::duration<double>(t1 - t0).count();
     counters_.decode_s += std::chrono::duration<double>(t2 - t1).count();
   }
-  for (size_t i = 0; i < group.size(); ++i) {
-    Job& j = *group[i];
-    j.stats.times.prefill_s += t.prefill_s;
-    j.stats.times.backbone_s += t.backbone_s;
-    j.stats.times.depth_s += t.depth_s;
-    j.stats.times.sampling_s += t.sampling_s;
-    if (!decoded[i].ok()) {
-      j.stream->cancel();
-      finish(j, decoded[i]);
-    } else if (!j.ended && j.stream->finished()) {
-      finish(j, ok_status());
-    }
-  }
+  end_stepped(live, decoded, {});
   return true;
 }
 
@@ -452,6 +595,7 @@ void Synthesizer::run() {
     step_s_ = step_s_ == 0 ? took : 0.9 * step_s_ + 0.1 * took;
   }
   // Shutting down: everything still running or queued ends as cancelled.
+  complete_decode();
   std::deque<std::unique_ptr<Job>> queued;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -113,6 +113,13 @@ struct SynthesizerOptions {
   // streams itself (1: one by one). The GPU codec decodes a step's frames in one batched pass, so
   // it needs none.
   int codec_threads = 8;
+  // Whether a step's frames are decoded on a second thread while the next step generates, so that
+  // the device runs the codec and the generator at once: kAuto for a codec that batches streams (the
+  // GPU codec), kOn for any codec, kOff never. A chunk then reaches its callback after the next
+  // step's generation instead of before it, in the same order; the codes and the audio do not
+  // change. Needs a generator that joins new streams into its running batch (else off).
+  enum class CodecOverlap { kAuto, kOn, kOff };
+  CodecOverlap codec_overlap = CodecOverlap::kAuto;
 };
 
 class Synthesizer {
@@ -123,6 +130,8 @@ class Synthesizer {
   Synthesizer& operator=(const Synthesizer&) = delete;
 
   const Model& model() const { return *model_; }
+  // Whether the codec's decode of a step overlaps the next step (SynthesizerOptions::codec_overlap).
+  bool overlaps_codec() const { return decode_thread_ != nullptr; }
   std::shared_ptr<const Model> shared_model() const { return model_; }
 
   Result<std::shared_ptr<Synthesis>> submit(const SynthesisRequest& request, ChunkCallback on_chunk,
@@ -157,6 +166,8 @@ class Synthesizer {
  private:
   struct Job;
   struct Waker;
+  struct Decode;
+  class DecodeThread;
   void run();
   // Codec, stats and queueing of a job whose stream is made.
   Result<std::shared_ptr<Synthesis>> enqueue(std::unique_ptr<Job> job, const SynthesisRequest& request,
@@ -171,6 +182,20 @@ class Synthesizer {
   // codec's batched pass); decoded[i] gets job i's status.
   void decode_frames_together(const std::vector<Job*>& group, const std::vector<StepResult>& out,
                               std::vector<Status>& decoded);
+  // With the codec overlapped: a step's decode in three parts, the first and last on the scheduler
+  // thread (the frames' first halves; the chunks to the callbacks in the group's order and the
+  // jobs that ended with the step finished), the middle on the decode thread (the codec alone).
+  std::unique_ptr<Decode> prepare_decode(const std::vector<Job*>& group, std::vector<StepResult>& out);
+  void run_decode(Decode& d) const;
+  // Waits for the decode in flight, if any, and completes it, ending the jobs of `ending` with their
+  // errors once their last chunks are out; `stepped_since`: the jobs stepped after the decode was
+  // started, which end with their own step's decode.
+  using Ending = std::vector<std::pair<Job*, Status>>;
+  void complete_decode(const std::vector<Job*>& stepped_since = {}, Ending ending = {});
+  // Ends a step's jobs: a failed decode cancels its job, a finished stream ends it (unless it
+  // was stepped again, in `stepped_since`).
+  void end_stepped(const std::vector<Job*>& group, const std::vector<Status>& decoded,
+                   const std::vector<Job*>& stepped_since);
   // A frame's first half (the first-frame time, before any decoding) and second half (the chunk,
   // with the samples the codec left in j.samples, to the callback).
   void begin_frame(Job& j);
@@ -200,6 +225,10 @@ class Synthesizer {
   // the CPU, whose codec is parallel inside, and for a codec that batches. SynthesizerOptions::
   // codec_threads of them.
   std::unique_ptr<ThreadPool> codec_threads_;
+  // SynthesizerOptions::codec_overlap: the thread and the decode in flight on it (its jobs are
+  // not ended before it completes).
+  std::unique_ptr<DecodeThread> decode_thread_;
+  std::unique_ptr<Decode> in_flight_;
   std::thread thread_;
 };
 

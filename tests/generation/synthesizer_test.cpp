@@ -74,7 +74,27 @@ std::vector<int32_t> solo_codes(const engine::Model& m, const SynthesisRequest& 
   return codes;
 }
 
-TEST(Synthesizer, GoldenCodesAndTheirAudio) {
+// Every test runs with the codec's decode in line with the steps and overlapped with the next
+// step on the decode thread (SynthesizerOptions::codec_overlap; the CPU codec takes the overlap
+// only when asked, kOn).
+class Synthesizer : public ::testing::TestWithParam<engine::SynthesizerOptions::CodecOverlap> {
+ protected:
+  engine::SynthesizerOptions options() const {
+    engine::SynthesizerOptions o;
+    o.codec_overlap = GetParam();
+    return o;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Decode, Synthesizer,
+                         ::testing::Values(engine::SynthesizerOptions::CodecOverlap::kOff,
+                                           engine::SynthesizerOptions::CodecOverlap::kOn),
+                         [](const ::testing::TestParamInfo<engine::SynthesizerOptions::CodecOverlap>& i) {
+                           return std::string(i.param == engine::SynthesizerOptions::CodecOverlap::kOn ? "overlapped"
+                                                                                                   : "in_line");
+                         });
+
+TEST_P(Synthesizer, GoldenCodesAndTheirAudio) {
   std::map<std::string, std::shared_ptr<const engine::Model>> models;
   int cases = 0;
   for (const auto& c : gen_cases()) {
@@ -82,7 +102,8 @@ TEST(Synthesizer, GoldenCodesAndTheirAudio) {
     auto& m = models[c->model_dir];
     if (!m) m = load_model(c->model_dir);
     ASSERT_TRUE(m);
-    engine::Synthesizer synth(m);
+    engine::Synthesizer synth(m, options());
+    EXPECT_EQ(synth.overlaps_codec(), GetParam() == engine::SynthesizerOptions::CodecOverlap::kOn);
     Collected got;
     const SynthesisRequest r = golden_request(*c, false);
     auto stats = synth.synthesize(r, collect(got));
@@ -116,10 +137,10 @@ TEST(Synthesizer, GoldenCodesAndTheirAudio) {
 // Requests submitted at random moments join the running ones at random frames and leave when they
 // end; each one's codes must be those of its solo run, and different seeds must differ (else the
 // comparison could not catch a wrong random stream).
-TEST(Synthesizer, JoiningAtAnyFrameChangesNoRequest) {
+TEST_P(Synthesizer, JoiningAtAnyFrameChangesNoRequest) {
   auto m = load_model("models/tiny_custom_voice");
   ASSERT_TRUE(m);
-  engine::Synthesizer synth(m);
+  engine::Synthesizer synth(m, options());
   std::mt19937 rng(7);
   constexpr int kRequests = 8;
   std::vector<SynthesisRequest> reqs;
@@ -147,10 +168,10 @@ TEST(Synthesizer, JoiningAtAnyFrameChangesNoRequest) {
   EXPECT_EQ(synth.load().queued, 0);
 }
 
-TEST(Synthesizer, CancelStopsOnlyThatRequest) {
+TEST_P(Synthesizer, CancelStopsOnlyThatRequest) {
   auto m = load_model("models/tiny_custom_voice");
   ASSERT_TRUE(m);
-  engine::Synthesizer synth(m);
+  engine::Synthesizer synth(m, options());
   Collected a, b;
   std::shared_ptr<engine::Synthesis> ja;
   // Cancels itself from its own callback after 3 frames (the receiver hung up, say).
@@ -190,10 +211,10 @@ double live_heap_mib() {
 // its callback after a few frames, or a receiver that fails. Afterwards nothing runs or waits, and
 // the live heap after the last 8,000 is that after the first 2,000 (streams, codec states and jobs
 // are freed; a leak of 32 bytes per request would show as 0.25 MiB).
-TEST(Synthesizer, TenThousandCancelsLeaveNothingBehind) {
+TEST_P(Synthesizer, TenThousandCancelsLeaveNothingBehind) {
   auto m = load_model("models/tiny_custom_voice");
   ASSERT_TRUE(m);
-  engine::SynthesizerOptions o;
+  engine::SynthesizerOptions o = options();
   o.max_running = 64;
   engine::Synthesizer synth(m, o);
   std::mt19937 rng(7);
@@ -237,10 +258,10 @@ TEST(Synthesizer, TenThousandCancelsLeaveNothingBehind) {
               after);
 }
 
-TEST(Synthesizer, AFailingReceiverEndsOnlyItsRequest) {
+TEST_P(Synthesizer, AFailingReceiverEndsOnlyItsRequest) {
   auto m = load_model("models/tiny_custom_voice");
   ASSERT_TRUE(m);
-  engine::Synthesizer synth(m);
+  engine::Synthesizer synth(m, options());
   auto failing = [](const engine::AudioChunk& k) {
     return k.first_frame == 2 ? make_error(ErrorCode::kIo, "client went away") : ok_status();
   };
@@ -256,10 +277,10 @@ TEST(Synthesizer, AFailingReceiverEndsOnlyItsRequest) {
   EXPECT_EQ(b.codes, solo_codes(*m, rb));
 }
 
-TEST(Synthesizer, BadRequestsFailAtSubmission) {
+TEST_P(Synthesizer, BadRequestsFailAtSubmission) {
   auto m = load_model("models/tiny_custom_voice");
   ASSERT_TRUE(m);
-  engine::Synthesizer synth(m);
+  engine::Synthesizer synth(m, options());
   SynthesisRequest none;  // no text at all
   auto r1 = synth.submit(none, nullptr);
   ASSERT_FALSE(r1.ok());
@@ -275,10 +296,10 @@ TEST(Synthesizer, BadRequestsFailAtSubmission) {
   EXPECT_EQ(synth.load().queued + synth.load().running, 0);
 }
 
-TEST(Synthesizer, AFullQueueRefusesAtOnce) {
+TEST_P(Synthesizer, AFullQueueRefusesAtOnce) {
   auto m = load_model("models/tiny_custom_voice");
   ASSERT_TRUE(m);
-  engine::SynthesizerOptions o;
+  engine::SynthesizerOptions o = options();
   o.max_running = 1;
   o.max_queued = 2;
   engine::Synthesizer synth(m, o);
@@ -302,10 +323,10 @@ TEST(Synthesizer, AFullQueueRefusesAtOnce) {
   }
 }
 
-TEST(Synthesizer, DeadlinesEndRequestsWithAReason) {
+TEST_P(Synthesizer, DeadlinesEndRequestsWithAReason) {
   auto m = load_model("models/tiny_custom_voice");
   ASSERT_TRUE(m);
-  engine::SynthesizerOptions so;
+  engine::SynthesizerOptions so = options();
   so.max_running = 1;
   engine::Synthesizer synth(m, so);
   // The only place is held by a long request that a slow receiver paces; the next one waits
@@ -342,10 +363,10 @@ TEST(Synthesizer, DeadlinesEndRequestsWithAReason) {
   EXPECT_EQ(synth.load().running, 0);
 }
 
-TEST(Synthesizer, QueuedAudioIsBounded) {
+TEST_P(Synthesizer, QueuedAudioIsBounded) {
   auto m = load_model("models/tiny_custom_voice");
   ASSERT_TRUE(m);
-  engine::SynthesizerOptions so;
+  engine::SynthesizerOptions so = options();
   so.max_running = 1;
   so.max_queued_audio_s = 3.0;  // 37.5 frames at the requests' limits
   engine::Synthesizer synth(m, so);

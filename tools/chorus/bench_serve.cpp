@@ -33,6 +33,11 @@ void ServeBenchAddOptions(ServeBenchOptions& o, CLI::App& app) {
   app.add_option("--codec-threads", o.codec_threads,
                  "--serve: threads decoding the requests' frames at once when the codec is on the GPU")
       ->capture_default_str();
+  app.add_option("--codec-overlap", o.codec_overlap,
+                 "--serve: decode a step's frames while the next step generates: auto (when the codec batches "
+                 "streams, the GPU codec), on, or off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   app.add_option("--max-queue", o.max_queue, "--serve: waiting requests at most (more are refused)")->capture_default_str();
   app.add_option("--ttfa-bound", o.ttfa_bound, "--serve --sweep: p99 time to first audio allowed, seconds")
       ->capture_default_str();
@@ -164,15 +169,19 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
   so.max_running = o.max_streams;
   so.max_queued = o.max_queue;
   so.codec_threads = o.codec_threads;
+  so.codec_overlap = o.codec_overlap == "on"    ? engine::SynthesizerOptions::CodecOverlap::kOn
+                     : o.codec_overlap == "off" ? engine::SynthesizerOptions::CodecOverlap::kOff
+                                                : engine::SynthesizerOptions::CodecOverlap::kAuto;
   engine::Synthesizer synth(*m, so);
-  std::printf("model  %s (%s %s) on %s, %s weights, %s codec; lengths %s s; max %d streams\n", model.c_str(),
+  std::printf("model  %s (%s %s) on %s, %s weights, %s codec%s; lengths %s s; max %d streams\n", model.c_str(),
               (*m)->info().family.c_str(), (*m)->info().variant.c_str(), dev->name().c_str(),
-              cpu::weight_format_name(weights), codec::codec_precision_name(codec_precision), o.lengths.c_str(),
-              o.max_streams);
+              cpu::weight_format_name(weights), codec::codec_precision_name(codec_precision),
+              synth.overlaps_codec() ? " overlapped with generation" : "", o.lengths.c_str(), o.max_streams);
   nlohmann::json out = {{"model", model},
                         {"device", dev->name()},
                         {"weights", cpu::weight_format_name(weights)},
                         {"codec_precision", codec::codec_precision_name(codec_precision)},
+                        {"codec_overlap", synth.overlaps_codec()},
                         {"lengths", o.lengths},
                         {"points", nlohmann::json::array()}};
   Status st = run_points(o, seed, [&](double rate, uint64_t s) { return run_point(synth, o, rate, *lengths, s); }, out);
