@@ -114,12 +114,14 @@ struct SynthesizerOptions {
   // it needs none.
   int codec_threads = 8;
   // Whether a step's frames are decoded on a second thread while the next step generates, so that
-  // the device runs the codec and the generator at once: kAuto for a codec that batches streams (the
-  // GPU codec), kOn for any codec, kOff never. A chunk then reaches its callback after the next
-  // step's generation instead of before it, in the same order; the codes and the audio do not
-  // change. Needs a generator that joins new streams into its running batch (else off).
+  // the device may run the codec and the generator at once: kAuto for a codec that batches streams
+  // (the GPU codec), kOn for any codec, kOff never. A chunk then reaches its callback after the
+  // next step's generation instead of before it, in the same order; the codes and the audio do not
+  // change. Needs a generator that joins new streams into its running batch (else off). Off by
+  // default: what it gains depends on how the device shares itself between the two, which
+  // `chorus bench --serve --codec-overlap` measures.
   enum class CodecOverlap { kAuto, kOn, kOff };
-  CodecOverlap codec_overlap = CodecOverlap::kAuto;
+  CodecOverlap codec_overlap = CodecOverlap::kOff;
 };
 
 class Synthesizer {

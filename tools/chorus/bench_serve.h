@@ -30,7 +30,7 @@ struct ServeBenchOptions {
   int max_streams = 256;
   int max_queue = 4096;
   int codec_threads = 8;    // SynthesizerOptions::codec_threads
-  std::string codec_overlap = "auto";  // SynthesizerOptions::codec_overlap: auto, on or off
+  std::string codec_overlap = "off";  // SynthesizerOptions::codec_overlap: auto, on or off
   double ttfa_bound = 0.3;  // seconds, p99, for --sweep
   bool sweep = false;
   int64_t verify = 0;

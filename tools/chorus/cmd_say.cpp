@@ -322,7 +322,7 @@ chorus::cli::Runner setup(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--codec-precision", o->codec_precision,
                  "The GPU codec's matrix products: f32 (3xTF32 tensor-core products, f32-level accuracy) or bf16 (operands "
-                 "rounded to bf16 as the official runtime decodes, about twice the codec's speed); CUDA only")
+                 "rounded to bf16 as the official runtime decodes, a sixth of the tensor-core work); CUDA only")
       ->capture_default_str();
   sub.add_option("--threads", o->threads, "Worker threads (0: CHORUS_THREADS or all cores)")->capture_default_str();
   o->audio_out.add_to(sub);

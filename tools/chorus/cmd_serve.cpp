@@ -125,7 +125,7 @@ chorus::cli::Runner setup(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--codec-precision", o->codec_precision,
                  "The GPU codec's matrix products: f32 (3xTF32 tensor-core products, f32-level accuracy) or bf16 (operands "
-                 "rounded to bf16 as the official runtime decodes, about twice the codec's speed); CUDA only")
+                 "rounded to bf16 as the official runtime decodes, a sixth of the tensor-core work); CUDA only")
       ->capture_default_str();
   sub.add_option("--host", o->host, "Address to listen on")->capture_default_str();
   sub.add_option("--port", o->port, "Port (0: any free port, printed)")->capture_default_str();

@@ -54,9 +54,9 @@ struct CodecConfig {
 };
 
 // The GPU decoder's matrix products: f32 (3xTF32 on tensor cores, f32-level accuracy) or bf16
-// (operands rounded to bf16, f32 accumulation: about three times the speed, the accuracy of a bf16
-// framework; the official runtime decodes in bf16). Either way a stream's samples are the same alone
-// and in any batch; the CPU decoder is f32.
+// (operands rounded to bf16, f32 accumulation: a sixth of the tensor-core instructions, the
+// accuracy of a bf16 framework; the official runtime decodes in bf16). Either way a stream's
+// samples are the same alone and in any batch; the CPU decoder is f32.
 enum class CodecPrecision { kF32, kBf16 };
 // "f32" / "bf16".
 const char* codec_precision_name(CodecPrecision p);
