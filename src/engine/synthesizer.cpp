@@ -20,6 +20,7 @@ struct Synthesizer::Job {
   Clock::time_point submitted;
   std::vector<float> samples;  // scratch for one chunk
   bool admitted = false;       // counted in running_count_
+  int64_t last_step = -1;      // the scheduler's last step_group call that stepped it
   bool ended = false;
   double audio_limit_s = 0;    // at the frame limit
   double first_audio_deadline_s = 0, total_deadline_s = 0;
@@ -32,6 +33,7 @@ struct Synthesizer::Decode {
   std::vector<StepResult> out;
   std::vector<Status> decoded;
   std::vector<size_t> which;  // the jobs with a frame for the codec
+  int64_t step = 0;           // the step_group call that made the frames
   bool batched = false;       // through one Codec::decode_streams() call
   double seconds = 0;
 };
@@ -139,8 +141,6 @@ Synthesizer::Synthesizer(std::shared_ptr<const Model> model, SynthesizerOptions 
       (overlap == SynthesizerOptions::CodecOverlap::kOn ||
        (overlap == SynthesizerOptions::CodecOverlap::kAuto && batches)))
     decode_thread_ = std::make_unique<DecodeThread>();
-  if (model_->device().is_cuda() && options_.codec_threads > 1 && !batches && !decode_thread_)
-    codec_threads_ = std::make_unique<ThreadPool>(options_.codec_threads);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -329,49 +329,10 @@ Status Synthesizer::send_frame(Job& j, const StepResult& r) {
   return j.on_chunk ? j.on_chunk(c) : ok_status();
 }
 
-Status Synthesizer::decode_frame(Job& j, const StepResult& r) {
-  if (!r.has_frame || j.ended) return ok_status();
-  begin_frame(j);
-  if (j.codec) {
-    j.samples.clear();
-    CHORUS_TRY(j.codec->decode(r.codes.data(), 1, j.samples));
-  }
-  return send_frame(j, r);
-}
-
-void Synthesizer::decode_frames_together(const std::vector<Job*>& group, const std::vector<StepResult>& out,
-                                         std::vector<Status>& decoded) {
-  std::vector<size_t> which;
-  std::vector<CodecStream*> streams;
-  std::vector<const int32_t*> codes;
-  std::vector<std::vector<float>*> samples;
-  for (size_t i = 0; i < group.size(); ++i) {
-    Job& j = *group[i];
-    if (!out[i].has_frame || j.ended) continue;
-    begin_frame(j);
-    if (!j.codec) continue;
-    j.samples.clear();
-    which.push_back(i);
-    streams.push_back(j.codec.get());
-    codes.push_back(out[i].codes.data());
-    samples.push_back(&j.samples);
-  }
-  if (!streams.empty()) {
-    const std::vector<int64_t> frames(streams.size(), 1);
-    const std::vector<Status> st = model_->codec().decode_streams(streams, codes, frames, samples);
-    for (size_t k = 0; k < which.size(); ++k) decoded[which[k]] = st[k];
-  }
-  // The chunks in the group's order, as one thread calling decode_frame for each job would.
-  for (size_t i = 0; i < group.size(); ++i) {
-    Job& j = *group[i];
-    if (out[i].has_frame && !j.ended && decoded[i].ok()) decoded[i] = send_frame(j, out[i]);
-  }
-}
-
 std::unique_ptr<Synthesizer::Decode> Synthesizer::prepare_decode(const std::vector<Job*>& group,
                                                                  std::vector<StepResult>& out) {
   auto d = std::make_unique<Decode>();
-  d->batched = model_->codec().batches_streams();
+  d->batched = model_->has_codec() && model_->codec().batches_streams();
   // Jobs that ended while this step ran (their previous chunk failed) are left out: they are
   // freed before the decode completes.
   for (size_t i = 0; i < group.size(); ++i) {
@@ -386,6 +347,7 @@ std::unique_ptr<Synthesizer::Decode> Synthesizer::prepare_decode(const std::vect
     d->which.push_back(d->group.size() - 1);
   }
   d->decoded.assign(d->group.size(), ok_status());
+  d->step = step_index_;
   return d;
 }
 
@@ -411,32 +373,31 @@ void Synthesizer::run_decode(Decode& d) const {
   d.seconds = since(t0);
 }
 
-void Synthesizer::complete_decode(const std::vector<Job*>& stepped_since, Ending ending) {
+void Synthesizer::complete_decode(Ending ending) {
   std::unique_ptr<Decode> d;
   if (in_flight_) {
-    decode_thread_->wait();
+    if (decode_thread_) decode_thread_->wait();
     d = std::move(in_flight_);
+    const auto t0 = Clock::now();
     for (size_t i = 0; i < d->group.size(); ++i) {
       Job& j = *d->group[i];
       if (d->out[i].has_frame && !j.ended && d->decoded[i].ok()) d->decoded[i] = send_frame(j, d->out[i]);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    counters_.decode_s += d->seconds;
+    counters_.decode_s += d->seconds + since(t0);
   }
   // After their last chunks, before the in-flight step's ends (which would end them as finished).
   for (auto& [j, status] : ending) finish(*j, std::move(status));
-  if (d) end_stepped(d->group, d->decoded, stepped_since);
+  if (d) end_stepped(d->group, d->decoded, d->step);
 }
 
-void Synthesizer::end_stepped(const std::vector<Job*>& group, const std::vector<Status>& decoded,
-                              const std::vector<Job*>& stepped_since) {
+void Synthesizer::end_stepped(const std::vector<Job*>& group, const std::vector<Status>& decoded, int64_t step) {
   for (size_t i = 0; i < group.size(); ++i) {
     Job& j = *group[i];
     if (!decoded[i].ok()) {
       j.stream->cancel();
       finish(j, decoded[i]);
-    } else if (!j.ended && j.stream->finished() &&
-               std::find(stepped_since.begin(), stepped_since.end(), &j) == stepped_since.end()) {
+    } else if (!j.ended && j.stream->finished() && j.last_step <= step) {
       finish(j, ok_status());
     }
   }
@@ -445,6 +406,7 @@ void Synthesizer::end_stepped(const std::vector<Job*>& group, const std::vector<
 bool Synthesizer::step_group(std::vector<Job*>& group) {
   // Jobs are ended only where no decode of theirs is in flight: past deadlines and failed input
   // are collected here and ended after the decode in flight completes.
+  ++step_index_;
   Ending ending;
   std::vector<Job*> live;
   std::vector<TtsStream*> streams;
@@ -471,6 +433,7 @@ bool Synthesizer::step_group(std::vector<Job*>& group) {
       j->stream->cancel();
       ending.emplace_back(j, std::move(ready).error());
     } else if (*ready) {
+      j->last_step = step_index_;
       live.push_back(j);
       streams.push_back(j->stream.get());
     }
@@ -482,12 +445,11 @@ bool Synthesizer::step_group(std::vector<Job*>& group) {
   if (!streams.empty()) st = model_->generator().step(streams, out, &t);
   const auto t1 = std::chrono::steady_clock::now();
   const bool ended_any = in_flight_ != nullptr || !ending.empty();
-  complete_decode(live, std::move(ending));
+  complete_decode(std::move(ending));
   // Streams that finished without being stepped now (cancelled ones): nothing of theirs is left.
-  const auto stepped = [&](const Job* j) { return std::find(live.begin(), live.end(), j) != live.end(); };
   bool swept = false;
   for (Job* j : group)
-    if (!j->ended && j->stream->finished() && !stepped(j)) {
+    if (!j->ended && j->stream->finished() && j->last_step != step_index_) {
       finish(*j, ok_status());
       swept = true;
     }
@@ -502,32 +464,18 @@ bool Synthesizer::step_group(std::vector<Job*>& group) {
     j->stats.times.depth_s += t.depth_s;
     j->stats.times.sampling_s += t.sampling_s;
   }
-  if (decode_thread_) {
-    in_flight_ = prepare_decode(live, out);
-    decode_thread_->start([this, d = in_flight_.get()] { run_decode(*d); });
-    std::lock_guard<std::mutex> lock(mu_);
-    ++counters_.steps;
-    counters_.generate_s += std::chrono::duration<double>(t1 - t0).count();
-    return true;
-  }
-  std::vector<Status> decoded(live.size(), ok_status());
-  const auto decode = [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) decoded[static_cast<size_t>(i)] = decode_frame(*live[static_cast<size_t>(i)], out[static_cast<size_t>(i)]);
-  };
-  if (model_->has_codec() && model_->codec().batches_streams())
-    decode_frames_together(live, out, decoded);
-  else if (codec_threads_ && live.size() > 1)
-    codec_threads_->parallel_for(static_cast<int64_t>(live.size()), decode);
-  else
-    decode(0, static_cast<int64_t>(live.size()));
   {
-    const auto t2 = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
     ++counters_.steps;
     counters_.generate_s += std::chrono::duration<double>(t1 - t0).count();
-    counters_.decode_s += std::chrono::duration<double>(t2 - t1).count();
   }
-  end_stepped(live, decoded, {});
+  in_flight_ = prepare_decode(live, out);
+  if (decode_thread_) {
+    decode_thread_->start([this, d = in_flight_.get()] { run_decode(*d); });
+  } else {
+    run_decode(*in_flight_);
+    complete_decode();
+  }
   return true;
 }
 

@@ -109,10 +109,6 @@ struct SynthesizerOptions {
   // Audio the waiting requests may ask for at most, counted at each request's frame limit (0: no
   // bound); submit() refuses more (kResourceExhausted).
   double max_queued_audio_s = 0;
-  // Threads decoding the requests' frames at once when the codec is on the GPU and does not batch
-  // streams itself (1: one by one). The GPU codec decodes a step's frames in one batched pass, so
-  // it needs none.
-  int codec_threads = 8;
   // Whether a step's frames are decoded on a second thread while the next step generates, so that
   // the device may run the codec and the generator at once: kAuto for a codec that batches streams
   // (the GPU codec), kOn for any codec, kOff never. A chunk then reaches its callback after the
@@ -177,27 +173,20 @@ class Synthesizer {
   // Steps the jobs of one set that may be stepped together and are not waiting for input (a failed
   // step ends every job in it); false when none was stepped.
   bool step_group(std::vector<Job*>& group);
-  // The codec's part of a frame: decodes it and hands the chunk to the job's callback. Touches only
-  // the job, so jobs' decodes may run on different threads; a failure is returned, not applied.
-  Status decode_frame(Job& j, const StepResult& r);
-  // The same for every job of a step at once, through one Codec::decode_streams() call (the GPU
-  // codec's batched pass); decoded[i] gets job i's status.
-  void decode_frames_together(const std::vector<Job*>& group, const std::vector<StepResult>& out,
-                              std::vector<Status>& decoded);
-  // With the codec overlapped: a step's decode in three parts, the first and last on the scheduler
-  // thread (the frames' first halves; the chunks to the callbacks in the group's order and the
-  // jobs that ended with the step finished), the middle on the decode thread (the codec alone).
+  // A step's decode in three parts: the first and last on the scheduler thread (the frames' first
+  // halves; the chunks to the callbacks in the group's order, and the jobs that ended with the
+  // step finished), the middle on the decode thread when the codec overlaps the steps, else in line
+  // (the codec alone: one Codec::decode_streams() call for a codec that batches streams, else
+  // stream by stream).
   std::unique_ptr<Decode> prepare_decode(const std::vector<Job*>& group, std::vector<StepResult>& out);
   void run_decode(Decode& d) const;
   // Waits for the decode in flight, if any, and completes it, ending the jobs of `ending` with their
-  // errors once their last chunks are out; `stepped_since`: the jobs stepped after the decode was
-  // started, which end with their own step's decode.
+  // errors once their last chunks are out.
   using Ending = std::vector<std::pair<Job*, Status>>;
-  void complete_decode(const std::vector<Job*>& stepped_since = {}, Ending ending = {});
-  // Ends a step's jobs: a failed decode cancels its job, a finished stream ends it (unless it
-  // was stepped again, in `stepped_since`).
-  void end_stepped(const std::vector<Job*>& group, const std::vector<Status>& decoded,
-                   const std::vector<Job*>& stepped_since);
+  void complete_decode(Ending ending = {});
+  // Ends the jobs of the decode of step `step`: a failed decode cancels its job, a finished stream
+  // ends it unless it was stepped again since (its last frame is in a later decode).
+  void end_stepped(const std::vector<Job*>& group, const std::vector<Status>& decoded, int64_t step);
   // A frame's first half (the first-frame time, before any decoding) and second half (the chunk,
   // with the samples the codec left in j.samples, to the callback).
   void begin_frame(Job& j);
@@ -222,15 +211,11 @@ class Synthesizer {
   // Owned by the scheduler thread: running jobs, in groups stepped together (one group when the
   // generator joins new streams into a running batch, else one per admission).
   std::vector<std::vector<std::unique_ptr<Job>>> groups_;
-  // Threads that decode the jobs' frames at once when the codec runs on the GPU without batching
-  // streams itself (its calls are bound by launching kernels, and several go on at once); null on
-  // the CPU, whose codec is parallel inside, and for a codec that batches. SynthesizerOptions::
-  // codec_threads of them.
-  std::unique_ptr<ThreadPool> codec_threads_;
   // SynthesizerOptions::codec_overlap: the thread and the decode in flight on it (its jobs are
   // not ended before it completes).
   std::unique_ptr<DecodeThread> decode_thread_;
   std::unique_ptr<Decode> in_flight_;
+  int64_t step_index_ = 0;  // step_group calls so far (scheduler thread)
   std::thread thread_;
 };
 

@@ -30,9 +30,6 @@ void ServeBenchAddOptions(ServeBenchOptions& o, CLI::App& app) {
   app.add_option("--lengths", o.lengths, "--serve: utterance seconds, A-B (uniform) or a file of seconds per line")
       ->capture_default_str();
   app.add_option("--max-streams", o.max_streams, "--serve: requests running together at most")->capture_default_str();
-  app.add_option("--codec-threads", o.codec_threads,
-                 "--serve: threads decoding the requests' frames at once when the codec is on the GPU")
-      ->capture_default_str();
   app.add_option("--codec-overlap", o.codec_overlap,
                  "--serve: decode a step's frames while the next step generates: auto (when the codec batches "
                  "streams, the GPU codec), on, or off (the Synthesizer's default)")
@@ -168,7 +165,6 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
   engine::SynthesizerOptions so;
   so.max_running = o.max_streams;
   so.max_queued = o.max_queue;
-  so.codec_threads = o.codec_threads;
   so.codec_overlap = o.codec_overlap == "on"    ? engine::SynthesizerOptions::CodecOverlap::kOn
                      : o.codec_overlap == "off" ? engine::SynthesizerOptions::CodecOverlap::kOff
                                                 : engine::SynthesizerOptions::CodecOverlap::kAuto;

@@ -29,7 +29,6 @@ struct ServeBenchOptions {
   std::string lengths = "5-30";  // utterance seconds: "A-B" uniform, or a file of seconds, one a line
   int max_streams = 256;
   int max_queue = 4096;
-  int codec_threads = 8;    // SynthesizerOptions::codec_threads
   std::string codec_overlap = "off";  // SynthesizerOptions::codec_overlap: auto, on or off
   double ttfa_bound = 0.3;  // seconds, p99, for --sweep
   bool sweep = false;
