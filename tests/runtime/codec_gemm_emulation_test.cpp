@@ -257,6 +257,23 @@ TEST(CodecGemmFragments, SharedMemoryReadsAreFreeOfBankConflicts) {
 
 // ---- TF32 ---------------------------------------------------------------------------------------
 
+// Calls f(x) for the finite floats among n random bit patterns of seed; returns how many.
+template <class F>
+int for_random_finite_floats(uint32_t seed, int n, F f) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<uint32_t> any_bits;
+  int finite = 0;
+  for (int i = 0; i < n; ++i) {
+    float x;
+    const uint32_t u = any_bits(rng);
+    std::memcpy(&x, &u, sizeof x);
+    if (!std::isfinite(x)) continue;
+    f(x);
+    ++finite;
+  }
+  return finite;
+}
+
 // TF32 rounding written independently: to 11 significant bits, nearest with ties away from zero
 // (std::round), or, below the normal range, to multiples of 2^-136 (bit 13 of a subnormal).
 float tf32_reference(float x) {
@@ -285,22 +302,14 @@ TEST(CodecGemmTf32, RoundingKeepsTenMantissaBitsNearestTiesAway) {
   EXPECT_EQ(tf32_round(INFINITY), INFINITY);
   EXPECT_EQ(tf32_round(3.4028235e38f), INFINITY);  // rounds past the largest TF32 value
   EXPECT_TRUE(std::isnan(tf32_round(NAN)));
-  std::mt19937 rng(3);
-  std::uniform_int_distribution<uint32_t> any_bits;
-  int checked = 0;
-  for (int n = 0; n < 200000; ++n) {
-    float x;
-    const uint32_t u = any_bits(rng);
-    std::memcpy(&x, &u, sizeof x);
-    if (!std::isfinite(x)) continue;
+  const int checked = for_random_finite_floats(3, 200000, [](float x) {
     const float hi = tf32_round(x);
     ASSERT_EQ(bits(hi) & 0x1fffu, 0u) << x;
     ASSERT_EQ(bits(hi), bits(tf32_reference(x))) << x;
     if (std::isfinite(hi) && std::fabs(x) >= 1e-37f) {
       ASSERT_LE(std::fabs(static_cast<double>(x) - hi), std::ldexp(std::fabs(static_cast<double>(x)), -11)) << x;
     }
-    ++checked;
-  }
+  });
   EXPECT_GT(checked, 190000);
 }
 
@@ -350,19 +359,11 @@ TEST(CodecGemmBf16, RoundingKeepsEightSignificantBitsNearestTiesEven) {
   EXPECT_EQ(bits(bf16_round_host(-0.0f)), bits(-0.0f));
   EXPECT_EQ(bf16_round_host(INFINITY), INFINITY);
   EXPECT_TRUE(std::isnan(bf16_round_host(NAN)));
-  std::mt19937 rng(5);
-  std::uniform_int_distribution<uint32_t> any_bits;
-  int checked = 0;
-  for (int n = 0; n < 200000; ++n) {
-    float x;
-    const uint32_t u = any_bits(rng);
-    std::memcpy(&x, &u, sizeof x);
-    if (!std::isfinite(x)) continue;
+  const int checked = for_random_finite_floats(5, 200000, [](float x) {
     const float r = bf16_round_host(x);
     ASSERT_EQ(bits(r) & 0xffffu, 0u) << x;
     ASSERT_EQ(bits(r), bits(bf16_reference(x))) << x;
-    ++checked;
-  }
+  });
   EXPECT_GT(checked, 190000);
 }
 
