@@ -37,9 +37,24 @@ class CpuCodec final : public Codec {
   Result<std::unique_ptr<CodecStream>> new_stream(codec::DecodeMode mode) const override {
     return std::unique_ptr<CodecStream>(new DecoderStream<codec::Decoder, codec::DecoderState>(&m_.decoder, m_.decoder.new_state(mode)));
   }
+  std::vector<Status> decode_streams(std::span<CodecStream* const> streams, std::span<const int32_t* const> codes,
+                                     std::span<const int64_t> frames,
+                                     std::span<std::vector<float>* const> outs) const override {
+    std::vector<codec::DecoderState*> states;
+    states.reserve(streams.size());
+    for (CodecStream* s : streams) {
+      auto* c = dynamic_cast<CpuStream*>(s);
+      if (!c || c->decoder() != &m_.decoder) return Codec::decode_streams(streams, codes, frames, outs);  // not all ours
+      states.push_back(&c->state());
+    }
+    if (m_.decoder.decode_batch(states, codes, frames, outs).ok()) return std::vector<Status>(streams.size(), ok_status());
+    // A failed call appended nothing: one stream at a time tells which stream failed.
+    return Codec::decode_streams(streams, codes, frames, outs);
+  }
   codec::Decoder& decoder() { return m_.decoder; }
 
  private:
+  using CpuStream = DecoderStream<codec::Decoder, codec::DecoderState>;
   codec::CodecModel m_;
 };
 
@@ -59,7 +74,7 @@ class GpuCodec final : public Codec {
     CHORUS_ASSIGN(codec::CudaDecoderState s, d_.new_state());
     return std::unique_ptr<CodecStream>(new GpuStream(&d_, std::move(s)));
   }
-  bool batches_streams() const override { return true; }
+  bool on_gpu() const override { return true; }
   std::vector<Status> decode_streams(std::span<CodecStream* const> streams, std::span<const int32_t* const> codes,
                                      std::span<const int64_t> frames,
                                      std::span<std::vector<float>* const> outs) const override {

@@ -38,15 +38,14 @@ class Codec {
   // A fresh stream. The GPU decoder has the exact mode only (kUnsupported otherwise).
   virtual Result<std::unique_ptr<CodecStream>> new_stream(codec::DecodeMode mode = codec::DecodeMode::kExact) const = 0;
 
-  // Whether decode_streams() decodes its streams together (the GPU codec: one pass per step over
-  // all of them) rather than one after another.
-  virtual bool batches_streams() const { return false; }
+  // Whether the codec runs on a GPU (beside a generator that may share it).
+  virtual bool on_gpu() const { return false; }
   // Decodes codes[i] [frames[i], num_quantizers] of streams[i] (streams of this codec, each at
   // most once) and appends to *outs[i] exactly what streams[i]->decode() would append, with
   // the status of each stream. One stream's bad codes or error never changes another's output.
-  // Here: one stream after another. The GPU codec decodes them all in one batched pass
-  // (CudaDecoder::decode_batch) and, should that fail, one by one, so each stream gets its own
-  // status.
+  // Here: one stream after another. Both codecs decode their own streams together (the CPU's
+  // Decoder::decode_batch, the GPU's CudaDecoder::decode_batch: each weight read once for all of
+  // them) and, should that fail, one by one, so each stream gets its own status.
   virtual std::vector<Status> decode_streams(std::span<CodecStream* const> streams,
                                              std::span<const int32_t* const> codes, std::span<const int64_t> frames,
                                              std::span<std::vector<float>* const> outs) const;

@@ -34,7 +34,6 @@ struct Synthesizer::Decode {
   std::vector<Status> decoded;
   std::vector<size_t> which;  // the jobs with a frame for the codec
   int64_t step = 0;           // the step_group call that made the frames
-  bool batched = false;       // through one Codec::decode_streams() call
   double seconds = 0;
 };
 
@@ -135,11 +134,11 @@ Synthesizer::Synthesizer(std::shared_ptr<const Model> model, SynthesizerOptions 
   if (options_.max_queued < 0) options_.max_queued = 0;
   waker_ = std::make_shared<Waker>();
   waker_->owner = this;
-  const bool batches = model_->has_codec() && model_->codec().batches_streams();
+  const bool gpu_codec = model_->has_codec() && model_->codec().on_gpu();
   const auto overlap = options_.codec_overlap;
   if (model_->has_codec() && model_->generator().joins_running_batch() &&
       (overlap == SynthesizerOptions::CodecOverlap::kOn ||
-       (overlap == SynthesizerOptions::CodecOverlap::kAuto && batches)))
+       (overlap == SynthesizerOptions::CodecOverlap::kAuto && gpu_codec)))
     decode_thread_ = std::make_unique<DecodeThread>();
   thread_ = std::thread([this] { run(); });
 }
@@ -332,7 +331,6 @@ Status Synthesizer::send_frame(Job& j, const StepResult& r) {
 std::unique_ptr<Synthesizer::Decode> Synthesizer::prepare_decode(const std::vector<Job*>& group,
                                                                  std::vector<StepResult>& out) {
   auto d = std::make_unique<Decode>();
-  d->batched = model_->has_codec() && model_->codec().batches_streams();
   // Jobs that ended while this step ran (their previous chunk failed) are left out: they are
   // freed before the decode completes.
   for (size_t i = 0; i < group.size(); ++i) {
@@ -353,22 +351,18 @@ std::unique_ptr<Synthesizer::Decode> Synthesizer::prepare_decode(const std::vect
 
 void Synthesizer::run_decode(Decode& d) const {
   const auto t0 = Clock::now();
-  if (d.batched) {
-    std::vector<CodecStream*> streams;
-    std::vector<const int32_t*> codes;
-    std::vector<std::vector<float>*> samples;
-    for (size_t i : d.which) {
-      streams.push_back(d.group[i]->codec.get());
-      codes.push_back(d.out[i].codes.data());
-      samples.push_back(&d.group[i]->samples);
-    }
-    if (!streams.empty()) {
-      const std::vector<int64_t> frames(streams.size(), 1);
-      const std::vector<Status> st = model_->codec().decode_streams(streams, codes, frames, samples);
-      for (size_t k = 0; k < d.which.size(); ++k) d.decoded[d.which[k]] = st[k];
-    }
-  } else {
-    for (size_t i : d.which) d.decoded[i] = d.group[i]->codec->decode(d.out[i].codes.data(), 1, d.group[i]->samples);
+  std::vector<CodecStream*> streams;
+  std::vector<const int32_t*> codes;
+  std::vector<std::vector<float>*> samples;
+  for (size_t i : d.which) {
+    streams.push_back(d.group[i]->codec.get());
+    codes.push_back(d.out[i].codes.data());
+    samples.push_back(&d.group[i]->samples);
+  }
+  if (!streams.empty()) {  // every stream's new frame in one call: the codec decodes them together
+    const std::vector<int64_t> frames(streams.size(), 1);
+    const std::vector<Status> st = model_->codec().decode_streams(streams, codes, frames, samples);
+    for (size_t k = 0; k < d.which.size(); ++k) d.decoded[d.which[k]] = st[k];
   }
   d.seconds = since(t0);
 }

@@ -110,10 +110,9 @@ struct SynthesizerOptions {
   // bound); submit() refuses more (kResourceExhausted).
   double max_queued_audio_s = 0;
   // Whether a step's frames are decoded on a second thread while the next step generates, so that
-  // the device may run the codec and the generator at once: kAuto for a codec that batches streams
-  // (the GPU codec), kOn for any codec, kOff never. A chunk then reaches its callback after the
-  // next step's generation instead of before it, in the same order; the codes and the audio do not
-  // change. Needs a generator that joins new streams into its running batch (else off). Off by
+  // the device may run the codec and the generator at once: kAuto for a codec on the GPU, kOn for
+  // any codec, kOff never. A chunk then reaches its callback after the next step's generation
+  // instead of before it, in the same order; the codes and the audio do not change. Needs a generator that joins new streams into its running batch (else off). Off by
   // default: what it gains depends on how the device shares itself between the two, which
   // `chorus bench --serve --codec-overlap` measures.
   enum class CodecOverlap { kAuto, kOn, kOff };
@@ -176,8 +175,7 @@ class Synthesizer {
   // A step's decode in three parts: the first and last on the scheduler thread (the frames' first
   // halves; the chunks to the callbacks in the group's order, and the jobs that ended with the
   // step finished), the middle on the decode thread when the codec overlaps the steps, else in line
-  // (the codec alone: one Codec::decode_streams() call for a codec that batches streams, else
-  // stream by stream).
+  // (the codec alone: one Codec::decode_streams() call for every stream's new frame).
   std::unique_ptr<Decode> prepare_decode(const std::vector<Job*>& group, std::vector<StepResult>& out);
   void run_decode(Decode& d) const;
   // Waits for the decode in flight, if any, and completes it, ending the jobs of `ending` with their

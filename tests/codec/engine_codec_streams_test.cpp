@@ -13,7 +13,7 @@ TEST(EngineCodecStreams, EachStreamGetsItsOwnDecodeAndItsOwnStatus) {
   auto codec = engine::load_codec(tiny_codec_dir(), engine::Device::cpu(), nullptr);
   ASSERT_TRUE(codec.ok()) << codec.error().to_string();
   const engine::Codec& c = **codec;
-  EXPECT_FALSE(c.batches_streams());
+  EXPECT_FALSE(c.on_gpu());
   const int64_t Q = c.num_quantizers();
   constexpr int kStreams = 3;
   const std::vector<int64_t> frames = {2, 0, 3};

@@ -343,7 +343,7 @@ TEST(GpuCodecBatchEngine, SynthesizerAudioIsTheOfflineDecodeOfEachRequestsCodes)
   lo.device = engine::Device::cuda(0);
   auto model = engine::load(dir, lo);
   ASSERT_TRUE(model.ok()) << model.error().to_string();
-  ASSERT_TRUE((*model)->has_codec() && (*model)->codec().batches_streams());
+  ASSERT_TRUE((*model)->has_codec() && (*model)->codec().on_gpu());
   engine::Synthesizer synth(*model);
   constexpr int kRequests = 12;
   struct Got {

@@ -31,8 +31,8 @@ void ServeBenchAddOptions(ServeBenchOptions& o, CLI::App& app) {
       ->capture_default_str();
   app.add_option("--max-streams", o.max_streams, "--serve: requests running together at most")->capture_default_str();
   app.add_option("--codec-overlap", o.codec_overlap,
-                 "--serve: decode a step's frames while the next step generates: auto (when the codec batches "
-                 "streams, the GPU codec), on, or off (the Synthesizer's default)")
+                 "--serve: decode a step's frames while the next step generates: auto (when the codec runs on "
+                 "the GPU), on, or off (the Synthesizer's default)")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option("--max-queue", o.max_queue, "--serve: waiting requests at most (more are refused)")->capture_default_str();

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,18 @@
 namespace chorus::codec::detail {
 
 using Buffer = std::vector<float>;
+
+// Several streams' columns packed side by side in one [C, N] buffer: stream i owns columns
+// [at[i], at[i] + n[i]) of every channel row, N = total. A batched layer computes each stream's
+// columns from the same inputs in the same order as the stream alone would, so a stream's output
+// does not depend on its batch.
+struct Segments {
+  std::vector<int64_t> n, at;
+  int64_t total = 0;
+  static Segments of(std::span<const int64_t> counts);
+  Segments scaled(int64_t rate) const;  // every count × rate (a stage that upsamples)
+  size_t size() const { return n.size(); }
+};
 
 // A weight as a [rows, cols] matrix for the kernels; `keep` holds the checkpoint memory.
 struct WeightMatrix {
@@ -45,6 +58,11 @@ struct CausalConv1d {
   // x [cin, n] -> y [cout, n]; hist [cin, history()] holds the previous inputs (zeros at start).
   void forward(Buffer& hist, const float* x, int64_t n, float* y, Buffer& scratch,
                ThreadPool* pool) const;
+  // x [cin, N] -> y [cout, N] for the streams of `seg`, hists[i] stream i's history. Few columns
+  // per stream: their shifted input rows are gathered side by side and one product serves them
+  // all (the weights read once); many: stream by stream.
+  void forward_batch(std::span<Buffer* const> hists, const float* x, const Segments& seg, float* y,
+                     Buffer& scratch, ThreadPool* pool) const;
 };
 
 // Past input columns of a transposed convolution (at most `frames` of them, fewer at the start).
@@ -68,6 +86,10 @@ struct CausalConvTranspose1d {
   // x [cin, n] -> y [cout, n·stride].
   void forward(TransposeHistory& hist, const float* x, int64_t n, float* y, Buffer& scratch_in,
                Buffer& scratch_out, ThreadPool* pool) const;
+  // x [cin, N] -> y [cout, N·stride] for the streams of `seg`: one pass over every stream's
+  // [history | new] columns side by side when each history is full, else stream by stream.
+  void forward_batch(std::span<TransposeHistory* const> hists, const float* x, const Segments& seg, float* y,
+                     Buffer& scratch_in, Buffer& scratch_out, ThreadPool* pool) const;
 };
 
 // SnakeBeta: y = x + 1/(exp(β) + 1e-9) · sin²(exp(α) · x), per channel (α, β stored as logs).

@@ -1,6 +1,9 @@
 // Decoder loading and the per-step pipeline (codes -> samples) over one set of stream caches.
 #include "models/codec/decoder.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "io/safetensors.h"
 #include "models/codec/decoder_model.h"
 #include "models/codec/weights.h"
@@ -93,44 +96,135 @@ std::unique_ptr<StreamCaches> Decoder::new_caches(int64_t block_frames) const {
 
 void Decoder::run(StreamCaches& c, const int32_t* codes, int64_t frames, std::vector<float>& out,
                   const StageTap* tap) const {
+  StreamCaches* caches[] = {&c};
+  const int32_t* of[] = {codes};
+  const int64_t counts[] = {frames};
+  std::vector<float>* outs[] = {&out};
+  run_batch(caches, of, counts, outs, c, tap);
+}
+
+void Decoder::run_batch(std::span<StreamCaches* const> caches, std::span<const int32_t* const> codes,
+                        std::span<const int64_t> frames, std::span<std::vector<float>* const> outs, StreamCaches& c,
+                        const StageTap* tap) const {
   const DecoderModel& m = *model_;
   const int64_t Q = m.config.decoder.num_quantizers, cd = m.config.decoder.codebook_dim;
   const int64_t L = m.config.decoder.latent_dim;
   auto emit = [&](const std::string& name, const detail::Buffer& b, int64_t ch, int64_t steps) {
     if (tap && *tap) (*tap)(name, b.data(), ch, steps);
   };
-  for (int64_t f0 = 0; f0 < frames; f0 += c.block_frames) {
-    const int64_t n = std::min(c.block_frames, frames - f0);
+  std::vector<int64_t> done(caches.size(), 0);
+  std::vector<StreamCaches*> now;
+  std::vector<std::vector<float>*> now_out;
+  std::vector<int64_t> counts;
+  std::vector<int32_t> packed;
+  std::vector<detail::Buffer*> pre_hist;
+  std::vector<detail::TransformerCache*> tf;
+  std::vector<detail::UpsampleState*> up;
+  std::vector<detail::VocoderState*> voc;
+  // Rounds of at most each stream's block of frames, the streams with frames left side by side.
+  for (;;) {
+    now.clear();
+    now_out.clear();
+    counts.clear();
+    packed.clear();
+    for (size_t i = 0; i < caches.size(); ++i) {
+      const int64_t n = std::min(caches[i]->block_frames, frames[i] - done[i]);
+      if (n <= 0) continue;
+      now.push_back(caches[i]);
+      now_out.push_back(outs[i]);
+      counts.push_back(n);
+      packed.insert(packed.end(), codes[i] + done[i] * Q, codes[i] + (done[i] + n) * Q);
+      done[i] += n;
+    }
+    if (now.empty()) return;
+    const detail::Segments seg = detail::Segments::of(counts);
+    const int64_t n = seg.total;
     c.x.resize(static_cast<size_t>(n * cd));
-    m.rvq.forward(codes + f0 * Q, n, c.x.data(), c.tmp, pool_);
+    m.rvq.forward(packed.data(), n, c.x.data(), c.tmp, pool_);
     c.y.resize(c.x.size());
     detail::transpose(c.x.data(), n, cd, c.y.data());  // [cd, n]
     emit("dequant", c.y, cd, n);
 
+    pre_hist.clear();
+    tf.clear();
+    for (StreamCaches* s : now) {
+      pre_hist.push_back(&s->pre_conv_hist);
+      tf.push_back(&s->transformer);
+    }
     c.x.resize(static_cast<size_t>(L * n));
-    m.pre_conv.forward(c.pre_conv_hist, c.y.data(), n, c.x.data(), c.tmp, pool_);
+    m.pre_conv.forward_batch(pre_hist, c.y.data(), seg, c.x.data(), c.tmp, pool_);
     emit("pre_conv", c.x, L, n);
 
     c.y.resize(c.x.size());
     detail::transpose(c.x.data(), L, n, c.y.data());  // [n, L]
-    m.transformer.forward(c.transformer, c.y.data(), n, c.x.data(), pool_);
+    m.transformer.forward_batch(tf, c.y.data(), seg, c.x.data(), c.transformer, pool_);
     detail::transpose(c.x.data(), n, L, c.y.data());  // [L, n]
     emit("pre_transformer", c.y, L, n);
 
-    int64_t steps = n;
+    detail::Segments at = seg;
     for (size_t i = 0; i < m.upsample.size(); ++i) {
-      const int64_t up = steps * m.upsample[i].ratio();
-      c.upsampled.resize(static_cast<size_t>(L * up));
-      c.x.resize(static_cast<size_t>(L * up));
-      m.upsample[i].forward(c.upsample[i], c.y.data(), steps, c.upsampled.data(), c.x.data(),
-                            c.upsample_scratch, pool_);
-      steps = up;
-      emit("upsample" + std::to_string(i) + "_0", c.upsampled, L, steps);
-      emit("upsample" + std::to_string(i) + "_1", c.x, L, steps);
+      up.clear();
+      for (StreamCaches* s : now) up.push_back(&s->upsample[i]);
+      const detail::Segments next = at.scaled(m.upsample[i].ratio());
+      c.upsampled.resize(static_cast<size_t>(L * next.total));
+      c.x.resize(static_cast<size_t>(L * next.total));
+      m.upsample[i].forward_batch(up, c.y.data(), at, c.upsampled.data(), c.x.data(), c.upsample_scratch, pool_);
+      at = next;
+      emit("upsample" + std::to_string(i) + "_0", c.upsampled, L, at.total);
+      emit("upsample" + std::to_string(i) + "_1", c.x, L, at.total);
       std::swap(c.x, c.y);
     }
-    m.vocoder.forward(c.vocoder, c.y.data(), steps, out, c.vocoder_scratch, pool_, tap);
+    voc.clear();
+    for (StreamCaches* s : now) voc.push_back(&s->vocoder);
+    m.vocoder.forward_batch(voc, c.y.data(), at, now_out, c.vocoder_scratch, pool_, tap);
   }
+}
+
+Status Decoder::decode_batch(std::span<DecoderState* const> states, std::span<const int32_t* const> codes,
+                             std::span<const int64_t> frames, std::span<std::vector<float>* const> outs) const {
+  const size_t S = states.size();
+  if (codes.size() != S || frames.size() != S || outs.size() != S)
+    return make_error(ErrorCode::kInvalidArgument, "decode_batch: states, codes, frames and outputs differ in number");
+  // Everything is checked before anything is decoded, so that an error leaves every stream as it was.
+  for (size_t i = 0; i < S; ++i) {
+    if (!states[i] || !outs[i]) return make_error(ErrorCode::kInvalidArgument, "decode_batch: no state or output");
+    const DecoderState& st = *states[i];
+    if (st.owner_ != model_.get() || !st.current_)
+      return make_error(ErrorCode::kInvalidArgument, "decoder state was not made by this decoder");
+    if (st.finished_) return make_error(ErrorCode::kInvalidArgument, "decoder stream already flushed");
+    if (st.mode_ != DecodeMode::kExact && !(st.chunking_.chunk_frames >= 1 && st.chunking_.left_context >= 0 &&
+                                            st.chunking_.left_context < st.chunking_.chunk_frames))
+      return make_error(ErrorCode::kInvalidArgument, "official chunking needs 0 <= left context < chunk size");
+    for (size_t j = 0; j < i; ++j)
+      if (states[j] == states[i]) return make_error(ErrorCode::kInvalidArgument, "decode_batch: a stream twice");
+    CHORUS_TRY(validate_codes(codes[i], frames[i]));
+    const int64_t max_frames = static_cast<int64_t>(outs[i]->max_size() - outs[i]->size()) / samples_per_frame();
+    if (frames[i] > max_frames || st.frames_ > std::numeric_limits<int64_t>::max() - frames[i])
+      return make_error(ErrorCode::kResourceExhausted, "too many frames for one output buffer");
+  }
+  // Exact-mode streams go through one pass per round; the official chunked mode, whose chunks
+  // switch caches, stream by stream.
+  std::vector<StreamCaches*> caches;
+  std::vector<const int32_t*> of;
+  std::vector<int64_t> counts;
+  std::vector<std::vector<float>*> to;
+  for (size_t i = 0; i < S; ++i) {
+    DecoderState& st = *states[i];
+    if (frames[i] == 0) continue;
+    if (st.mode_ != DecodeMode::kExact) {
+      CHORUS_TRY(decode_official(st, codes[i], frames[i], *outs[i]));
+      continue;
+    }
+    caches.push_back(st.current_.get());
+    of.push_back(codes[i]);
+    counts.push_back(frames[i]);
+    to.push_back(outs[i]);
+    st.frames_ += frames[i];
+  }
+  if (caches.empty()) return ok_status();
+  StreamCaches work;  // the activations of the rounds
+  run_batch(caches, of, counts, to, caches.size() == 1 ? *caches[0] : work, nullptr);
+  return ok_status();
 }
 
 }  // namespace chorus::codec

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,13 @@ class Decoder {
   // Decodes codes [frames, num_quantizers] (row-major) and appends the samples that are now final
   // to `out`. On error nothing is appended and the state is unchanged. frames == 0 is a no-op.
   Status decode(DecoderState& state, const int32_t* codes, int64_t frames, std::vector<float>& out) const;
+  // Decodes codes[i] [frames[i], num_quantizers] of the distinct streams states[i] and appends to
+  // *outs[i] exactly what decode() would append: the exact-mode streams go through the stages
+  // together, each weight read once per round for all of them (a stream's samples do not depend
+  // on its batch); official-mode streams one by one. Everything is checked first: on error
+  // nothing is appended and no state changes.
+  Status decode_batch(std::span<DecoderState* const> states, std::span<const int32_t* const> codes,
+                      std::span<const int64_t> frames, std::span<std::vector<float>* const> outs) const;
   // End of stream: appends the samples still held back (none for this codec) and closes the state.
   Status flush(DecoderState& state, std::vector<float>& out) const;
   // The whole sequence at once (a new state, decode, flush). Empty input is an error.
@@ -119,6 +127,11 @@ class Decoder {
   // Runs frames through one set of caches in steps of at most their block size.
   void run(detail::StreamCaches& caches, const int32_t* codes, int64_t frames, std::vector<float>& out,
            const StageTap* tap) const;
+  // The same for several streams' caches in rounds of each one's block; `work` lends the
+  // activation buffers (with one stream, its own caches). `tap` only with one stream.
+  void run_batch(std::span<detail::StreamCaches* const> caches, std::span<const int32_t* const> codes,
+                 std::span<const int64_t> frames, std::span<std::vector<float>* const> outs,
+                 detail::StreamCaches& work, const StageTap* tap) const;
 
   std::shared_ptr<const detail::DecoderModel> model_;
   ThreadPool* pool_ = nullptr;

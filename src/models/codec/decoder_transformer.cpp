@@ -64,14 +64,15 @@ void add_scaled(float* h, const float* x, const float* scale, int64_t n, int64_t
 
 }  // namespace
 
-void DecoderTransformer::layer_forward(const Layer& l, TransformerCache::Layer& kv,
-                                       TransformerCache& c, const int64_t* positions, int64_t n,
+void DecoderTransformer::layer_forward(const Layer& l, size_t index, std::span<TransformerCache* const> caches,
+                                       TransformerCache& c, const int64_t* positions, const Segments& seg,
                                        ThreadPool* pool) const {
   const auto& m = dims_;
-  const int64_t H = m.hidden, D = m.head_dim, kvd = m.kv_heads * D;
+  const int64_t H = m.hidden, D = m.head_dim, kvd = m.kv_heads * D, qd = m.heads * D, n = seg.total;
   const float eps = static_cast<float>(m.rms_eps);
   float* h = c.h.data();
 
+  // Row-wise work runs on every stream's rows at once; the caches and attention per stream.
   cpu::rms_norm(h, l.input_norm.data(), c.xn.data(), n, H, eps);
   cpu::linear(c.xn.data(), n, l.q.ref, nullptr, c.q.data(), pool);
   cpu::linear(c.xn.data(), n, l.k.ref, nullptr, c.k.data(), pool);
@@ -79,21 +80,25 @@ void DecoderTransformer::layer_forward(const Layer& l, TransformerCache::Layer& 
   cpu::rope(c.q.data(), n, m.heads, D, positions, inv_freq_.data());
   cpu::rope(c.k.data(), n, m.kv_heads, D, positions, inv_freq_.data());
 
-  // Make room: keep only the W − 1 most recent rows when the new ones would not fit.
-  if (kv.rows + n > c.capacity) {
-    const int64_t keep = std::min(kv.rows, window_ - 1), drop = kv.rows - keep;
-    std::memmove(kv.k.data(), kv.k.data() + drop * kvd, sizeof(float) * keep * kvd);
-    std::memmove(kv.v.data(), kv.v.data() + drop * kvd, sizeof(float) * keep * kvd);
-    kv.base += drop;
-    kv.rows = keep;
-  }
-  std::memcpy(kv.k.data() + kv.rows * kvd, c.k.data(), sizeof(float) * n * kvd);
-  std::memcpy(kv.v.data() + kv.rows * kvd, c.v.data(), sizeof(float) * n * kvd);
-  kv.rows += n;
-
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  cpu::attention(c.q.data(), n, m.heads, kv.k.data(), kv.v.data(), kv.rows, m.kv_heads, D,
-                 positions[0] - kv.base, window_, scale, c.attn.data(), pool);
+  for (size_t i = 0; i < caches.size(); ++i) {
+    TransformerCache& own = *caches[i];
+    TransformerCache::Layer& kv = own.layers[index];
+    const int64_t r0 = seg.at[i], rn = seg.n[i];
+    // Make room: keep only the W − 1 most recent rows when the new ones would not fit.
+    if (kv.rows + rn > own.capacity) {
+      const int64_t keep = std::min(kv.rows, window_ - 1), drop = kv.rows - keep;
+      std::memmove(kv.k.data(), kv.k.data() + drop * kvd, sizeof(float) * keep * kvd);
+      std::memmove(kv.v.data(), kv.v.data() + drop * kvd, sizeof(float) * keep * kvd);
+      kv.base += drop;
+      kv.rows = keep;
+    }
+    std::memcpy(kv.k.data() + kv.rows * kvd, c.k.data() + r0 * kvd, sizeof(float) * rn * kvd);
+    std::memcpy(kv.v.data() + kv.rows * kvd, c.v.data() + r0 * kvd, sizeof(float) * rn * kvd);
+    kv.rows += rn;
+    cpu::attention(c.q.data() + r0 * qd, rn, m.heads, kv.k.data(), kv.v.data(), kv.rows, m.kv_heads, D,
+                   positions[r0] - kv.base, window_, scale, c.attn.data() + r0 * qd, pool);
+  }
   cpu::linear(c.attn.data(), n, l.o.ref, nullptr, c.proj.data(), pool);
   add_scaled(h, c.proj.data(), l.attn_scale.data(), n, H);
 
@@ -107,8 +112,15 @@ void DecoderTransformer::layer_forward(const Layer& l, TransformerCache::Layer& 
 
 void DecoderTransformer::forward(TransformerCache& c, const float* x, int64_t n, float* y,
                                  ThreadPool* pool) const {
+  TransformerCache* caches[] = {&c};
+  const int64_t counts[] = {n};
+  forward_batch(caches, x, Segments::of(counts), y, c, pool);
+}
+
+void DecoderTransformer::forward_batch(std::span<TransformerCache* const> caches, const float* x,
+                                       const Segments& seg, float* y, TransformerCache& c, ThreadPool* pool) const {
   const auto& m = dims_;
-  const int64_t qd = m.heads * m.head_dim, kvd = m.kv_heads * m.head_dim;
+  const int64_t qd = m.heads * m.head_dim, kvd = m.kv_heads * m.head_dim, n = seg.total;
   auto size = [n](Buffer& b, int64_t width) { b.resize(static_cast<size_t>(n * width)); };
   size(c.h, m.hidden);
   size(c.xn, m.hidden);
@@ -121,14 +133,14 @@ void DecoderTransformer::forward(TransformerCache& c, const float* x, int64_t n,
   size(c.up, m.intermediate);
 
   std::vector<int64_t> positions(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) positions[i] = c.next_pos + i;
+  for (size_t i = 0; i < caches.size(); ++i)
+    for (int64_t t = 0; t < seg.n[i]; ++t) positions[seg.at[i] + t] = caches[i]->next_pos + t;
 
   cpu::linear(x, n, input_proj_.ref, input_bias_.data(), c.h.data(), pool);
-  for (size_t i = 0; i < layers_.size(); ++i)
-    layer_forward(layers_[i], c.layers[i], c, positions.data(), n, pool);
+  for (size_t i = 0; i < layers_.size(); ++i) layer_forward(layers_[i], i, caches, c, positions.data(), seg, pool);
   cpu::rms_norm(c.h.data(), final_norm_.data(), c.xn.data(), n, m.hidden, static_cast<float>(m.rms_eps));
   cpu::linear(c.xn.data(), n, output_proj_.ref, output_bias_.data(), y, pool);
-  c.next_pos += n;
+  for (size_t i = 0; i < caches.size(); ++i) caches[i]->next_pos += seg.n[i];
 }
 
 }  // namespace chorus::codec::detail

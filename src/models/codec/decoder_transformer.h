@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -37,14 +38,19 @@ class DecoderTransformer {
   TransformerCache new_cache(int64_t max_rows) const;
   // x [n, latent] -> y [n, latent], n <= the cache's max_rows.
   void forward(TransformerCache& cache, const float* x, int64_t n, float* y, ThreadPool* pool) const;
+  // The same for several streams: x [N, latent] holds stream i's rows at [seg.at[i], + seg.n[i])
+  // (conv_layers.h's Segments), caches[i] its keys, values and positions; `work` lends the
+  // activation buffers (any cache; the streams' own caches' are not used).
+  void forward_batch(std::span<TransformerCache* const> caches, const float* x, const Segments& seg, float* y,
+                     TransformerCache& work, ThreadPool* pool) const;
 
  private:
   struct Layer {
     std::vector<float> input_norm, post_norm, attn_scale, mlp_scale;
     WeightMatrix q, k, v, o, gate, up, down;
   };
-  void layer_forward(const Layer& l, TransformerCache::Layer& kv, TransformerCache& c,
-                     const int64_t* positions, int64_t n, ThreadPool* pool) const;
+  void layer_forward(const Layer& l, size_t index, std::span<TransformerCache* const> caches, TransformerCache& c,
+                     const int64_t* positions, const Segments& seg, ThreadPool* pool) const;
 
   nn::Qwen3Dims dims_;
   int64_t latent_ = 0, window_ = 0;

@@ -19,11 +19,25 @@ UpsampleStage UpsampleStage::load(const Weights& w, int64_t channels, int64_t ra
 
 void UpsampleStage::forward(UpsampleState& s, const float* x, int64_t n, float* upsampled, float* y,
                             UpsampleScratch& sc, ThreadPool* pool) const {
-  const int64_t C = channels_, m = n * up_.stride;
-  up_.forward(s.up, x, n, upsampled, sc.a, sc.b, pool);
+  UpsampleState* states[] = {&s};
+  const int64_t counts[] = {n};
+  forward_batch(states, x, Segments::of(counts), upsampled, y, sc, pool);
+}
+
+void UpsampleStage::forward_batch(std::span<UpsampleState* const> states, const float* x, const Segments& seg,
+                                  float* upsampled, float* y, UpsampleScratch& sc, ThreadPool* pool) const {
+  const Segments up = seg.scaled(up_.stride);
+  const int64_t C = channels_, m = up.total;
+  std::vector<TransposeHistory*> up_hist;
+  std::vector<Buffer*> dw_hist;
+  for (UpsampleState* s : states) {
+    up_hist.push_back(&s->up);
+    dw_hist.push_back(&s->dw_hist);
+  }
+  up_.forward_batch(up_hist, x, seg, upsampled, sc.a, sc.b, pool);
   sc.a.resize(static_cast<size_t>(C * m));
-  dwconv_.forward(s.dw_hist, upsampled, m, sc.a.data(), sc.b, pool);
-  // Channel mixing runs time-major: [m, C] rows.
+  dwconv_.forward_batch(dw_hist, upsampled, up, sc.a.data(), sc.b, pool);
+  // Channel mixing runs time-major: [m, C] rows, each row on its own.
   sc.rows.resize(static_cast<size_t>(m * C));
   transpose(sc.a.data(), C, m, sc.rows.data());
   cpu::layer_norm(sc.rows.data(), norm_w_.data(), norm_b_.data(), sc.rows.data(), m, C, 1e-6f);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -30,6 +31,9 @@ class UpsampleStage {
   // x [C, n] -> upsampled [C, n·r] (after the transposed conv) and y [C, n·r] (after ConvNeXt).
   void forward(UpsampleState& s, const float* x, int64_t n, float* upsampled, float* y,
                UpsampleScratch& scratch, ThreadPool* pool) const;
+  // The same for the streams of `seg` (x [C, N], conv_layers.h's Segments), states[i] stream i's.
+  void forward_batch(std::span<UpsampleState* const> states, const float* x, const Segments& seg, float* upsampled,
+                     float* y, UpsampleScratch& scratch, ThreadPool* pool) const;
 
  private:
   CausalConvTranspose1d up_;

@@ -55,33 +55,55 @@ int64_t Vocoder::upsampling() const {
 
 void Vocoder::forward(VocoderState& s, const float* x, int64_t n, std::vector<float>& out,
                       VocoderScratch& sc, ThreadPool* pool, const StageTap* tap) const {
+  VocoderState* states[] = {&s};
+  const int64_t counts[] = {n};
+  std::vector<float>* outs[] = {&out};
+  forward_batch(states, x, Segments::of(counts), outs, sc, pool, tap);
+}
+
+void Vocoder::forward_batch(std::span<VocoderState* const> states, const float* x, const Segments& seg,
+                            std::span<std::vector<float>* const> outs, VocoderScratch& sc, ThreadPool* pool,
+                            const StageTap* tap) const {
   auto emit = [&](const std::string& name, const Buffer& buf, int64_t ch, int64_t steps) {
     if (tap && *tap) (*tap)(name, buf.data(), ch, steps);
   };
-  Buffer no_history;
-  int64_t ch = conv_in_.cout, steps = n;
+  std::vector<Buffer*> hists;
+  auto each = [&](auto member) -> std::span<Buffer* const> {
+    hists.clear();
+    for (VocoderState* s : states) hists.push_back(member(*s));
+    return hists;
+  };
+  std::vector<TransposeHistory*> up_hists;
+  Segments at = seg;
+  int64_t ch = conv_in_.cout, steps = seg.total;
   sc.a.resize(static_cast<size_t>(ch * steps));
-  conv_in_.forward(s.conv_in_hist, x, n, sc.a.data(), sc.pad, pool);
+  conv_in_.forward_batch(each([](VocoderState& s) { return &s.conv_in_hist; }), x, at, sc.a.data(), sc.pad, pool);
   emit("decoder0", sc.a, ch, steps);
 
   for (size_t bi = 0; bi < blocks_.size(); ++bi) {
     const Block& b = blocks_[bi];
-    VocoderState::Block& bs = s.blocks[bi];
     sc.b.resize(sc.a.size());
     b.act.apply(sc.a.data(), steps, sc.b.data(), pool);
-    const int64_t out_ch = b.up.cout, out_steps = steps * b.up.stride;
-    sc.a.resize(static_cast<size_t>(out_ch * out_steps));
-    b.up.forward(bs.up, sc.b.data(), steps, sc.a.data(), sc.pad, sc.pad2, pool);
+    const int64_t out_ch = b.up.cout;
+    up_hists.clear();
+    for (VocoderState* s : states) up_hists.push_back(&s->blocks[bi].up);
+    const Segments up = at.scaled(b.up.stride);
+    sc.a.resize(static_cast<size_t>(out_ch * up.total));
+    b.up.forward_batch(up_hists, sc.b.data(), at, sc.a.data(), sc.pad, sc.pad2, pool);
+    at = up;
     ch = out_ch;
-    steps = out_steps;
+    steps = up.total;
     sc.b.resize(sc.a.size());
     sc.c.resize(sc.a.size());
     for (int u = 0; u < 3; ++u) {  // a = a + conv2(snake(conv1(snake(a))))
       const ResidualUnit& ru = b.units[u];
       ru.act1.apply(sc.a.data(), steps, sc.b.data(), pool);
-      ru.conv1.forward(bs.unit_hist[u], sc.b.data(), steps, sc.c.data(), sc.pad, pool);
+      ru.conv1.forward_batch(each([bi, u](VocoderState& s) { return &s.blocks[bi].unit_hist[u]; }), sc.b.data(), at,
+                             sc.c.data(), sc.pad, pool);
       ru.act2.apply(sc.c.data(), steps, sc.c.data(), pool);
-      ru.conv2.forward(no_history, sc.c.data(), steps, sc.b.data(), sc.pad, pool);  // k = 1
+      Buffer no_history;  // k = 1
+      std::vector<Buffer*> none(states.size(), &no_history);
+      ru.conv2.forward_batch(none, sc.c.data(), at, sc.b.data(), sc.pad, pool);
       for (size_t i = 0; i < sc.a.size(); ++i) sc.a[i] = sc.b[i] + sc.a[i];
     }
     emit("decoder" + std::to_string(bi + 1), sc.a, ch, steps);
@@ -90,13 +112,17 @@ void Vocoder::forward(VocoderState& s, const float* x, int64_t n, std::vector<fl
   act_out_.apply(sc.a.data(), steps, sc.b.data(), pool);
   emit("decoder" + std::to_string(blocks_.size() + 1), sc.b, ch, steps);
   sc.c.resize(static_cast<size_t>(steps));
-  conv_out_.forward(s.conv_out_hist, sc.b.data(), steps, sc.c.data(), sc.pad, pool);
+  conv_out_.forward_batch(each([](VocoderState& s) { return &s.conv_out_hist; }), sc.b.data(), at, sc.c.data(),
+                          sc.pad, pool);
   emit("decoder" + std::to_string(blocks_.size() + 2), sc.c, 1, steps);
-  const size_t at = out.size();
-  out.resize(at + static_cast<size_t>(steps));
-  for (int64_t i = 0; i < steps; ++i) {
-    const float v = sc.c[i];  // NaN stays NaN, as torch.clamp
-    out[at + i] = v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v);
+  for (size_t i = 0; i < states.size(); ++i) {
+    std::vector<float>& out = *outs[i];
+    const size_t first = out.size();
+    out.resize(first + static_cast<size_t>(at.n[i]));
+    for (int64_t t = 0; t < at.n[i]; ++t) {
+      const float v = sc.c[at.at[i] + t];  // NaN stays NaN, as torch.clamp
+      out[first + t] = v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v);
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ class Vocoder {
   // x [latent, n] -> wav [n · upsampling()] appended to `out`.
   void forward(VocoderState& s, const float* x, int64_t n, std::vector<float>& out,
                VocoderScratch& sc, ThreadPool* pool, const StageTap* tap) const;
+  // The same for the streams of `seg` (x [latent, N], conv_layers.h's Segments): stream i's
+  // samples are appended to *outs[i]. `tap` only with one stream.
+  void forward_batch(std::span<VocoderState* const> states, const float* x, const Segments& seg,
+                     std::span<std::vector<float>* const> outs, VocoderScratch& sc, ThreadPool* pool,
+                     const StageTap* tap) const;
 
  private:
   struct ResidualUnit {
