@@ -1,6 +1,8 @@
 // chorus decode: codec frames (JSON, as `say --codes-out` writes them) -> audio, streamed through
 // the 12 Hz codec decoder N frames at a time. With --bench it also reports decoder throughput and
-// per-call latency (--random-frames makes input for a random-weight checkpoint).
+// per-call latency (--random-frames makes input for a random-weight checkpoint); with --streams it
+// decodes several streams together (Decoder::decode_batch) and stream by stream, alternating, and
+// compares the two.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,7 +25,7 @@ struct Options {
   chorus::cli::AudioOutputOptions audio_out;
   int64_t chunk_frames = 0, random_frames = 0, block_frames = 4;
   uint32_t seed = 0;
-  int threads = 0;
+  int threads = 0, streams = 1;
   bool bench = false;
 };
 
@@ -71,6 +73,64 @@ chorus::Result<chorus::codec::CodeFrames> input_codes(const Options& o, const ch
   return codec::read_codes_json(o.codes, dec.num_quantizers(), dec.codebook_size());
 }
 
+// --streams S: S random streams (seeds seed .. seed + S − 1), every call their next --chunk-frames
+// frames; each call is timed decoded together and, on a second set of states, stream by stream.
+int run_streams(const Options& o, const chorus::codec::Decoder& dec, int threads) {
+  using namespace chorus;
+  const int64_t S = o.streams, T = o.random_frames, Q = dec.num_quantizers();
+  const int64_t chunk = o.chunk_frames > 0 ? o.chunk_frames : T;
+  std::vector<codec::CodeFrames> codes;
+  std::vector<codec::DecoderState> together, alone;
+  for (int64_t i = 0; i < S; ++i) {
+    Options oi = o;
+    oi.seed = o.seed + static_cast<uint32_t>(i);
+    auto f = input_codes(oi, dec);
+    if (!f.ok()) return cli::fail(f.error());
+    codes.push_back(std::move(*f));
+    together.push_back(dec.new_state());
+    alone.push_back(dec.new_state());
+  }
+  std::vector<std::vector<float>> out_together(S), out_alone(S);
+  double batch_s = 0, each_s = 0, batch_cpu = 0, each_cpu = 0;
+  for (int64_t f = 0; f < T; f += chunk) {
+    const int64_t n = std::min(chunk, T - f);
+    std::vector<codec::DecoderState*> states;
+    std::vector<const int32_t*> at;
+    std::vector<std::vector<float>*> outs;
+    for (int64_t i = 0; i < S; ++i) {
+      states.push_back(&together[i]);
+      at.push_back(codes[i].codes.data() + f * Q);
+      outs.push_back(&out_together[i]);
+    }
+    const std::vector<int64_t> frames(static_cast<size_t>(S), n);
+    double c0 = process_cpu_seconds();
+    auto t0 = Clock::now();
+    if (auto st = dec.decode_batch(states, at, frames, outs); !st.ok()) return cli::fail(st.error());
+    batch_s += seconds_since(t0);
+    batch_cpu += process_cpu_seconds() - c0;
+    c0 = process_cpu_seconds();
+    t0 = Clock::now();
+    for (int64_t i = 0; i < S; ++i)
+      if (auto st = dec.decode(alone[i], at[i], n, out_alone[i]); !st.ok()) return cli::fail(st.error());
+    each_s += seconds_since(t0);
+    each_cpu += process_cpu_seconds() - c0;
+  }
+  bool same = true;
+  for (int64_t i = 0; i < S; ++i) same = same && out_together[i] == out_alone[i];
+  const double stream_frames = static_cast<double>(S * T);
+  std::printf("cpu              %s kernels, %d threads, internal step %lld frames\n", cpu::isa_name(), threads,
+              static_cast<long long>(o.block_frames));
+  std::printf("streams          %lld of %lld frames, %lld frames of each per call\n", static_cast<long long>(S),
+              static_cast<long long>(T), static_cast<long long>(chunk));
+  std::printf("together         %.1f ms per stream-frame wall, %.1f cpu: %.2f stream-frames/s\n",
+              batch_s * 1e3 / stream_frames, batch_cpu * 1e3 / stream_frames, stream_frames / batch_s);
+  std::printf("one by one       %.1f ms per stream-frame wall, %.1f cpu: %.2f stream-frames/s\n",
+              each_s * 1e3 / stream_frames, each_cpu * 1e3 / stream_frames, stream_frames / each_s);
+  std::printf("ratio            %.2fx wall, %.2fx cpu; samples %s\n", each_s / batch_s, each_cpu / batch_cpu,
+              same ? "bitwise equal" : "DIFFER");
+  return same ? 0 : 1;
+}
+
 int run(const Options& o) {
   using namespace chorus;
   if (o.codes.empty() == (o.random_frames <= 0))
@@ -91,6 +151,11 @@ int run(const Options& o) {
     dec.set_thread_pool(own_pool.get());
   }
   if (auto st = dec.set_block_frames(o.block_frames); !st.ok()) return cli::fail(st.error());
+  if (o.streams > 1) {
+    if (!o.bench || o.random_frames <= 0 || !o.out.empty() || *mode != codec::DecodeMode::kExact)
+      return cli::fail("decode: --streams takes --bench --random-frames N, no -o, the full decode");
+    return run_streams(o, dec, own_pool ? own_pool->size() : ThreadPool::global().size());
+  }
   auto frames = input_codes(o, dec);
   if (!frames.ok()) return cli::fail(frames.error());
 
@@ -181,8 +246,13 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--block-frames", o->block_frames, "Frames per internal decoder step (memory vs speed)")
       ->capture_default_str();
   sub.add_flag("--bench", o->bench, "Report throughput and per-call latency");
+  sub.add_option("--streams", o->streams,
+                 "With --bench --random-frames: decode this many streams together and one by one, alternating")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   sub.footer("Example: chorus decode --model Qwen3-TTS-12Hz-0.6B-Base --codes codes.json -o out.wav\n"
-             "         chorus decode --model /tmp/q06b --random-frames 250 --chunk-frames 1 --bench");
+             "         chorus decode --model /tmp/q06b --random-frames 250 --chunk-frames 1 --bench\n"
+             "         chorus decode --model /tmp/q06b --random-frames 40 --chunk-frames 1 --streams 4 --bench");
   return [o] { return run(*o); };
 }
 

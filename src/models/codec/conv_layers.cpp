@@ -10,7 +10,7 @@ namespace {
 
 // Streams with this many new columns on average are convolved one by one: their own columns
 // already reuse each weight that often.
-constexpr int64_t kBatchColumns = 256;
+constexpr int64_t kBatchColumns = 32;
 
 // Columns [at, at + n) of the rows of x [rows, N] -> out [rows, n], and back.
 void take_columns(const float* x, int64_t rows, int64_t N, int64_t at, int64_t n, float* out) {
@@ -100,7 +100,7 @@ void CausalConv1d::forward_batch(std::span<Buffer* const> hists, const float* x,
     return;
   }
   if (N >= kBatchColumns * S) {
-    Buffer in, out, pad;
+    thread_local Buffer in, out, pad;  // kept: fresh pages every call cost more than the copies
     for (int64_t i = 0; i < S; ++i) {
       in.resize(static_cast<size_t>(cin * seg.n[i]));
       out.resize(static_cast<size_t>(cout * seg.n[i]));
@@ -115,7 +115,7 @@ void CausalConv1d::forward_batch(std::span<Buffer* const> hists, const float* x,
   // cin·K channels (group-major, as the weight's columns) each output sums the same products in
   // the same order.
   scratch.resize(static_cast<size_t>(cin * kernel * N));
-  Buffer window;
+  thread_local Buffer window;
   for (int64_t i = 0; i < S; ++i) {
     const int64_t n = seg.n[i], at = seg.at[i];
     window.resize(static_cast<size_t>(H + n));
@@ -204,7 +204,7 @@ void CausalConvTranspose1d::forward_batch(std::span<TransposeHistory* const> his
   bool full_history = true;
   for (int64_t i = 0; i < S; ++i) full_history = full_history && hists[i]->have == P;
   if (!full_history || N >= kBatchColumns * S) {
-    Buffer in, out, pad_in, pad_out;
+    thread_local Buffer in, out, pad_in, pad_out;
     for (int64_t i = 0; i < S; ++i) {
       in.resize(static_cast<size_t>(cin * seg.n[i]));
       out.resize(static_cast<size_t>(cout * seg.n[i] * stride));

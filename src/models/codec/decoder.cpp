@@ -222,7 +222,8 @@ Status Decoder::decode_batch(std::span<DecoderState* const> states, std::span<co
     st.frames_ += frames[i];
   }
   if (caches.empty()) return ok_status();
-  StreamCaches work;  // the activations of the rounds
+  // The rounds' activations, kept per thread: fresh buffers would fault in their pages every call.
+  thread_local StreamCaches work;
   run_batch(caches, of, counts, to, caches.size() == 1 ? *caches[0] : work, nullptr);
   return ok_status();
 }

@@ -101,7 +101,7 @@ void Vocoder::forward_batch(std::span<VocoderState* const> states, const float* 
       ru.conv1.forward_batch(each([bi, u](VocoderState& s) { return &s.blocks[bi].unit_hist[u]; }), sc.b.data(), at,
                              sc.c.data(), sc.pad, pool);
       ru.act2.apply(sc.c.data(), steps, sc.c.data(), pool);
-      Buffer no_history;  // k = 1
+      Buffer no_history;  // k = 1 (empty: no allocation)
       std::vector<Buffer*> none(states.size(), &no_history);
       ru.conv2.forward_batch(none, sc.c.data(), at, sc.b.data(), sc.pad, pool);
       for (size_t i = 0; i < sc.a.size(); ++i) sc.a[i] = sc.b[i] + sc.a[i];
