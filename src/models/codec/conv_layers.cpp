@@ -91,7 +91,7 @@ void CausalConv1d::forward(Buffer& hist, const float* x, int64_t n, float* y, Bu
 }
 
 void CausalConv1d::forward_batch(std::span<Buffer* const> hists, const float* x, const Segments& seg,
-                                 float* y, Buffer& scratch, ThreadPool* pool) const {
+                                 float* y, Buffer& scratch, SegmentScratch& more, ThreadPool* pool) const {
   const float* b = bias.empty() ? nullptr : bias.data();
   const int64_t H = history(), N = seg.total, S = static_cast<int64_t>(seg.size());
   if (S == 1) return forward(*hists[0], x, N, y, scratch, pool);
@@ -100,7 +100,7 @@ void CausalConv1d::forward_batch(std::span<Buffer* const> hists, const float* x,
     return;
   }
   if (N >= kBatchColumns * S) {
-    thread_local Buffer in, out, pad;  // kept: fresh pages every call cost more than the copies
+    Buffer &in = more.in, &out = more.out, &pad = more.pad;
     for (int64_t i = 0; i < S; ++i) {
       in.resize(static_cast<size_t>(cin * seg.n[i]));
       out.resize(static_cast<size_t>(cout * seg.n[i]));
@@ -115,7 +115,7 @@ void CausalConv1d::forward_batch(std::span<Buffer* const> hists, const float* x,
   // cin·K channels (group-major, as the weight's columns) each output sums the same products in
   // the same order.
   scratch.resize(static_cast<size_t>(cin * kernel * N));
-  thread_local Buffer window;
+  Buffer& window = more.window;
   for (int64_t i = 0; i < S; ++i) {
     const int64_t n = seg.n[i], at = seg.at[i];
     window.resize(static_cast<size_t>(H + n));
@@ -189,7 +189,7 @@ void CausalConvTranspose1d::forward(TransposeHistory& hist, const float* x, int6
 
 void CausalConvTranspose1d::forward_batch(std::span<TransposeHistory* const> hists, const float* x,
                                           const Segments& seg, float* y, Buffer& scratch_in, Buffer& scratch_out,
-                                          ThreadPool* pool) const {
+                                          SegmentScratch& more, ThreadPool* pool) const {
   const float* b = bias.empty() ? nullptr : bias.data();
   const int64_t P = lookback(), N = seg.total, S = static_cast<int64_t>(seg.size());
   if (S == 1) return forward(*hists[0], x, N, y, scratch_in, scratch_out, pool);
@@ -204,7 +204,7 @@ void CausalConvTranspose1d::forward_batch(std::span<TransposeHistory* const> his
   bool full_history = true;
   for (int64_t i = 0; i < S; ++i) full_history = full_history && hists[i]->have == P;
   if (!full_history || N >= kBatchColumns * S) {
-    thread_local Buffer in, out, pad_in, pad_out;
+    Buffer &in = more.in, &out = more.out, &pad_in = more.pad, &pad_out = more.pad_out;
     for (int64_t i = 0; i < S; ++i) {
       in.resize(static_cast<size_t>(cin * seg.n[i]));
       out.resize(static_cast<size_t>(cout * seg.n[i] * stride));

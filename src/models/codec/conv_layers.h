@@ -34,6 +34,11 @@ struct Segments {
   size_t size() const { return n.size(); }
 };
 
+// Buffers of the batched layers, kept by their owner so that their capacity is reused.
+struct SegmentScratch {
+  Buffer window, in, out, pad, pad_out;
+};
+
 // A weight as a [rows, cols] matrix for the kernels; `keep` holds the checkpoint memory.
 struct WeightMatrix {
   Tensor keep;
@@ -62,7 +67,7 @@ struct CausalConv1d {
   // per stream: their shifted input rows are gathered side by side and one product serves them
   // all (the weights read once); many: stream by stream.
   void forward_batch(std::span<Buffer* const> hists, const float* x, const Segments& seg, float* y,
-                     Buffer& scratch, ThreadPool* pool) const;
+                     Buffer& scratch, SegmentScratch& more, ThreadPool* pool) const;
 };
 
 // Past input columns of a transposed convolution (at most `frames` of them, fewer at the start).
@@ -89,7 +94,7 @@ struct CausalConvTranspose1d {
   // x [cin, N] -> y [cout, N·stride] for the streams of `seg`: one pass over every stream's
   // [history | new] columns side by side when each history is full, else stream by stream.
   void forward_batch(std::span<TransposeHistory* const> hists, const float* x, const Segments& seg, float* y,
-                     Buffer& scratch_in, Buffer& scratch_out, ThreadPool* pool) const;
+                     Buffer& scratch_in, Buffer& scratch_out, SegmentScratch& more, ThreadPool* pool) const;
 };
 
 // SnakeBeta: y = x + 1/(exp(β) + 1e-9) · sin²(exp(α) · x), per channel (α, β stored as logs).

@@ -152,7 +152,7 @@ void Decoder::run_batch(std::span<StreamCaches* const> caches, std::span<const i
       tf.push_back(&s->transformer);
     }
     c.x.resize(static_cast<size_t>(L * n));
-    m.pre_conv.forward_batch(pre_hist, c.y.data(), seg, c.x.data(), c.tmp, pool_);
+    m.pre_conv.forward_batch(pre_hist, c.y.data(), seg, c.x.data(), c.tmp, c.pre_conv_scratch, pool_);
     emit("pre_conv", c.x, L, n);
 
     c.y.resize(c.x.size());
@@ -222,9 +222,9 @@ Status Decoder::decode_batch(std::span<DecoderState* const> states, std::span<co
     st.frames_ += frames[i];
   }
   if (caches.empty()) return ok_status();
-  // The rounds' activations, kept per thread: fresh buffers would fault in their pages every call.
-  thread_local StreamCaches work;
-  run_batch(caches, of, counts, to, caches.size() == 1 ? *caches[0] : work, nullptr);
+  // The rounds' activations go in the first stream's buffers: while it lives their capacity is
+  // reused (fresh buffers would fault in their pages every call), and they go with it.
+  run_batch(caches, of, counts, to, *caches[0], nullptr);
   return ok_status();
 }
 

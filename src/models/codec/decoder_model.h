@@ -30,6 +30,7 @@ struct StreamCaches {
   // Activations of one step (kept for their capacity).
   Buffer x, y, tmp, upsampled;
   UpsampleScratch upsample_scratch;
+  SegmentScratch pre_conv_scratch;
   VocoderScratch vocoder_scratch;
 };
 

@@ -34,9 +34,9 @@ void UpsampleStage::forward_batch(std::span<UpsampleState* const> states, const 
     up_hist.push_back(&s->up);
     dw_hist.push_back(&s->dw_hist);
   }
-  up_.forward_batch(up_hist, x, seg, upsampled, sc.a, sc.b, pool);
+  up_.forward_batch(up_hist, x, seg, upsampled, sc.a, sc.b, sc.segments, pool);
   sc.a.resize(static_cast<size_t>(C * m));
-  dwconv_.forward_batch(dw_hist, upsampled, up, sc.a.data(), sc.b, pool);
+  dwconv_.forward_batch(dw_hist, upsampled, up, sc.a.data(), sc.b, sc.segments, pool);
   // Channel mixing runs time-major: [m, C] rows, each row on its own.
   sc.rows.resize(static_cast<size_t>(m * C));
   transpose(sc.a.data(), C, m, sc.rows.data());

@@ -19,6 +19,7 @@ struct UpsampleState {
 
 struct UpsampleScratch {
   Buffer a, b, rows, wide;
+  SegmentScratch segments;
 };
 
 class UpsampleStage {

@@ -77,7 +77,7 @@ void Vocoder::forward_batch(std::span<VocoderState* const> states, const float* 
   Segments at = seg;
   int64_t ch = conv_in_.cout, steps = seg.total;
   sc.a.resize(static_cast<size_t>(ch * steps));
-  conv_in_.forward_batch(each([](VocoderState& s) { return &s.conv_in_hist; }), x, at, sc.a.data(), sc.pad, pool);
+  conv_in_.forward_batch(each([](VocoderState& s) { return &s.conv_in_hist; }), x, at, sc.a.data(), sc.pad, sc.segments, pool);
   emit("decoder0", sc.a, ch, steps);
 
   for (size_t bi = 0; bi < blocks_.size(); ++bi) {
@@ -89,7 +89,7 @@ void Vocoder::forward_batch(std::span<VocoderState* const> states, const float* 
     for (VocoderState* s : states) up_hists.push_back(&s->blocks[bi].up);
     const Segments up = at.scaled(b.up.stride);
     sc.a.resize(static_cast<size_t>(out_ch * up.total));
-    b.up.forward_batch(up_hists, sc.b.data(), at, sc.a.data(), sc.pad, sc.pad2, pool);
+    b.up.forward_batch(up_hists, sc.b.data(), at, sc.a.data(), sc.pad, sc.pad2, sc.segments, pool);
     at = up;
     ch = out_ch;
     steps = up.total;
@@ -99,11 +99,11 @@ void Vocoder::forward_batch(std::span<VocoderState* const> states, const float* 
       const ResidualUnit& ru = b.units[u];
       ru.act1.apply(sc.a.data(), steps, sc.b.data(), pool);
       ru.conv1.forward_batch(each([bi, u](VocoderState& s) { return &s.blocks[bi].unit_hist[u]; }), sc.b.data(), at,
-                             sc.c.data(), sc.pad, pool);
+                             sc.c.data(), sc.pad, sc.segments, pool);
       ru.act2.apply(sc.c.data(), steps, sc.c.data(), pool);
       Buffer no_history;  // k = 1 (empty: no allocation)
       std::vector<Buffer*> none(states.size(), &no_history);
-      ru.conv2.forward_batch(none, sc.c.data(), at, sc.b.data(), sc.pad, pool);
+      ru.conv2.forward_batch(none, sc.c.data(), at, sc.b.data(), sc.pad, sc.segments, pool);
       for (size_t i = 0; i < sc.a.size(); ++i) sc.a[i] = sc.b[i] + sc.a[i];
     }
     emit("decoder" + std::to_string(bi + 1), sc.a, ch, steps);
@@ -113,7 +113,7 @@ void Vocoder::forward_batch(std::span<VocoderState* const> states, const float* 
   emit("decoder" + std::to_string(blocks_.size() + 1), sc.b, ch, steps);
   sc.c.resize(static_cast<size_t>(steps));
   conv_out_.forward_batch(each([](VocoderState& s) { return &s.conv_out_hist; }), sc.b.data(), at, sc.c.data(),
-                          sc.pad, pool);
+                          sc.pad, sc.segments, pool);
   emit("decoder" + std::to_string(blocks_.size() + 2), sc.c, 1, steps);
   for (size_t i = 0; i < states.size(); ++i) {
     std::vector<float>& out = *outs[i];

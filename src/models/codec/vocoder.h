@@ -28,6 +28,7 @@ struct VocoderState {
 
 struct VocoderScratch {
   Buffer a, b, c, pad, pad2;
+  SegmentScratch segments;
 };
 
 // Called with each stage's output [channels, steps] (channels-first) when set; for tests/debugging.
