@@ -1,5 +1,6 @@
 #include "engine/codec.h"
 
+
 #include "models/codec/codec_folder.h"
 #include "models/codec/decoder_cuda.h"
 
@@ -11,6 +12,7 @@ namespace {
 template <class Decoder, class State>
 class DecoderStream final : public CodecStream {
  public:
+  using StateType = State;
   DecoderStream(const Decoder* d, State s) : d_(d), s_(std::move(s)) {}
   Status decode(const int32_t* codes, int64_t frames, std::vector<float>& out) override {
     return d_->decode(s_, codes, frames, out);
@@ -23,6 +25,24 @@ class DecoderStream final : public CodecStream {
   const Decoder* d_;
   State s_;
 };
+
+// Codec::decode_streams through the decoder's decode_batch when every stream is one of its own;
+// a failed call appended nothing, so one stream at a time then tells which stream failed and the
+// others still get their samples.
+template <class Stream, class Decoder>
+std::vector<Status> decode_together(const Codec& codec, const Decoder& d, std::span<CodecStream* const> streams,
+                                    std::span<const int32_t* const> codes, std::span<const int64_t> frames,
+                                    std::span<std::vector<float>* const> outs) {
+  std::vector<typename Stream::StateType*> states;
+  states.reserve(streams.size());
+  for (CodecStream* s : streams) {
+    auto* own = dynamic_cast<Stream*>(s);
+    if (!own || own->decoder() != &d) return codec.Codec::decode_streams(streams, codes, frames, outs);
+    states.push_back(&own->state());
+  }
+  if (d.decode_batch(states, codes, frames, outs).ok()) return std::vector<Status>(streams.size(), ok_status());
+  return codec.Codec::decode_streams(streams, codes, frames, outs);
+}
 
 class CpuCodec final : public Codec {
  public:
@@ -40,21 +60,12 @@ class CpuCodec final : public Codec {
   std::vector<Status> decode_streams(std::span<CodecStream* const> streams, std::span<const int32_t* const> codes,
                                      std::span<const int64_t> frames,
                                      std::span<std::vector<float>* const> outs) const override {
-    std::vector<codec::DecoderState*> states;
-    states.reserve(streams.size());
-    for (CodecStream* s : streams) {
-      auto* c = dynamic_cast<CpuStream*>(s);
-      if (!c || c->decoder() != &m_.decoder) return Codec::decode_streams(streams, codes, frames, outs);  // not all ours
-      states.push_back(&c->state());
-    }
-    if (m_.decoder.decode_batch(states, codes, frames, outs).ok()) return std::vector<Status>(streams.size(), ok_status());
-    // A failed call appended nothing: one stream at a time tells which stream failed.
-    return Codec::decode_streams(streams, codes, frames, outs);
+    return decode_together<DecoderStream<codec::Decoder, codec::DecoderState>>(*this, m_.decoder, streams, codes, frames,
+                                                                               outs);
   }
   codec::Decoder& decoder() { return m_.decoder; }
 
  private:
-  using CpuStream = DecoderStream<codec::Decoder, codec::DecoderState>;
   codec::CodecModel m_;
 };
 
@@ -78,17 +89,7 @@ class GpuCodec final : public Codec {
   std::vector<Status> decode_streams(std::span<CodecStream* const> streams, std::span<const int32_t* const> codes,
                                      std::span<const int64_t> frames,
                                      std::span<std::vector<float>* const> outs) const override {
-    std::vector<codec::CudaDecoderState*> states;
-    states.reserve(streams.size());
-    for (CodecStream* s : streams) {
-      auto* g = dynamic_cast<GpuStream*>(s);
-      if (!g || g->decoder() != &d_) return Codec::decode_streams(streams, codes, frames, outs);  // not all ours
-      states.push_back(&g->state());
-    }
-    if (d_.decode_batch(states, codes, frames, outs).ok()) return std::vector<Status>(streams.size(), ok_status());
-    // A failed call appended nothing: one stream at a time tells which stream failed, and the
-    // others still get their samples.
-    return Codec::decode_streams(streams, codes, frames, outs);
+    return decode_together<GpuStream>(*this, d_, streams, codes, frames, outs);
   }
   // Both paths once: decode() and decode_batch() (whose first call makes the batch workspace, about
   // 1.5 GiB at real size, here rather than in a request's first step).
