@@ -113,7 +113,8 @@ struct SynthesizerOptions {
   // the device may run the codec and the generator at once: kAuto for a codec on the GPU, kOn for
   // any codec, kOff never. A chunk then reaches its callback after the next step's generation
   // instead of before it, in the same order; the codes and the audio do not change. Needs a
-  // generator that joins new streams into its running batch (else off). Off by default: on the H200 the two side by side took as long as in turn and first audio came later
+  // generator that joins new streams into its running batch (else off). Off by default: on the
+  // H200 the two side by side took as long as in turn and first audio came later
   // (docs/PERFORMANCE.md; `chorus bench --serve --codec-overlap` measures it).
   enum class CodecOverlap { kAuto, kOn, kOff };
   CodecOverlap codec_overlap = CodecOverlap::kOff;
