@@ -9,6 +9,7 @@
 #include "codec_test_util.h"
 #include "models/codec/codec_folder.h"
 #include "runtime/cpu/kernels.h"
+#include "runtime/kernel_test_util.h"
 
 namespace chorus::codec::test {
 namespace {
@@ -69,14 +70,7 @@ std::vector<Stream> make_streams(const Decoder& dec, std::initializer_list<std::
   return streams;
 }
 
-class BatchTest : public ::testing::TestWithParam<cpu::Isa> {
- protected:
-  void SetUp() override {
-    if (!cpu::set_isa(GetParam())) GTEST_SKIP() << "CPU lacks this ISA";
-  }
-  void TearDown() override { cpu::set_isa(saved_); }
-  cpu::Isa saved_ = cpu::active_isa();
-};
+using BatchTest = cpu::test::IsaTest;
 
 TEST_P(BatchTest, StreamsJoiningAnyCallEqualTheirOwnDecodeBitwise) {
   static const RandomCodec rc = make_random_codec(small_eight_layer_config(), 44, "batch8");
@@ -138,12 +132,7 @@ TEST_P(BatchTest, OfficialModeStreamsShareACallAndStayOfficial) {
   EXPECT_TRUE(bitwise_equal(ob, *wb));
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, BatchTest, ::testing::Values(cpu::Isa::kPortable, cpu::Isa::kAvx2, cpu::Isa::kAvx512),
-                         [](const auto& info) {
-                           return info.param == cpu::Isa::kPortable ? "portable"
-                                  : info.param == cpu::Isa::kAvx2   ? "avx2"
-                                                                    : "avx512";
-                         });
+CHORUS_INSTANTIATE_ISA(BatchTest);
 
 TEST(DecoderBatch, BadRequestsChangeNothing) {
   auto m = load_codec(tiny_codec_dir());

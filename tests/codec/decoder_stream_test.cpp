@@ -10,6 +10,7 @@
 #include "codec_test_util.h"
 #include "models/codec/codec_folder.h"
 #include "runtime/cpu/kernels.h"
+#include "runtime/kernel_test_util.h"
 
 namespace chorus::codec::test {
 namespace {
@@ -51,14 +52,7 @@ void expect_nontrivial(const std::vector<float>& wav) {
   EXPECT_LT(clipped, wav.size() / 20);
 }
 
-class StreamTest : public ::testing::TestWithParam<cpu::Isa> {
- protected:
-  void SetUp() override {
-    if (!cpu::set_isa(GetParam())) GTEST_SKIP() << "CPU lacks this ISA";
-  }
-  void TearDown() override { cpu::set_isa(saved_); }
-  cpu::Isa saved_ = cpu::active_isa();
-};
+using StreamTest = cpu::test::IsaTest;
 
 TEST_P(StreamTest, EightLayerCodecAnySplitEqualsFullDecodeBitwise) {
   static const RandomCodec rc = make_random_codec(small_eight_layer_config(), 42, "stream8");
@@ -151,12 +145,7 @@ TEST_P(StreamTest, ThreadCountDoesNotChangeSamples) {
   EXPECT_TRUE(bitwise_equal(*pooled, *inline_run));
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, StreamTest, ::testing::Values(cpu::Isa::kPortable, cpu::Isa::kAvx2, cpu::Isa::kAvx512),
-                         [](const auto& info) {
-                           return info.param == cpu::Isa::kPortable ? "portable"
-                                  : info.param == cpu::Isa::kAvx2   ? "avx2"
-                                                                    : "avx512";
-                         });
+CHORUS_INSTANTIATE_ISA(StreamTest);
 
 }  // namespace
 }  // namespace chorus::codec::test
