@@ -1,6 +1,5 @@
 #include "engine/codec.h"
 
-
 #include "models/codec/codec_folder.h"
 #include "models/codec/decoder_cuda.h"
 

@@ -208,6 +208,7 @@ Status Decoder::decode_batch(std::span<DecoderState* const> states, std::span<co
   std::vector<const int32_t*> of;
   std::vector<int64_t> counts;
   std::vector<std::vector<float>*> to;
+  const StageTap* tap = nullptr;  // a stream's tap sees its stages when it is decoded alone
   for (size_t i = 0; i < S; ++i) {
     DecoderState& st = *states[i];
     if (frames[i] == 0) continue;
@@ -220,11 +221,12 @@ Status Decoder::decode_batch(std::span<DecoderState* const> states, std::span<co
     counts.push_back(frames[i]);
     to.push_back(outs[i]);
     st.frames_ += frames[i];
+    tap = &st.tap_;
   }
   if (caches.empty()) return ok_status();
   // The rounds' activations go in the first stream's buffers: while it lives their capacity is
   // reused (fresh buffers would fault in their pages every call), and they go with it.
-  run_batch(caches, of, counts, to, *caches[0], nullptr);
+  run_batch(caches, of, counts, to, *caches[0], caches.size() == 1 ? tap : nullptr);
   return ok_status();
 }
 

@@ -121,7 +121,6 @@ class Decoder {
                                         OfficialChunking chunking = {}) const;
 
  private:
-  Status decode_exact(DecoderState& state, const int32_t* codes, int64_t frames, std::vector<float>& out) const;
   Status decode_official(DecoderState& state, const int32_t* codes, int64_t frames, std::vector<float>& out) const;
   std::unique_ptr<detail::StreamCaches> new_caches(int64_t block_frames) const;
   // Runs frames through one set of caches in steps of at most their block size.

@@ -1,8 +1,6 @@
 // Streams: input checks, the exact mode (one set of caches for the whole stream) and the
 // official-compatible chunked mode (a fresh set per 300-frame chunk, primed on the 25 frames
 // before the chunk while the previous chunk is still being emitted).
-#include <limits>
-
 #include "models/codec/decoder.h"
 #include "models/codec/decoder_model.h"
 
@@ -53,32 +51,17 @@ Status Decoder::validate_codes(const int32_t* codes, int64_t frames) const {
 
 Status Decoder::decode(DecoderState& state, const int32_t* codes, int64_t frames,
                        std::vector<float>& out) const {
-  if (state.owner_ != model_.get() || !state.current_)
-    return make_error(ErrorCode::kInvalidArgument, "decoder state was not made by this decoder");
-  if (state.finished_)
-    return make_error(ErrorCode::kInvalidArgument, "decoder stream already flushed");
-  CHORUS_TRY(validate_codes(codes, frames));
-  if (frames == 0) return ok_status();
-  const int64_t spf = samples_per_frame();
-  const int64_t max_frames = static_cast<int64_t>(out.max_size() - out.size()) / spf;
-  if (frames > max_frames || state.frames_ > std::numeric_limits<int64_t>::max() - frames)
-    return make_error(ErrorCode::kResourceExhausted, "too many frames for one output buffer");
-  if (state.mode_ == DecodeMode::kExact) return decode_exact(state, codes, frames, out);
-  return decode_official(state, codes, frames, out);
-}
-
-Status Decoder::decode_exact(DecoderState& state, const int32_t* codes, int64_t frames,
-                             std::vector<float>& out) const {
-  run(*state.current_, codes, frames, out, &state.tap_);
-  state.frames_ += frames;
-  return ok_status();
+  DecoderState* states[] = {&state};
+  const int32_t* of[] = {codes};
+  const int64_t counts[] = {frames};
+  std::vector<float>* outs[] = {&out};
+  return decode_batch(states, of, counts, outs);
 }
 
 Status Decoder::decode_official(DecoderState& state, const int32_t* codes, int64_t frames,
                                 std::vector<float>& out) const {
+  // decode_batch has checked the chunking.
   const int64_t C = state.chunking_.chunk_frames, L = state.chunking_.left_context;
-  if (C < 1 || L < 0 || L >= C)
-    return make_error(ErrorCode::kInvalidArgument, "official chunking needs 0 <= left context < chunk size");
   const int64_t Q = num_quantizers();
   std::vector<float> discarded;
   int64_t done = 0;
