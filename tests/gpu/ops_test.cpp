@@ -7,6 +7,9 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <numeric>
+#include <random>
 #include <set>
 
 #include "gpu_test_util.h"
@@ -456,6 +459,68 @@ TEST(GpuAttention, LongCacheKernelEqualsTheGeneralOne) {
   check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 300, 34);  // Breeze's backbone
   check_specialized_attention(cuda::set_long_attention, 16, 2, 128, 65, 35);
   check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 1100, 36);
+}
+
+// The many-row kernel (one warp per row and query head) forced on at any row count, against the
+// cluster kernel.
+void use_row_attention(bool on) { cuda::set_row_attention_rows(on ? 1 : std::numeric_limits<int64_t>::max()); }
+
+TEST(GpuAttention, ManyRowKernelEqualsTheClusterKernel) {
+  REQUIRE_GPU();
+  check_specialized_attention(use_row_attention, 16, 8, 128, 300, 37);
+  check_specialized_attention(use_row_attention, 16, 2, 128, 65, 38);
+  check_specialized_attention(use_row_attention, 6, 2, 128, 1100, 39);  // a block with idle warps
+  cuda::set_row_attention_rows(0);
+}
+
+// Many rows at once, as serving steps them: 48 rows over 64 sequences in a shuffled order, each at
+// its own position (some inactive, position −1), f32 and bf16. The kernel the row count picks must
+// give every row what the cluster kernel gives it, bit for bit, and store the same keys and values.
+TEST(GpuAttention, ManyRowsEachGetWhatTheClusterKernelGives) {
+  REQUIRE_GPU();
+  std::mt19937 rng(40);
+  const int64_t Hq = 16, Hkv = 8, D = 128, cap = 512, S = 64, R = 48;
+  const int64_t qw = Hq * D, kvw = Hkv * D, ld = qw + 2 * kvw;
+  ASSERT_TRUE(cuda::attention_reserve(cap, D).ok());
+  ASSERT_GE(R, cuda::kRowAttentionRows) << "the default must pick the many-row kernel here";
+  std::vector<int32_t> seq(static_cast<size_t>(S)), pos;
+  std::iota(seq.begin(), seq.end(), 0);
+  std::shuffle(seq.begin(), seq.end(), rng);
+  seq.resize(static_cast<size_t>(R));
+  std::uniform_int_distribution<int32_t> any(-1, static_cast<int32_t>(cap - 1));
+  for (int64_t r = 0; r < R; ++r) pos.push_back(r % 7 == 3 ? -1 : any(rng));
+  const auto k0 = random_vec(rng, static_cast<size_t>(S * cap * kvw), -1.5f, 1.5f);
+  const auto v0 = random_vec(rng, static_cast<size_t>(S * cap * kvw), -1.5f, 1.5f);
+  const auto dqn = to_device(random_vec(rng, D, 0.5f, 1.5f)), dkn = to_device(random_vec(rng, D, 0.5f, 1.5f));
+  std::vector<float> inv(D / 2);
+  cpu::rope_inv_freq(1e6f, D, inv.data());
+  const auto dinv = to_device(inv), dseq = to_device(seq), dpos = to_device(pos);
+  for (const bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "f32");
+    const auto dqkv = to_device(random_vec(rng, static_cast<size_t>(R * ld), -2.0f, 2.0f));
+    std::vector<float> out[2], kc[2], vc[2];
+    for (const bool rows : {true, false}) {
+      cuda::set_row_attention_rows(rows ? 0 : std::numeric_limits<int64_t>::max());
+      auto dk = to_device(k0), dv = to_device(v0);
+      auto dout = poisoned(static_cast<size_t>(R * qw));
+      ASSERT_TRUE(cuda::attention_decode(dqkv.as<float>(), ld, {Hq, Hkv, D}, dqn.as<float>(), dkn.as<float>(), 1e-6f,
+                                         dinv.as<float>(), 1.0f / std::sqrt(static_cast<float>(D)),
+                                         {dseq.as<int32_t>(), dpos.as<int32_t>(), R, true},
+                                         {dk.as<float>(), dv.as<float>(), cap * kvw, cap}, dout.as<float>(), nullptr, bf16)
+                      .ok());
+      out[rows] = to_host<float>(dout, static_cast<size_t>(R * qw));
+      kc[rows] = to_host<float>(dk, static_cast<size_t>(S * cap * kvw));
+      vc[rows] = to_host<float>(dv, static_cast<size_t>(S * cap * kvw));
+    }
+    cuda::set_row_attention_rows(0);
+    EXPECT_FALSE(std::any_of(out[1].begin(), out[1].end(), [](float x) { return std::isnan(x); }));
+    for (int64_t r = 0; r < R; ++r)
+      EXPECT_TRUE(std::equal(out[1].begin() + r * qw, out[1].begin() + (r + 1) * qw, out[0].begin() + r * qw))
+          << "row " << r << " at position " << pos[static_cast<size_t>(r)];
+    EXPECT_EQ(kc[1], kc[0]);
+    EXPECT_EQ(vc[1], vc[0]);
+    EXPECT_NE(vc[1], v0) << "no new value was stored";
+  }
 }
 
 // The fused decode attentions form the rotation (and the small kernel preloads the earlier keys) at

@@ -1,8 +1,9 @@
 // Attention over a paged KV cache (ops.h KvLayer with a page table) against the same attention over
-// a contiguous cache, bit for bit: the decode kernels (the long-context cluster kernel and the
-// general one, f32 and bf16, at page boundaries) and the prefill path (QK-norm/rope/store, then
-// causal attention over rows that span pages). Paging changes only where rows live, so outputs and
-// the stored rows must be identical. A page table off by one page must make them differ.
+// a contiguous cache, bit for bit: the decode kernels (the long-context cluster kernel, the many-row
+// kernel and the general one, f32 and bf16, at page boundaries) and the prefill path
+// (QK-norm/rope/store, then causal attention over rows that span pages). Paging changes only where
+// rows live, so outputs and the stored rows must be identical. A page table off by one page must
+// make them differ.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -151,6 +152,9 @@ TEST(GpuPagedAttention, DecodeOverPagesEqualsTheContiguousCache) {
   cuda::set_long_attention(false);
   check_decode({16, 8, 128, 4 * P}, 53);  // the general kernel at the talker's shape
   cuda::set_long_attention(true);
+  cuda::set_row_attention_rows(1);
+  check_decode({16, 8, 128, 4 * P}, 54);  // the many-row kernel
+  cuda::set_row_attention_rows(0);
 }
 
 // The planted bug: each page index maps the next page. Rows past the first page then read (and
@@ -162,6 +166,9 @@ TEST(GpuPagedAttention, ATableOffByOnePageIsCaught) {
   EXPECT_TRUE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, false, false, 61));
   EXPECT_FALSE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, false, true, 61));
   EXPECT_FALSE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, true, true, 62));
+  cuda::set_row_attention_rows(1);
+  EXPECT_FALSE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, false, true, 63)) << "many-row kernel";
+  cuda::set_row_attention_rows(0);
 }
 
 // The prefill: every sequence's rows 0..len−1 (spanning pages) through qk_norm_rope_store and the
