@@ -1,7 +1,8 @@
 // Times the long-cache decode attention (talker shape: 16 query heads, 8 kv heads, head size 128,
 // paged caches as the serving pools keep them) at many row counts and context lengths, the cluster
-// kernel against the many-row kernel, and checks that both give the same outputs bit for bit.
-// Printed per (rows, keys): µs per call of each, and their ratio.
+// kernel against the many-row kernel with 1 and 4 warps per query head, and checks that all give
+// the same outputs bit for bit. Printed per (rows, keys): µs per call of each, and what the
+// default picks.
 //
 // Build here, after `ninja -C build chorus`:
 //   nvcc -DCHORUS_HAVE_CUDA=1 -Isrc -O3 -arch=sm_90 -std=c++20 --extended-lambda \
@@ -12,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "nn/kv_pages.h"
@@ -85,7 +85,10 @@ int main() {
   std::vector<float> f(D / 2);
   for (int64_t i = 0; i < D / 2; ++i) f[i] = std::pow(1e6f, -2.0f * i / D);
   must(cudaMemcpy(inv.as<void>(), f.data(), f.size() * 4, cudaMemcpyHostToDevice), "inv");
-  DeviceBuffer out[2] = {alloc(max_rows * qw * 4), alloc(max_rows * qw * 4)};
+  constexpr int kVariants = 4;  // cluster, W = 1, 4, the default
+  const int variant_w[kVariants] = {0, 1, 4, kRowAttentionAuto};
+  std::vector<DeviceBuffer> out;
+  for (int k = 0; k < kVariants; ++k) out.push_back(alloc(max_rows * qw * 4));
   DeviceBuffer seqs = alloc(max_rows * 4), poss = alloc(max_rows * 4);
   std::vector<int32_t> seq(max_rows);
   for (int64_t s = 0; s < max_rows; ++s) seq[s] = static_cast<int32_t>(s);
@@ -94,7 +97,8 @@ int main() {
   must(cudaEventCreate(&e0), "event");
   must(cudaEventCreate(&e1), "event");
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  std::printf("%6s %6s %12s %12s %8s %s\n", "rows", "keys", "cluster_us", "rows_us", "ratio", "equal");
+  std::printf("%6s %6s %10s %10s %10s %10s %s\n", "rows", "keys", "cluster", "w1", "w4", "default",
+              "equal (µs per call)");
   for (int64_t keys : {40, 120, 250, 500, 1000}) {
     for (int64_t rows : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}) {
       // Positions spread around `keys` (±25 %), as streams of one pool are.
@@ -102,9 +106,9 @@ int main() {
       for (int64_t r = 0; r < rows; ++r)
         pos[r] = static_cast<int32_t>(std::min<int64_t>(cap - 1, keys * 3 / 4 + (r * 7919) % (keys / 2 + 1)));
       must(cudaMemcpy(poss.as<void>(), pos.data(), rows * 4, cudaMemcpyHostToDevice), "pos");
-      double us[2];
-      for (int k = 0; k < 2; ++k) {
-        set_row_attention_rows(k == 1 ? 1 : std::numeric_limits<int64_t>::max());
+      double us[kVariants];
+      for (int k = 0; k < kVariants; ++k) {
+        set_row_attention(variant_w[k]);
         auto call = [&] {
           must(attention_decode(qkv.as<float>(), ld, {Hq, Hkv, D}, qn.as<float>(), kn.as<float>(), 1e-6f, inv.as<float>(),
                                 scale, {seqs.as<int32_t>(), poss.as<int32_t>(), rows, true}, kv, out[k].as<float>(),
@@ -123,12 +127,15 @@ int main() {
       }
       std::vector<float> a(rows * qw), b(rows * qw);
       must(cudaMemcpy(a.data(), out[0].as<void>(), a.size() * 4, cudaMemcpyDeviceToHost), "out");
-      must(cudaMemcpy(b.data(), out[1].as<void>(), b.size() * 4, cudaMemcpyDeviceToHost), "out");
-      const bool eq = std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-      std::printf("%6lld %6lld %12.1f %12.1f %8.2f %s\n", static_cast<long long>(rows), static_cast<long long>(keys),
-                  us[0], us[1], us[0] / us[1], eq ? "yes" : "NO");
+      bool eq = true;
+      for (int k = 1; k < kVariants; ++k) {
+        must(cudaMemcpy(b.data(), out[k].as<void>(), b.size() * 4, cudaMemcpyDeviceToHost), "out");
+        eq = eq && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+      }
+      std::printf("%6lld %6lld %10.1f %10.1f %10.1f %10.1f %s\n", static_cast<long long>(rows),
+                  static_cast<long long>(keys), us[0], us[1], us[2], us[3], eq ? "yes" : "NO");
     }
   }
-  set_row_attention_rows(0);
+  set_row_attention(kRowAttentionAuto);
   return 0;
 }

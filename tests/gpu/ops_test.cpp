@@ -461,28 +461,34 @@ TEST(GpuAttention, LongCacheKernelEqualsTheGeneralOne) {
   check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 1100, 36);
 }
 
-// The many-row kernel (one warp per row and query head) forced on at any row count, against the
+// The many-row kernel with W warps per (row, query head), forced on at any row count, against the
 // cluster kernel.
-void use_row_attention(bool on) { cuda::set_row_attention_rows(on ? 1 : std::numeric_limits<int64_t>::max()); }
+template <int W>
+void use_row_attention(bool on) {
+  cuda::set_row_attention(on ? W : 0);
+}
 
 TEST(GpuAttention, ManyRowKernelEqualsTheClusterKernel) {
   REQUIRE_GPU();
-  check_specialized_attention(use_row_attention, 16, 8, 128, 300, 37);
-  check_specialized_attention(use_row_attention, 16, 2, 128, 65, 38);
-  check_specialized_attention(use_row_attention, 6, 2, 128, 1100, 39);  // a block with idle warps
-  cuda::set_row_attention_rows(0);
+  for (auto* use : {use_row_attention<1>, use_row_attention<4>}) {
+    check_specialized_attention(use, 16, 8, 128, 300, 37);
+    check_specialized_attention(use, 16, 2, 128, 65, 38);
+    check_specialized_attention(use, 6, 2, 128, 1100, 39);  // a block with idle warps (W = 1)
+  }
+  cuda::set_row_attention(cuda::kRowAttentionAuto);
 }
 
-// Many rows at once, as serving steps them: 48 rows over 64 sequences in a shuffled order, each at
-// its own position (some inactive, position −1), f32 and bf16. The kernel the row count picks must
-// give every row what the cluster kernel gives it, bit for bit, and store the same keys and values.
+// Many rows at once, as serving steps them: 160 rows over 192 sequences in a shuffled order, each
+// at its own position (some inactive, position −1), f32 and bf16. The kernel the row count picks,
+// and each many-row variant, must give every row what the cluster kernel gives it, bit for bit,
+// and store the same keys and values.
 TEST(GpuAttention, ManyRowsEachGetWhatTheClusterKernelGives) {
   REQUIRE_GPU();
   std::mt19937 rng(40);
-  const int64_t Hq = 16, Hkv = 8, D = 128, cap = 512, S = 64, R = 48;
+  const int64_t Hq = 8, Hkv = 2, D = 128, cap = 384, S = 192, R = 160;
   const int64_t qw = Hq * D, kvw = Hkv * D, ld = qw + 2 * kvw;
   ASSERT_TRUE(cuda::attention_reserve(cap, D).ok());
-  ASSERT_GE(R, cuda::kRowAttentionRows) << "the default must pick the many-row kernel here";
+  ASSERT_GE(R, cuda::kRowAttentionOneWarp) << "the default must pick the one-warp kernel here";
   std::vector<int32_t> seq(static_cast<size_t>(S)), pos;
   std::iota(seq.begin(), seq.end(), 0);
   std::shuffle(seq.begin(), seq.end(), rng);
@@ -498,9 +504,10 @@ TEST(GpuAttention, ManyRowsEachGetWhatTheClusterKernelGives) {
   for (const bool bf16 : {false, true}) {
     SCOPED_TRACE(bf16 ? "bf16" : "f32");
     const auto dqkv = to_device(random_vec(rng, static_cast<size_t>(R * ld), -2.0f, 2.0f));
-    std::vector<float> out[2], kc[2], vc[2];
-    for (const bool rows : {true, false}) {
-      cuda::set_row_attention_rows(rows ? 0 : std::numeric_limits<int64_t>::max());
+    std::vector<float> out[5], kc[5], vc[5];
+    // 0: the cluster kernel; 1, 4: that many warps per head; 2: the default for R rows.
+    for (const int w : {0, 1, 2, 4}) {
+      cuda::set_row_attention(w == 2 ? cuda::kRowAttentionAuto : w);
       auto dk = to_device(k0), dv = to_device(v0);
       auto dout = poisoned(static_cast<size_t>(R * qw));
       ASSERT_TRUE(cuda::attention_decode(dqkv.as<float>(), ld, {Hq, Hkv, D}, dqn.as<float>(), dkn.as<float>(), 1e-6f,
@@ -508,18 +515,21 @@ TEST(GpuAttention, ManyRowsEachGetWhatTheClusterKernelGives) {
                                          {dseq.as<int32_t>(), dpos.as<int32_t>(), R, true},
                                          {dk.as<float>(), dv.as<float>(), cap * kvw, cap}, dout.as<float>(), nullptr, bf16)
                       .ok());
-      out[rows] = to_host<float>(dout, static_cast<size_t>(R * qw));
-      kc[rows] = to_host<float>(dk, static_cast<size_t>(S * cap * kvw));
-      vc[rows] = to_host<float>(dv, static_cast<size_t>(S * cap * kvw));
+      out[w] = to_host<float>(dout, static_cast<size_t>(R * qw));
+      kc[w] = to_host<float>(dk, static_cast<size_t>(S * cap * kvw));
+      vc[w] = to_host<float>(dv, static_cast<size_t>(S * cap * kvw));
     }
-    cuda::set_row_attention_rows(0);
-    EXPECT_FALSE(std::any_of(out[1].begin(), out[1].end(), [](float x) { return std::isnan(x); }));
-    for (int64_t r = 0; r < R; ++r)
-      EXPECT_TRUE(std::equal(out[1].begin() + r * qw, out[1].begin() + (r + 1) * qw, out[0].begin() + r * qw))
-          << "row " << r << " at position " << pos[static_cast<size_t>(r)];
-    EXPECT_EQ(kc[1], kc[0]);
-    EXPECT_EQ(vc[1], vc[0]);
-    EXPECT_NE(vc[1], v0) << "no new value was stored";
+    cuda::set_row_attention(cuda::kRowAttentionAuto);
+    EXPECT_FALSE(std::any_of(out[0].begin(), out[0].end(), [](float x) { return std::isnan(x); }));
+    EXPECT_NE(vc[0], v0) << "no new value was stored";
+    for (const int w : {1, 2, 4}) {
+      SCOPED_TRACE(testing::Message() << (w == 2 ? "the default" : "warps per head ") << (w == 2 ? 0 : w));
+      for (int64_t r = 0; r < R; ++r)
+        EXPECT_TRUE(std::equal(out[w].begin() + r * qw, out[w].begin() + (r + 1) * qw, out[0].begin() + r * qw))
+            << "row " << r << " at position " << pos[static_cast<size_t>(r)];
+      EXPECT_EQ(kc[w], kc[0]);
+      EXPECT_EQ(vc[w], vc[0]);
+    }
   }
 }
 

@@ -152,9 +152,11 @@ TEST(GpuPagedAttention, DecodeOverPagesEqualsTheContiguousCache) {
   cuda::set_long_attention(false);
   check_decode({16, 8, 128, 4 * P}, 53);  // the general kernel at the talker's shape
   cuda::set_long_attention(true);
-  cuda::set_row_attention_rows(1);
-  check_decode({16, 8, 128, 4 * P}, 54);  // the many-row kernel
-  cuda::set_row_attention_rows(0);
+  for (const int w : {1, 4}) {  // the many-row kernel, w warps per head
+    cuda::set_row_attention(w);
+    check_decode({16, 8, 128, 4 * P}, 54 + w);
+  }
+  cuda::set_row_attention(cuda::kRowAttentionAuto);
 }
 
 // The planted bug: each page index maps the next page. Rows past the first page then read (and
@@ -166,9 +168,11 @@ TEST(GpuPagedAttention, ATableOffByOnePageIsCaught) {
   EXPECT_TRUE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, false, false, 61));
   EXPECT_FALSE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, false, true, 61));
   EXPECT_FALSE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, true, true, 62));
-  cuda::set_row_attention_rows(1);
-  EXPECT_FALSE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, false, true, 63)) << "many-row kernel";
-  cuda::set_row_attention_rows(0);
+  for (const int w : {1, 4}) {
+    cuda::set_row_attention(w);
+    EXPECT_FALSE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, false, true, 63)) << "many-row kernel, " << w << " warps";
+  }
+  cuda::set_row_attention(cuda::kRowAttentionAuto);
 }
 
 // The prefill: every sequence's rows 0..len−1 (spanning pages) through qk_norm_rope_store and the

@@ -2,6 +2,7 @@
 // causal grouped-query attention per (row, query head).
 #include <cooperative_groups.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "runtime/cuda/attend_head.cuh"
@@ -341,101 +342,130 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32)
   if (part == 0) dev::head_output(w.part, kLongWarps, D, kLongWarps * 32, BF16, o);
 }
 
-// The decode attention over long caches for many rows at once: one warp per (row, query head), four
-// heads of a row per block, no cluster and no block barrier. The cluster kernel spends 32 warps on
-// one head, which pays when a lone stream's step waits on one long attention; with hundreds of rows
-// the heads alone fill the GPU, and its blocks of 512 threads with two cluster barriers each cost
-// more than the work at the tens to hundreds of keys that serving sees (B = 256: 58 % of a 0.6B
-// talker step's kernel time). Every sum keeps the general kernel's order: scores by score_keys,
-// the softmax by softmax_stats, the value sums as 16 sets (keys j ≡ s mod 16, in j order, here the
-// warp's acc[s]) added in set order, so the result is bit-identical to it and to the cluster kernel.
-// Shared: per warp q, the new key and value [D each] and the scores [capacity].
-constexpr int kRowWarps = 4;  // query heads per block
+// The decode attention over long caches for many rows at once: W warps per (row, query head), four
+// warps per block, no cluster. The cluster kernel spends 32 warps on one head, which pays when a
+// lone stream's step waits on one long attention; with many rows the heads alone fill the GPU, and
+// blocks of 512 threads with two cluster barriers each cost more than the work (B = 256 over ~40
+// keys: 58 % of a 0.6B talker step's kernel time). W = 1 keeps everything in one warp, no block
+// barrier; W = 4 splits the keys, for fewer rows (row_attention_warps).
+// Every sum keeps the general kernel's order: scores by score_keys, the softmax by softmax_stats,
+// the value sums as 16 sets (keys j ≡ s mod 16, in j order; warp w of a head takes sets
+// 16/W·w onwards) added in set order, so the result is bit-identical to it and to the cluster
+// kernel. Shared per head: q, the new key and value [D each], the scores [capacity], and with W > 1
+// the 16 sets' sums [16, D].
+constexpr int kRowBlockWarps = 4;
 constexpr int kRowSets = 16;  // the general kernel's value sets (its warps at long capacities)
 static_assert(kRowSets == kLongWarps);
 
-__host__ __device__ inline int64_t row_warp_floats(int64_t D, int64_t capacity) { return 3 * D + capacity; }
+__host__ __device__ inline int64_t row_head_floats(int64_t D, int64_t capacity, int W) {
+  return 3 * D + capacity + (W > 1 ? kRowSets * D : 0);
+}
 
-template <int D, bool BF16, bool PAGED>
-__global__ void __launch_bounds__(kRowWarps * 32) attention_rows_kernel(AttnParams a) {
-  constexpr int kChunks = D / 32;
-  static_assert(D % 32 == 0 && kChunks <= dev::kHeadChunks);
+template <int D, int W, bool BF16, bool PAGED>
+__global__ void __launch_bounds__(kRowBlockWarps * 32) attention_rows_kernel(AttnParams a) {
+  constexpr int kChunks = D / 32, kHeads = kRowBlockWarps / W, kSets = kRowSets / W;
+  static_assert(D % 32 == 0 && kChunks <= dev::kHeadChunks && kRowBlockWarps % W == 0 && kRowSets % W == 0);
   extern __shared__ float smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int h = blockIdx.x * kRowWarps + warp;
+  const int slot = warp / W, sub = warp % W;  // the head's place in the block, the warp's in the head
+  const int h = blockIdx.x * kHeads + slot;
   const int64_t r = blockIdx.y;
   const int Hq = a.Hq, Hkv = a.Hkv, group = Hq / Hkv;
-  if (h >= Hq) return;  // no block barrier below, so a warp without a head may leave
-  const int g = h / group;
+  const bool active = h < Hq;  // a warp without a head still takes the block's barriers
+  const int g = active ? h / group : 0;
   prefetch_earlier_kv<PAGED>(a, r, a.poss[r]);
   dev::pdl_wait();
   const int pos = a.poss[r];
   const int64_t seq = a.seqs[r];
   const int n = min(pos + 1, static_cast<int>(a.kv.capacity));
   float* o = a.out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
-  if (n <= 0) {
+  if (n <= 0) {  // the whole block: its heads share the row
+    if (active && sub == 0)
 #pragma unroll
-    for (int i = 0; i < kChunks; ++i) o[lane + 32 * i] = 0.0f;
+      for (int i = 0; i < kChunks; ++i) o[lane + 32 * i] = 0.0f;
     return;
   }
-  float* qs = smem + warp * row_warp_floats(D, a.kv.capacity);
-  float *knew = qs + D, *vnew = qs + 2 * D, *sc = qs + 3 * D;
-  const float* row = a.qkv + r * a.ld;
-#pragma unroll
-  for (int i = 0; i < kChunks; ++i) {
-    const int d = lane + 32 * i;
-    qs[d] = __ldcg(row + static_cast<int64_t>(h) * D + d);
-    knew[d] = __ldcg(row + static_cast<int64_t>(Hq + g) * D + d);
-    vnew[d] = __ldcg(row + static_cast<int64_t>(Hq + Hkv + g) * D + d);
-  }
-  __syncwarp();
-  dev::norm_rope_head(qs, D, a.qn, a.eps, a.inv_freq, pos, qs, BF16);
-  dev::norm_rope_head(knew, D, a.kn, a.eps, a.inv_freq, pos, knew, BF16);
-  __syncwarp();
+  float* qs = smem + slot * row_head_floats(D, a.kv.capacity, W);
+  float *knew = qs + D, *vnew = qs + 2 * D, *sc = qs + 3 * D, *part = sc + a.kv.capacity;
   const int64_t kstride = static_cast<int64_t>(Hkv) * D;
   const dev::KvRows kb = kv_rows<PAGED>(a.kv, false, seq, static_cast<int64_t>(g) * D, kstride);
   const dev::KvRows vb = kv_rows<PAGED>(a.kv, true, seq, static_cast<int64_t>(g) * D, kstride);
-  if (h % group == 0 && pos < a.kv.capacity) {
-    float* kdst = dev::kv_row<PAGED>(kb, pos);
-    float* vdst = dev::kv_row<PAGED>(vb, pos);
+  if (active && sub == 0) {
+    const float* row = a.qkv + r * a.ld;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
-      kdst[lane + 32 * i] = knew[lane + 32 * i];
-      vdst[lane + 32 * i] = vnew[lane + 32 * i];
+      const int d = lane + 32 * i;
+      qs[d] = __ldcg(row + static_cast<int64_t>(h) * D + d);
+      knew[d] = __ldcg(row + static_cast<int64_t>(Hq + g) * D + d);
+      vnew[d] = __ldcg(row + static_cast<int64_t>(Hq + Hkv + g) * D + d);
     }
-  }
-  constexpr int kKeys = kRowSets;
-  for (int j0 = 0; j0 < n; j0 += kKeys)
-    dev::score_keys<true, kKeys, PAGED>(qs, kb, knew, pos, n, j0, D, [&](int u, float dot) {
-      if (lane == u && j0 + u < n) sc[j0 + u] = dev::scaled_score(dot, a.scale, BF16);
-    });
-  __syncwarp();
-  const dev::SoftmaxStats st = dev::softmax_stats(sc, n);
-  float acc[kRowSets][kChunks];
+    __syncwarp();
+    dev::norm_rope_head(qs, D, a.qn, a.eps, a.inv_freq, pos, qs, BF16);
+    dev::norm_rope_head(knew, D, a.kn, a.eps, a.inv_freq, pos, knew, BF16);
+    __syncwarp();
+    if (h % group == 0 && pos < a.kv.capacity) {
+      float* kdst = dev::kv_row<PAGED>(kb, pos);
+      float* vdst = dev::kv_row<PAGED>(vb, pos);
 #pragma unroll
-  for (int s = 0; s < kRowSets; ++s)
-#pragma unroll
-    for (int i = 0; i < kChunks; ++i) acc[s][i] = 0.0f;
-  // Rows j0 .. j0 + 15 lie in one page (a page holds whole groups of 16 positions, nn/kv_pages.h).
-  for (int j0 = 0; j0 < n; j0 += kRowSets) {
-    const float* first = dev::kv_row_warp<PAGED>(vb, j0);
-#pragma unroll
-    for (int s = 0; s < kRowSets; ++s) {
-      const int j = j0 + s;
-      if (j < n) {
-        const float pj = dev::softmax_weight(st, sc[j], BF16);
-        const float* vr = j == pos ? vnew : first + s * vb.step;
-#pragma unroll
-        for (int i = 0; i < kChunks; ++i) acc[s][i] = fmaf(pj, vr[lane + 32 * i], acc[s][i]);
+      for (int i = 0; i < kChunks; ++i) {
+        kdst[lane + 32 * i] = knew[lane + 32 * i];
+        vdst[lane + 32 * i] = vnew[lane + 32 * i];
       }
     }
   }
+  if constexpr (W > 1) __syncthreads();
+  if (active)
+    for (int j0 = kRowSets * sub; j0 < n; j0 += kRowSets * W)
+      dev::score_keys<true, kRowSets, PAGED>(qs, kb, knew, pos, n, j0, D, [&](int u, float dot) {
+        if (lane == u && j0 + u < n) sc[j0 + u] = dev::scaled_score(dot, a.scale, BF16);
+      });
+  if constexpr (W > 1) __syncthreads();
+  else __syncwarp();
+  float acc[kSets][kChunks];
+  if (active) {
+    const dev::SoftmaxStats st = dev::softmax_stats(sc, n);
 #pragma unroll
-  for (int i = 0; i < kChunks; ++i) {
-    float total = 0.0f;
+    for (int s = 0; s < kSets; ++s)
 #pragma unroll
-    for (int s = 0; s < kRowSets; ++s) total += acc[s][i];
-    o[lane + 32 * i] = BF16 ? dev::round_bf16(total) : total;
+      for (int i = 0; i < kChunks; ++i) acc[s][i] = 0.0f;
+    // Rows j0 .. j0 + 15 lie in one page (a page holds whole groups of 16 positions, nn/kv_pages.h).
+    for (int j0 = 0; j0 < n; j0 += kRowSets) {
+      const float* first = dev::kv_row_warp<PAGED>(vb, j0);
+#pragma unroll
+      for (int s = 0; s < kSets; ++s) {
+        const int j = j0 + kSets * sub + s;
+        if (j < n) {
+          const float pj = dev::softmax_weight(st, sc[j], BF16);
+          const float* vr = j == pos ? vnew : first + (kSets * sub + s) * vb.step;
+#pragma unroll
+          for (int i = 0; i < kChunks; ++i) acc[s][i] = fmaf(pj, vr[lane + 32 * i], acc[s][i]);
+        }
+      }
+    }
+  }
+  if constexpr (W == 1) {
+    if (!active) return;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      float total = 0.0f;
+#pragma unroll
+      for (int s = 0; s < kSets; ++s) total += acc[s][i];
+      o[lane + 32 * i] = BF16 ? dev::round_bf16(total) : total;
+    }
+  } else {
+    if (active)
+#pragma unroll
+      for (int s = 0; s < kSets; ++s)
+#pragma unroll
+        for (int i = 0; i < kChunks; ++i) part[(kSets * sub + s) * D + lane + 32 * i] = acc[s][i];
+    __syncthreads();
+    if (active)
+      for (int d = 32 * sub + lane; d < D; d += 32 * W) {
+        float total = 0.0f;
+#pragma unroll
+        for (int s = 0; s < kRowSets; ++s) total += part[s * D + d];
+        o[d] = BF16 ? dev::round_bf16(total) : total;
+      }
   }
 }
 
@@ -447,12 +477,16 @@ bool small_attention(int64_t capacity, int64_t D) {
 std::atomic<int64_t> g_reserved_smem{48 * 1024};
 std::atomic<int64_t> g_reserved_rows_smem{48 * 1024};
 
-// Beyond this the many-row kernel's per-warp scores would leave too few warps per SM; such caches
-// (more than ~5,700 positions) keep the cluster kernel.
+// Beyond this the many-row kernel's per-head scores would leave too few warps per SM; such caches
+// (more than ~5,000 positions) keep the cluster kernel.
 constexpr size_t kRowMaxSmem = 96 * 1024;
 
+size_t rows_attention_smem(int64_t capacity, int64_t head_dim, int W) {
+  return static_cast<size_t>(kRowBlockWarps / W * row_head_floats(head_dim, capacity, W)) * sizeof(float);
+}
+// The most either W needs.
 size_t rows_attention_smem(int64_t capacity, int64_t head_dim) {
-  return static_cast<size_t>(kRowWarps * row_warp_floats(head_dim, capacity)) * sizeof(float);
+  return std::max(rows_attention_smem(capacity, head_dim, 1), rows_attention_smem(capacity, head_dim, 4));
 }
 
 size_t attention_smem(int64_t capacity, int64_t head_dim) {
@@ -476,8 +510,10 @@ Status reserve_rows_attention(int64_t capacity, int64_t head_dim) {
   if (head_dim != 128 || dev::attention_warps(capacity) != kLongWarps || need > kRowMaxSmem ||
       need <= static_cast<size_t>(g_reserved_rows_smem.load()))
     return ok_status();
-  for (auto* k : {attention_rows_kernel<128, false, false>, attention_rows_kernel<128, true, false>,
-                  attention_rows_kernel<128, false, true>, attention_rows_kernel<128, true, true>})
+  for (auto* k : {attention_rows_kernel<128, 1, false, false>, attention_rows_kernel<128, 1, true, false>,
+                  attention_rows_kernel<128, 1, false, true>, attention_rows_kernel<128, 1, true, true>,
+                  attention_rows_kernel<128, 4, false, false>, attention_rows_kernel<128, 4, true, false>,
+                  attention_rows_kernel<128, 4, false, true>, attention_rows_kernel<128, 4, true, true>})
     CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(need)));
   g_reserved_rows_smem.store(static_cast<int64_t>(need));
   return ok_status();
@@ -530,19 +566,40 @@ namespace {
 // The specialized kernels; off only in tests (set_small_attention, set_long_attention).
 std::atomic<bool> g_small_attention{true};
 std::atomic<bool> g_long_attention{true};
-std::atomic<int64_t> g_row_attention_rows{kRowAttentionRows};
+std::atomic<int> g_row_attention{kRowAttentionAuto};
 
-template <bool BF16, bool PAGED>
-cudaError_t launch_rows_attention(const AttnParams& p, int64_t rows, cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>((p.Hq + kRowWarps - 1) / kRowWarps), static_cast<unsigned>(rows));
-  return launch(attention_rows_kernel<128, BF16, PAGED>, grid, dim3(kRowWarps * 32),
-                rows_attention_smem(p.kv.capacity, p.D), s, p);
+// Warps per query head of the many-row kernel for this many rows, 0 for the cluster kernel. The
+// host does not know the rows' context lengths (positions live on the device, and a captured graph
+// serves every step of its batch size), so the choice goes by rows alone. On the H100, per call
+// over 40–1,000 keys (scripts/device/attention_harness.cu): below 32 rows the cluster kernel is
+// fastest at 250 keys and more (up to 4× the one-warp kernel at 16 rows); from 32 rows four warps
+// per head win up to 4.8× over short contexts and lose at most 15 % over long ones; from 128 rows
+// one warp per head is fastest at every length (7× at 40 keys, 1.4× at 1,000).
+int row_attention_warps(int64_t rows) {
+  const int forced = g_row_attention.load();
+  if (forced != kRowAttentionAuto) return forced;
+  return rows >= kRowAttentionOneWarp ? 1 : rows >= kRowAttentionRows ? 4 : 0;
 }
 
 template <bool BF16, bool PAGED>
 cudaError_t launch_long_attention(const AttnParams& p, int64_t rows, size_t smem, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(kLongSplit * p.Hq), static_cast<unsigned>(rows));
   return launch(attention_split_kernel<128, BF16, kLongSplit, PAGED>, grid, dim3(kLongWarps * 32), smem, s, p);
+}
+
+template <int W, bool BF16, bool PAGED>
+cudaError_t launch_rows_attention(const AttnParams& p, int64_t rows, cudaStream_t s) {
+  constexpr int heads = kRowBlockWarps / W;
+  const dim3 grid(static_cast<unsigned>((p.Hq + heads - 1) / heads), static_cast<unsigned>(rows));
+  return launch(attention_rows_kernel<128, W, BF16, PAGED>, grid, dim3(kRowBlockWarps * 32),
+                rows_attention_smem(p.kv.capacity, p.D, W), s, p);
+}
+template <int W>
+cudaError_t launch_rows_attention(const AttnParams& p, int64_t rows, cudaStream_t s) {
+  const bool paged = p.kv.pages != nullptr;
+  const auto go = paged ? (p.bf16 ? launch_rows_attention<W, true, true> : launch_rows_attention<W, false, true>)
+                        : (p.bf16 ? launch_rows_attention<W, true, false> : launch_rows_attention<W, false, false>);
+  return go(p, rows, s);
 }
 
 Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStream_t s) {
@@ -560,11 +617,10 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
     CHORUS_CUDA_TRY(launch(k, grid, block, smem, s, p));
   } else if (!paged && preloads(p.kv.capacity, p.D))
     CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
-  else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && rows >= g_row_attention_rows.load() &&
+  else if (const int w = row_attention_warps(rows);
+           w > 0 && p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps &&
            static_cast<int64_t>(rows_attention_smem(p.kv.capacity, p.D)) <= g_reserved_rows_smem.load()) {
-    const auto go = paged ? (p.bf16 ? launch_rows_attention<true, true> : launch_rows_attention<false, true>)
-                          : (p.bf16 ? launch_rows_attention<true, false> : launch_rows_attention<false, false>);
-    CHORUS_CUDA_TRY(go(p, rows, s));
+    CHORUS_CUDA_TRY(w == 1 ? launch_rows_attention<1>(p, rows, s) : launch_rows_attention<4>(p, rows, s));
   } else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.load()) {
     const auto go = paged ? (p.bf16 ? launch_long_attention<true, true> : launch_long_attention<false, true>)
                           : (p.bf16 ? launch_long_attention<true, false> : launch_long_attention<false, false>);
@@ -603,7 +659,10 @@ Status attention(const float* q, HeadShape h, float scale, RowMap rows, KvLayer 
 
 void set_small_attention(bool on) { g_small_attention.store(on); }
 void set_long_attention(bool on) { g_long_attention.store(on); }
-void set_row_attention_rows(int64_t rows) { g_row_attention_rows.store(rows > 0 ? rows : kRowAttentionRows); }
+void set_row_attention(int warps_per_head) {
+  g_row_attention.store(warps_per_head == 0 || warps_per_head == 1 || warps_per_head == 4 ? warps_per_head
+                                                                                         : kRowAttentionAuto);
+}
 
 Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const float* q_norm, const float* k_norm,
                         float eps, const float* inv_freq, float scale, RowMap rows, KvLayer kv, float* out,

@@ -216,11 +216,15 @@ Status attention_decode(const float* qkv, int64_t ld_qkv, HeadShape h, const flo
 // to compare them with the general kernel.
 void set_small_attention(bool on);
 void set_long_attention(bool on);
-// From this many rows on, the long-cache decode attention runs one warp per (row, query head)
-// instead of a cluster per head (bit-identical, faster when the rows alone fill the GPU). Tests set
-// 1 (always) or a huge number (never); 0 restores the default.
-constexpr int64_t kRowAttentionRows = 16;
-void set_row_attention_rows(int64_t rows);
+// The long-cache decode attention of many rows runs W warps per (row, query head) instead of a
+// cluster per head (bit-identical, faster when the rows alone fill the GPU): 4 from
+// kRowAttentionRows rows, 1 from kRowAttentionOneWarp. Tests and the timing harness force a
+// choice: 0 the cluster kernel, 1 or 4 warps per head; kRowAttentionAuto (or anything else)
+// restores the default.
+constexpr int64_t kRowAttentionRows = 32;
+constexpr int64_t kRowAttentionOneWarp = 128;
+constexpr int kRowAttentionAuto = -1;
+void set_row_attention(int warps_per_head);
 // Call once (outside graph capture) before attention over caches of up to `capacity` positions.
 Status attention_reserve(int64_t capacity, int64_t head_dim);
 
