@@ -1,8 +1,8 @@
 // Times the long-cache decode attention (talker shape: 16 query heads, 8 kv heads, head size 128,
 // paged caches as the serving pools keep them) at many row counts and context lengths, the cluster
 // kernel against the many-row kernel with 1 and 4 warps per query head, and checks that all give
-// the same outputs bit for bit. Printed per (rows, keys): µs per call of each, and what the
-// default picks.
+// the same outputs bit for bit; then prefill rows (whole prompts) against the general kernel.
+// Printed per (rows, keys): µs per call of each, and what the default picks.
 //
 // Build here, after `ninja -C build chorus`:
 //   nvcc -DCHORUS_HAVE_CUDA=1 -Isrc -O3 -arch=sm_90 -std=c++20 --extended-lambda \
@@ -97,23 +97,37 @@ int main() {
   must(cudaEventCreate(&e0), "event");
   must(cudaEventCreate(&e1), "event");
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  std::printf("%6s %6s %10s %10s %10s %10s %s\n", "rows", "keys", "cluster", "w1", "w4", "default",
-              "equal (µs per call)");
+  // Prefill rows: whole prompts of `keys` positions (sequence r / keys, position r % keys), queries
+  // formed, every key in the cache; the first column is then the general kernel.
+  DeviceBuffer prompt_seqs = alloc(max_rows * 4);
+  for (const bool prefill : {false, true}) {
+  std::printf("%s\n%6s %6s %10s %10s %10s %10s %s\n", prefill ? "prefill rows" : "decode rows", "rows", "keys",
+              prefill ? "general" : "cluster", "w1", "w4", "default", "equal (µs per call)");
   for (int64_t keys : {40, 120, 250, 500, 1000}) {
     for (int64_t rows : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}) {
-      // Positions spread around `keys` (±25 %), as streams of one pool are.
-      std::vector<int32_t> pos(rows);
-      for (int64_t r = 0; r < rows; ++r)
-        pos[r] = static_cast<int32_t>(std::min<int64_t>(cap - 1, keys * 3 / 4 + (r * 7919) % (keys / 2 + 1)));
+      // Decode: positions spread around `keys` (±25 %), as streams of one pool are.
+      std::vector<int32_t> pos(rows), pseq(rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        pos[r] = prefill ? static_cast<int32_t>(r % keys)
+                         : static_cast<int32_t>(std::min<int64_t>(cap - 1, keys * 3 / 4 + (r * 7919) % (keys / 2 + 1)));
+        pseq[r] = static_cast<int32_t>(r / keys);
+      }
+      if (prefill && rows < keys) continue;
       must(cudaMemcpy(poss.as<void>(), pos.data(), rows * 4, cudaMemcpyHostToDevice), "pos");
+      must(cudaMemcpy(prompt_seqs.as<void>(), pseq.data(), rows * 4, cudaMemcpyHostToDevice), "seqs");
       double us[kVariants];
       for (int k = 0; k < kVariants; ++k) {
         set_row_attention(variant_w[k]);
         auto call = [&] {
-          must(attention_decode(qkv.as<float>(), ld, {Hq, Hkv, D}, qn.as<float>(), kn.as<float>(), 1e-6f, inv.as<float>(),
-                                scale, {seqs.as<int32_t>(), poss.as<int32_t>(), rows, true}, kv, out[k].as<float>(),
-                                nullptr, false),
-               "attention");
+          if (prefill)
+            must(attention(qkv.as<float>(), {Hq, Hkv, D}, scale, {prompt_seqs.as<int32_t>(), poss.as<int32_t>(), rows, true},
+                           kv, out[k].as<float>(), nullptr, false),
+                 "attention");
+          else
+            must(attention_decode(qkv.as<float>(), ld, {Hq, Hkv, D}, qn.as<float>(), kn.as<float>(), 1e-6f,
+                                  inv.as<float>(), scale, {seqs.as<int32_t>(), poss.as<int32_t>(), rows, true}, kv,
+                                  out[k].as<float>(), nullptr, false),
+                 "attention");
         };
         for (int w = 0; w < 3; ++w) call();
         const int reps = 30;
@@ -135,6 +149,7 @@ int main() {
       std::printf("%6lld %6lld %10.1f %10.1f %10.1f %10.1f %s\n", static_cast<long long>(rows),
                   static_cast<long long>(keys), us[0], us[1], us[2], us[3], eq ? "yes" : "NO");
     }
+  }
   }
   set_row_attention(kRowAttentionAuto);
   return 0;

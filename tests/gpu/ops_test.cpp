@@ -481,7 +481,8 @@ TEST(GpuAttention, ManyRowKernelEqualsTheClusterKernel) {
 // Many rows at once, as serving steps them: 160 rows over 192 sequences in a shuffled order, each
 // at its own position (some inactive, position −1), f32 and bf16. The kernel the row count picks,
 // and each many-row variant, must give every row what the cluster kernel gives it, bit for bit,
-// and store the same keys and values.
+// and store the same keys and values. The same for prefill rows (formed queries, every key in the
+// cache) against the general kernel.
 TEST(GpuAttention, ManyRowsEachGetWhatTheClusterKernelGives) {
   REQUIRE_GPU();
   std::mt19937 rng(40);
@@ -530,6 +531,21 @@ TEST(GpuAttention, ManyRowsEachGetWhatTheClusterKernelGives) {
       EXPECT_EQ(kc[w], kc[0]);
       EXPECT_EQ(vc[w], vc[0]);
     }
+    const auto dq = to_device(random_vec(rng, static_cast<size_t>(R * qw), -2.0f, 2.0f));
+    const auto dk = to_device(k0), dv = to_device(v0);
+    std::vector<float> prefill[5];
+    for (const int w : {0, 1, 2, 4}) {  // 0: the general kernel
+      cuda::set_row_attention(w == 2 ? cuda::kRowAttentionAuto : w);
+      auto dout = poisoned(static_cast<size_t>(R * qw));
+      ASSERT_TRUE(cuda::attention(dq.as<float>(), {Hq, Hkv, D}, 1.0f / std::sqrt(static_cast<float>(D)),
+                                  {dseq.as<int32_t>(), dpos.as<int32_t>(), R, true},
+                                  {dk.as<float>(), dv.as<float>(), cap * kvw, cap}, dout.as<float>(), nullptr, bf16)
+                      .ok());
+      prefill[w] = to_host<float>(dout, static_cast<size_t>(R * qw));
+    }
+    cuda::set_row_attention(cuda::kRowAttentionAuto);
+    EXPECT_FALSE(std::any_of(prefill[0].begin(), prefill[0].end(), [](float x) { return std::isnan(x); }));
+    for (const int w : {1, 2, 4}) EXPECT_EQ(prefill[w], prefill[0]) << "prefill rows, variant " << w;
   }
 }
 

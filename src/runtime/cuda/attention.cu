@@ -347,7 +347,9 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32)
 // lone stream's step waits on one long attention; with many rows the heads alone fill the GPU, and
 // blocks of 512 threads with two cluster barriers each cost more than the work (B = 256 over ~40
 // keys: 58 % of a 0.6B talker step's kernel time). W = 1 keeps everything in one warp, no block
-// barrier; W = 4 splits the keys, for fewer rows (row_attention_warps).
+// barrier; W = 4 splits the keys, for fewer rows (row_attention_warps). FUSED: decode rows, as
+// attention_kernel<true> (the block norms, rotates and stores the new row); else rows whose query
+// is formed and whose keys are all in the cache (prefill), as attention_kernel<false>.
 // Every sum keeps the general kernel's order: scores by score_keys, the softmax by softmax_stats,
 // the value sums as 16 sets (keys j ≡ s mod 16, in j order; warp w of a head takes sets
 // 16/W·w onwards) added in set order, so the result is bit-identical to it and to the cluster
@@ -361,7 +363,7 @@ __host__ __device__ inline int64_t row_head_floats(int64_t D, int64_t capacity, 
   return 3 * D + capacity + (W > 1 ? kRowSets * D : 0);
 }
 
-template <int D, int W, bool BF16, bool PAGED>
+template <int D, int W, bool FUSED, bool BF16, bool PAGED>
 __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_rows_kernel(AttnParams a) {
   constexpr int kChunks = D / 32, kHeads = kRowBlockWarps / W, kSets = kRowSets / W;
   static_assert(D % 32 == 0 && kChunks <= dev::kHeadChunks && kRowBlockWarps % W == 0 && kRowSets % W == 0);
@@ -373,11 +375,12 @@ __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_rows_kernel(Att
   const int Hq = a.Hq, Hkv = a.Hkv, group = Hq / Hkv;
   const bool active = h < Hq;  // a warp without a head still takes the block's barriers
   const int g = active ? h / group : 0;
-  prefetch_earlier_kv<PAGED>(a, r, a.poss[r]);
+  if (FUSED) prefetch_earlier_kv<PAGED>(a, r, a.poss[r]);
   dev::pdl_wait();
   const int pos = a.poss[r];
   const int64_t seq = a.seqs[r];
   const int n = min(pos + 1, static_cast<int>(a.kv.capacity));
+  const int new_pos = FUSED ? pos : -1;  // unfused (prefill rows): every key from the cache
   float* o = a.out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
   if (n <= 0) {  // the whole block: its heads share the row
     if (active && sub == 0)
@@ -390,7 +393,13 @@ __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_rows_kernel(Att
   const int64_t kstride = static_cast<int64_t>(Hkv) * D;
   const dev::KvRows kb = kv_rows<PAGED>(a.kv, false, seq, static_cast<int64_t>(g) * D, kstride);
   const dev::KvRows vb = kv_rows<PAGED>(a.kv, true, seq, static_cast<int64_t>(g) * D, kstride);
-  if (active && sub == 0) {
+  if (!FUSED && active && sub == 0) {
+    const float* q = a.q + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) qs[lane + 32 * i] = q[lane + 32 * i];
+    __syncwarp();
+  }
+  if (FUSED && active && sub == 0) {
     const float* row = a.qkv + r * a.ld;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
@@ -416,7 +425,7 @@ __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_rows_kernel(Att
   if constexpr (W > 1) __syncthreads();
   if (active)
     for (int j0 = kRowSets * sub; j0 < n; j0 += kRowSets * W)
-      dev::score_keys<true, kRowSets, PAGED>(qs, kb, knew, pos, n, j0, D, [&](int u, float dot) {
+      dev::score_keys<true, kRowSets, PAGED>(qs, kb, knew, new_pos, n, j0, D, [&](int u, float dot) {
         if (lane == u && j0 + u < n) sc[j0 + u] = dev::scaled_score(dot, a.scale, BF16);
       });
   if constexpr (W > 1) __syncthreads();
@@ -436,7 +445,7 @@ __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_rows_kernel(Att
         const int j = j0 + kSets * sub + s;
         if (j < n) {
           const float pj = dev::softmax_weight(st, sc[j], BF16);
-          const float* vr = j == pos ? vnew : first + (kSets * sub + s) * vb.step;
+          const float* vr = j == new_pos ? vnew : first + (kSets * sub + s) * vb.step;
 #pragma unroll
           for (int i = 0; i < kChunks; ++i) acc[s][i] = fmaf(pj, vr[lane + 32 * i], acc[s][i]);
         }
@@ -510,10 +519,14 @@ Status reserve_rows_attention(int64_t capacity, int64_t head_dim) {
   if (head_dim != 128 || dev::attention_warps(capacity) != kLongWarps || need > kRowMaxSmem ||
       need <= static_cast<size_t>(g_reserved_rows_smem.load()))
     return ok_status();
-  for (auto* k : {attention_rows_kernel<128, 1, false, false>, attention_rows_kernel<128, 1, true, false>,
-                  attention_rows_kernel<128, 1, false, true>, attention_rows_kernel<128, 1, true, true>,
-                  attention_rows_kernel<128, 4, false, false>, attention_rows_kernel<128, 4, true, false>,
-                  attention_rows_kernel<128, 4, false, true>, attention_rows_kernel<128, 4, true, true>})
+  for (auto* k : {attention_rows_kernel<128, 1, true, false, false>, attention_rows_kernel<128, 1, true, true, false>,
+                  attention_rows_kernel<128, 1, true, false, true>, attention_rows_kernel<128, 1, true, true, true>,
+                  attention_rows_kernel<128, 4, true, false, false>, attention_rows_kernel<128, 4, true, true, false>,
+                  attention_rows_kernel<128, 4, true, false, true>, attention_rows_kernel<128, 4, true, true, true>,
+                  attention_rows_kernel<128, 1, false, false, false>, attention_rows_kernel<128, 1, false, true, false>,
+                  attention_rows_kernel<128, 1, false, false, true>, attention_rows_kernel<128, 1, false, true, true>,
+                  attention_rows_kernel<128, 4, false, false, false>, attention_rows_kernel<128, 4, false, true, false>,
+                  attention_rows_kernel<128, 4, false, false, true>, attention_rows_kernel<128, 4, false, true, true>})
     CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(need)));
   g_reserved_rows_smem.store(static_cast<int64_t>(need));
   return ok_status();
@@ -587,19 +600,26 @@ cudaError_t launch_long_attention(const AttnParams& p, int64_t rows, size_t smem
   return launch(attention_split_kernel<128, BF16, kLongSplit, PAGED>, grid, dim3(kLongWarps * 32), smem, s, p);
 }
 
-template <int W, bool BF16, bool PAGED>
+template <int W, bool FUSED, bool BF16, bool PAGED>
 cudaError_t launch_rows_attention(const AttnParams& p, int64_t rows, cudaStream_t s) {
   constexpr int heads = kRowBlockWarps / W;
   const dim3 grid(static_cast<unsigned>((p.Hq + heads - 1) / heads), static_cast<unsigned>(rows));
-  return launch(attention_rows_kernel<128, W, BF16, PAGED>, grid, dim3(kRowBlockWarps * 32),
+  return launch(attention_rows_kernel<128, W, FUSED, BF16, PAGED>, grid, dim3(kRowBlockWarps * 32),
                 rows_attention_smem(p.kv.capacity, p.D, W), s, p);
 }
-template <int W>
+template <int W, bool FUSED>
 cudaError_t launch_rows_attention(const AttnParams& p, int64_t rows, cudaStream_t s) {
-  const bool paged = p.kv.pages != nullptr;
-  const auto go = paged ? (p.bf16 ? launch_rows_attention<W, true, true> : launch_rows_attention<W, false, true>)
-                        : (p.bf16 ? launch_rows_attention<W, true, false> : launch_rows_attention<W, false, false>);
-  return go(p, rows, s);
+  if (p.kv.pages)
+    return p.bf16 ? launch_rows_attention<W, FUSED, true, true>(p, rows, s)
+                  : launch_rows_attention<W, FUSED, false, true>(p, rows, s);
+  return p.bf16 ? launch_rows_attention<W, FUSED, true, false>(p, rows, s)
+                : launch_rows_attention<W, FUSED, false, false>(p, rows, s);
+}
+// Whether the many-row kernel takes this call, and with how many warps per head (0: it does not).
+int rows_attention_for(const AttnParams& p, int64_t rows) {
+  const int w = row_attention_warps(rows);
+  const bool fits = static_cast<int64_t>(rows_attention_smem(p.kv.capacity, p.D)) <= g_reserved_rows_smem.load();
+  return w > 0 && p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && fits ? w : 0;
 }
 
 Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStream_t s) {
@@ -609,7 +629,11 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
   const dim3 grid(static_cast<unsigned>(p.Hq), static_cast<unsigned>(rows));
   const dim3 block(static_cast<unsigned>(attention_threads(p.kv.capacity)));
   const bool paged = p.kv.pages != nullptr;  // the small-cache kernels preload contiguous rows
-  if (!fused && paged) CHORUS_CUDA_TRY(launch(attention_kernel<false, false, true>, grid, block, smem, s, p));
+  const int rows_w = rows_attention_for(p, rows);
+  if (!fused && rows_w > 0)
+    CHORUS_CUDA_TRY((rows_w == 1 ? launch_rows_attention<1, false>(p, rows, s)
+                                 : launch_rows_attention<4, false>(p, rows, s)));
+  else if (!fused && paged) CHORUS_CUDA_TRY(launch(attention_kernel<false, false, true>, grid, block, smem, s, p));
   else if (!fused) CHORUS_CUDA_TRY(launch(attention_kernel<false>, grid, block, smem, s, p));
   else if (!paged && small_attention(p.kv.capacity, p.D) && g_small_attention.load()) {
     auto* k = p.D == 64 ? (p.bf16 ? attention_small_kernel<64, true> : attention_small_kernel<64, false>)
@@ -617,11 +641,10 @@ Status launch_attention(bool fused, const AttnParams& p, int64_t rows, cudaStrea
     CHORUS_CUDA_TRY(launch(k, grid, block, smem, s, p));
   } else if (!paged && preloads(p.kv.capacity, p.D))
     CHORUS_CUDA_TRY(launch(attention_kernel<true, true>, grid, block, smem, s, p));
-  else if (const int w = row_attention_warps(rows);
-           w > 0 && p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps &&
-           static_cast<int64_t>(rows_attention_smem(p.kv.capacity, p.D)) <= g_reserved_rows_smem.load()) {
-    CHORUS_CUDA_TRY(w == 1 ? launch_rows_attention<1>(p, rows, s) : launch_rows_attention<4>(p, rows, s));
-  } else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.load()) {
+  else if (rows_w > 0)
+    CHORUS_CUDA_TRY((rows_w == 1 ? launch_rows_attention<1, true>(p, rows, s)
+                                 : launch_rows_attention<4, true>(p, rows, s)));
+  else if (p.D == 128 && dev::attention_warps(p.kv.capacity) == kLongWarps && g_long_attention.load()) {
     const auto go = paged ? (p.bf16 ? launch_long_attention<true, true> : launch_long_attention<false, true>)
                           : (p.bf16 ? launch_long_attention<true, false> : launch_long_attention<false, false>);
     CHORUS_CUDA_TRY(go(p, rows, smem, s));
