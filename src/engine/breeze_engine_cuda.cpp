@@ -65,6 +65,7 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
     }
     e->info_ = e->cpu_->info();
     e->split_frames_ = o.split_frames;
+    e->first_pool_slots_ = std::max(1, o.first_pool_slots);
     // One page pool for every (guidance mode, activations) pool set: the caches are f32 rows of the
     // same backbone in all of them.
     const nn::gpu::DeviceStack& bb = e->dev_->backbone();
@@ -150,6 +151,7 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
       DevicePools<Frames>& dp = pools_[k];
       dp.pages = pages_;
       dp.branches = branches;
+      dp.first_slots = std::min(first_pool_slots_, dp.max_slots);
       CHORUS_TRY(step_pooled_streams<Frames>(dp, sub, sub_out, static_cast<int32_t>(dev_->config().backbone_eos()),
                                              dev_->codebooks(), need, create, admit,
                                              [](const CudaBreezeStream& s) { return s.setup.max_frames; }, times));
@@ -175,6 +177,7 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
   std::shared_ptr<nn::gpu::KvPagePool> pages_;     // the backbone's KV pages, for every pool
   ThreadPool* pool_ = nullptr;
   bool split_frames_ = false;  // CudaLoadOptions::split_frames
+  int first_pool_slots_ = 8;    // CudaLoadOptions::first_pool_slots
   // The frame pools per (guidance mode, activations): scheduling state, not part of the model.
   mutable std::mutex pools_mu_;
   mutable std::map<std::pair<int32_t, int>, DevicePools<Frames>> pools_;

@@ -20,13 +20,17 @@ Result<std::unique_ptr<TtsModel>> load_cpu(const std::string& dir, const LoadOpt
 Result<std::unique_ptr<TtsModel>> qwen3_cuda(const std::string& dir, const LoadOptions& o) {
   CHORUS_TRY(weights_supported(o.device, o.weights));
   return load_cuda_qwen3_model(dir, {.device = o.device.index, .pool = o.pool, .split_frames = o.split_frames,
-                                     .kv_cache_bytes = o.kv_cache_bytes, .weights = o.weights});
+                                     .kv_cache_bytes = o.kv_cache_bytes,
+                                     .first_pool_slots = o.first_pool_slots,
+                                     .weights = o.weights});
 }
 
 Result<std::unique_ptr<TtsModel>> breeze_cuda(const std::string& dir, const LoadOptions& o) {
   CHORUS_TRY(weights_supported(o.device, o.weights));
   return load_cuda_breeze_model(dir, {.device = o.device.index, .pool = o.pool, .split_frames = o.split_frames,
-                                      .kv_cache_bytes = o.kv_cache_bytes, .weights = o.weights});
+                                      .kv_cache_bytes = o.kv_cache_bytes,
+                                     .first_pool_slots = o.first_pool_slots,
+                                     .weights = o.weights});
 }
 
 constexpr FamilyLoader kFamilies[] = {

@@ -120,6 +120,12 @@ struct LoadOptions {
   // CUDA: the most device memory the backbone's paged KV cache may take (0: what the device allows,
   // nn/kv_page_pool_cuda.h). Streams that would need more wait for others to end.
   size_t kv_cache_bytes = 0;
+  // CUDA: slots of the first frame pool (continuous batching). Streams past them open a pool twice
+  // as large, and each pool steps apart, with launches of its own, until the older ones empty. A
+  // server sets its stream limit, so one pool holds the whole load: on an H100, 256 slots against
+  // 8 served 175 against 133 audio-s/s at 26 requests/s (docs/PERFORMANCE.md). A slot costs its
+  // trailing text rows (positions × hidden floats: 4 MiB at 1024 positions of the 0.6B) in use or not.
+  int first_pool_slots = 8;
   // CUDA: each frame as two graphs (the depth walk, then the backbone step) instead of one, so the
   // model's stage times give their device times apart (`chorus bench --split-frames`); a little slower.
   bool split_frames = false;

@@ -25,6 +25,7 @@ struct CudaLoadOptions {
   ThreadPool* pool = nullptr;  // CPU threads for prompt building (nullptr: ThreadPool::global())
   bool split_frames = false;  // LoadOptions::split_frames
   size_t kv_cache_bytes = 0;  // LoadOptions::kv_cache_bytes
+  int first_pool_slots = 8;   // LoadOptions::first_pool_slots
   // The decoder layers' weights: bf16 as stored, or int8 / fp8 quantised at load (LoadOptions::weights;
   // int4 is kUnsupported on CUDA).
   WeightFormat weights = WeightFormat::kBf16;

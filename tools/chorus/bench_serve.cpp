@@ -160,6 +160,7 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
   lo.pool = own_pool ? own_pool.get() : &ThreadPool::global();
   lo.weights = weights;
   lo.codec_precision = codec_precision;
+  lo.first_pool_slots = o.max_streams;  // as chorus serve: one frame pool holds every running stream
   auto m = engine::load(model, lo);
   if (!m.ok()) return fail(m.error());
   engine::SynthesizerOptions so;

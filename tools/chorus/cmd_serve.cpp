@@ -58,6 +58,7 @@ int run(const Options& o) {
     lo.device = *device;
     lo.weights = *weights;
     lo.codec_precision = *codec_precision;
+    lo.first_pool_slots = o.max_streams;  // one frame pool holds every running stream
     lo.download = o.download;
     lo.download_progress = o.download && isatty(fileno(stderr));
     auto m = engine::load(spec, lo);
