@@ -132,7 +132,10 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--port", o->port, "Port (0: any free port, printed)")->capture_default_str();
   sub.add_option("--api-key", o->api_key, "Require Authorization: Bearer KEY (not for /health, /ready, /metrics)");
   sub.add_option("--voices-dir", o->voices_dir, "Keep custom voices here (created if missing; empty: in memory)");
-  sub.add_option("--max-streams", o->max_streams, "Requests synthesized together per model")->capture_default_str();
+  sub.add_option("--max-streams", o->max_streams,
+                 "Requests synthesized together per model (CUDA: the slots of its first frame pool, so they all "
+                 "step together)")
+      ->capture_default_str();
   sub.add_option("--max-queue", o->max_queue, "Requests waiting per model before 429")->capture_default_str();
   sub.add_option("--threads", o->threads, "HTTP I/O threads")->capture_default_str();
   sub.add_option("--grace", o->grace_s, "Seconds running streams may take to finish on SIGTERM")->capture_default_str();
