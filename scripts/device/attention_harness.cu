@@ -17,30 +17,14 @@
 
 #include "nn/kv_pages.h"
 #include "runtime/cuda/ops.h"
+#include "harness_util.h"
 
 using namespace chorus;
 using namespace chorus::cuda;
+using chorus::harness::alloc;
+using chorus::harness::must;
 
 namespace {
-
-void must(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
-void must(const Status& st, const char* what) {
-  if (st.ok()) return;
-  std::fprintf(stderr, "%s: %s\n", what, st.error().to_string().c_str());
-  std::exit(1);
-}
-DeviceBuffer alloc(size_t bytes) {
-  auto r = DeviceBuffer::alloc(bytes);
-  if (!r.ok()) {
-    std::fprintf(stderr, "alloc: %s\n", r.error().to_string().c_str());
-    std::exit(1);
-  }
-  return std::move(r).value();
-}
 
 __global__ void fill_kernel(float* x, size_t n, uint32_t seed, float scale) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {

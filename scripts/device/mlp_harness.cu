@@ -18,32 +18,14 @@
 #include "runtime/cuda/device_util.cuh"
 #include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/ops.h"
+#include "harness_util.h"
 
 using namespace chorus;
 using namespace chorus::cuda;
+using chorus::harness::alloc;
+using chorus::harness::must;
 
 namespace {
-
-void must(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
-
-void must(const Status& st, const char* what) {
-  if (st.ok()) return;
-  std::fprintf(stderr, "%s: %s\n", what, st.error().to_string().c_str());
-  std::exit(1);
-}
-
-DeviceBuffer alloc(size_t bytes) {
-  auto r = DeviceBuffer::alloc(bytes);
-  if (!r.ok()) {
-    std::fprintf(stderr, "alloc: %s\n", r.error().to_string().c_str());
-    std::exit(1);
-  }
-  return std::move(r).value();
-}
 
 constexpr int kLayers = 16;
 
