@@ -347,7 +347,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(kLongWarps * 32)
 // lone stream's step waits on one long attention; with many rows the heads alone fill the GPU, and
 // blocks of 512 threads with two cluster barriers each cost more than the work (B = 256 over ~40
 // keys: 58 % of a 0.6B talker step's kernel time). W = 1 keeps everything in one warp, no block
-// barrier; W = 4 splits the keys, for fewer rows (row_attention_warps). FUSED: decode rows, as
+// barrier; W = 4 (the whole block on one head) splits the keys, for fewer rows (row_attention_warps). FUSED: decode rows, as
 // attention_kernel<true> (the block norms, rotates and stores the new row); else rows whose query
 // is formed and whose keys are all in the cache (prefill), as attention_kernel<false>.
 // Every sum keeps the general kernel's order: scores by score_keys, the softmax by softmax_stats,
@@ -366,14 +366,14 @@ __host__ __device__ inline int64_t row_head_floats(int64_t D, int64_t capacity, 
 template <int D, int W, bool FUSED, bool BF16, bool PAGED>
 __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_rows_kernel(AttnParams a) {
   constexpr int kChunks = D / 32, kHeads = kRowBlockWarps / W, kSets = kRowSets / W;
-  static_assert(D % 32 == 0 && kChunks <= dev::kHeadChunks && kRowBlockWarps % W == 0 && kRowSets % W == 0);
+  static_assert(D % 32 == 0 && kChunks <= dev::kHeadChunks && (W == 1 || W == kRowBlockWarps) && kRowSets % W == 0);
   extern __shared__ float smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int slot = warp / W, sub = warp % W;  // the head's place in the block, the warp's in the head
   const int h = blockIdx.x * kHeads + slot;
   const int64_t r = blockIdx.y;
   const int Hq = a.Hq, Hkv = a.Hkv, group = Hq / Hkv;
-  const bool active = h < Hq;  // a warp without a head still takes the block's barriers
+  const bool active = h < Hq;  // only W = 1 has warps without a head (W = 4: one head per block)
   const int g = active ? h / group : 0;
   if (FUSED) prefetch_earlier_kv<PAGED>(a, r, a.poss[r]);
   dev::pdl_wait();
@@ -462,19 +462,12 @@ __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_rows_kernel(Att
       o[lane + 32 * i] = BF16 ? dev::round_bf16(total) : total;
     }
   } else {
-    if (active)
 #pragma unroll
-      for (int s = 0; s < kSets; ++s)
+    for (int s = 0; s < kSets; ++s)
 #pragma unroll
-        for (int i = 0; i < kChunks; ++i) part[(kSets * sub + s) * D + lane + 32 * i] = acc[s][i];
+      for (int i = 0; i < kChunks; ++i) part[(kSets * sub + s) * D + lane + 32 * i] = acc[s][i];
     __syncthreads();
-    if (active)
-      for (int d = 32 * sub + lane; d < D; d += 32 * W) {
-        float total = 0.0f;
-#pragma unroll
-        for (int s = 0; s < kRowSets; ++s) total += part[s * D + d];
-        o[d] = BF16 ? dev::round_bf16(total) : total;
-      }
+    dev::head_output(part, kRowSets, D, kRowBlockWarps * 32, BF16, o);
   }
 }
 
