@@ -65,7 +65,7 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
     }
     e->info_ = e->cpu_->info();
     e->split_frames_ = o.split_frames;
-    e->first_pool_slots_ = std::max(1, o.first_pool_slots);
+    e->first_pool_slots_ = o.first_pool_slots;
     // One page pool for every (guidance mode, activations) pool set: the caches are f32 rows of the
     // same backbone in all of them.
     const nn::gpu::DeviceStack& bb = e->dev_->backbone();
@@ -151,7 +151,7 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
       DevicePools<Frames>& dp = pools_[k];
       dp.pages = pages_;
       dp.branches = branches;
-      dp.first_slots = std::min(first_pool_slots_, dp.max_slots);
+      dp.set_first_slots(first_pool_slots_);
       CHORUS_TRY(step_pooled_streams<Frames>(dp, sub, sub_out, static_cast<int32_t>(dev_->config().backbone_eos()),
                                              dev_->codebooks(), need, create, admit,
                                              [](const CudaBreezeStream& s) { return s.setup.max_frames; }, times));

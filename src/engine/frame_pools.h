@@ -145,6 +145,9 @@ struct DevicePools {
   int64_t min_positions = 1024;
   std::shared_ptr<typename Frames::PagePool> pages;
   int branches = 1;  // sequences per stream
+
+  // The first pool's size as asked (LoadOptions::first_pool_slots), within 1..max_slots.
+  void set_first_slots(int slots) { first_slots = std::clamp(slots, 1, max_slots); }
 };
 
 // One step of `ss` with continuous batching. Streams without a batch join a pool; a pool whose

@@ -107,7 +107,7 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     e->split_frames_ = o.split_frames;
     const nn::Qwen3Dims& d = e->dev_->talker().dims();
     CHORUS_ASSIGN(e->pools_.pages, nn::gpu::KvPagePool::create(d.layers, e->dev_->talker().kv_width(), o.kv_cache_bytes));
-    e->pools_.first_slots = std::clamp(o.first_pool_slots, 1, e->pools_.max_slots);
+    e->pools_.set_first_slots(o.first_pool_slots);
     return e;
   }
 

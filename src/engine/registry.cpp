@@ -29,8 +29,8 @@ Result<std::unique_ptr<TtsModel>> breeze_cuda(const std::string& dir, const Load
   CHORUS_TRY(weights_supported(o.device, o.weights));
   return load_cuda_breeze_model(dir, {.device = o.device.index, .pool = o.pool, .split_frames = o.split_frames,
                                       .kv_cache_bytes = o.kv_cache_bytes,
-                                     .first_pool_slots = o.first_pool_slots,
-                                     .weights = o.weights});
+                                      .first_pool_slots = o.first_pool_slots,
+                                      .weights = o.weights});
 }
 
 constexpr FamilyLoader kFamilies[] = {
