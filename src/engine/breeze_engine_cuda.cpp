@@ -66,6 +66,7 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
     e->info_ = e->cpu_->info();
     e->split_frames_ = o.split_frames;
     e->first_pool_slots_ = o.first_pool_slots;
+    e->batch_invariant_ = o.batch_invariant;
     // One page pool for every (guidance mode, activations) pool set: the caches are f32 rows of the
     // same backbone in all of them.
     const nn::gpu::DeviceStack& bb = e->dev_->backbone();
@@ -134,7 +135,7 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
       const auto need = [](const CudaBreezeStream& s) { return s.prompt_rows_longest + s.setup.max_frames; };
       const auto create = [&](int slots, int64_t positions) -> Result<std::unique_ptr<Frames>> {
         CHORUS_ASSIGN(slots, pool_slots_that_fit(slots, branches));
-        CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, branches, act, positions, pages_));
+        CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, branches, act, positions, pages_, batch_invariant_));
         frames->set_split_frames(split_frames_);
         return frames;
       };
@@ -178,6 +179,7 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
   ThreadPool* pool_ = nullptr;
   bool split_frames_ = false;  // CudaLoadOptions::split_frames
   int first_pool_slots_ = 8;    // CudaLoadOptions::first_pool_slots
+  bool batch_invariant_ = false;  // CudaLoadOptions::batch_invariant
   // The frame pools per (guidance mode, activations): scheduling state, not part of the model.
   mutable std::mutex pools_mu_;
   mutable std::map<std::pair<int32_t, int>, DevicePools<Frames>> pools_;

@@ -105,6 +105,7 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     CHORUS_ASSIGN(e->dev_, q3::gpu::upload_model(e->model_, o.weights, pool));
     e->info_ = e->cpu_->info();
     e->split_frames_ = o.split_frames;
+    e->batch_invariant_ = o.batch_invariant;
     const nn::Qwen3Dims& d = e->dev_->talker().dims();
     CHORUS_ASSIGN(e->pools_.pages, nn::gpu::KvPagePool::create(d.layers, e->dev_->talker().kv_width(), o.kv_cache_bytes));
     e->pools_.set_first_slots(o.first_pool_slots);
@@ -156,7 +157,7 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
     const auto need = [](const CudaStream& s) { return s.prompt.prefill_rows + s.settings.max_frames; };
     const auto create = [&](int slots, int64_t positions) -> Result<std::unique_ptr<Frames>> {
       CHORUS_ASSIGN(slots, pool_slots_that_fit(slots, positions));
-      CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, positions, pools_.pages));
+      CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, positions, pools_.pages, batch_invariant_));
       frames->set_split_frames(split_frames_);
       return frames;
     };
@@ -212,6 +213,7 @@ class CudaQwen3Engine final : public DeviceEngine<Qwen3TtsEngine> {
   std::shared_ptr<const q3::Model> model_;
   std::shared_ptr<const q3::gpu::DeviceModel> dev_;
   bool split_frames_ = false;  // CudaLoadOptions::split_frames
+  bool batch_invariant_ = false;  // CudaLoadOptions::batch_invariant
   // The frame pools: scheduling state, not part of the model; step() is called from one thread at
   // a time in practice (the Synthesizer's scheduler), the lock makes any caller safe.
   mutable std::mutex pools_mu_;

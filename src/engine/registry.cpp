@@ -22,6 +22,7 @@ Result<std::unique_ptr<TtsModel>> qwen3_cuda(const std::string& dir, const LoadO
   return load_cuda_qwen3_model(dir, {.device = o.device.index, .pool = o.pool, .split_frames = o.split_frames,
                                      .kv_cache_bytes = o.kv_cache_bytes,
                                      .first_pool_slots = o.first_pool_slots,
+                                     .batch_invariant = o.batch_invariant,
                                      .weights = o.weights});
 }
 
@@ -30,6 +31,7 @@ Result<std::unique_ptr<TtsModel>> breeze_cuda(const std::string& dir, const Load
   return load_cuda_breeze_model(dir, {.device = o.device.index, .pool = o.pool, .split_frames = o.split_frames,
                                       .kv_cache_bytes = o.kv_cache_bytes,
                                       .first_pool_slots = o.first_pool_slots,
+                                      .batch_invariant = o.batch_invariant,
                                       .weights = o.weights});
 }
 

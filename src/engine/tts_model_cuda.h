@@ -26,6 +26,7 @@ struct CudaLoadOptions {
   bool split_frames = false;  // LoadOptions::split_frames
   size_t kv_cache_bytes = 0;  // LoadOptions::kv_cache_bytes
   int first_pool_slots = 8;   // LoadOptions::first_pool_slots
+  bool batch_invariant = false;  // LoadOptions::batch_invariant
   // The decoder layers' weights: bf16 as stored, or int8 / fp8 quantised at load (LoadOptions::weights;
   // int4 is kUnsupported on CUDA).
   WeightFormat weights = WeightFormat::kBf16;

@@ -270,8 +270,12 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
   const int64_t R = rows.rows;
   if (R <= 0) return ok_status();
   if (R > sc.max_rows) return make_error(ErrorCode::kInternal, "device stack: scratch too small");
-  CHORUS_ASSIGN(const bool done, forward_persistent(h, out, rows, kv, sc, s, bf16, input_rounded));
-  if (done) return ok_status();
+  // every_row_tensor: a row's results must not depend on the row count, so no one-row kernels.
+  const bool any_rows = !ws.every_row_tensor();
+  if (any_rows) {
+    CHORUS_ASSIGN(const bool done, forward_persistent(h, out, rows, kv, sc, s, bf16, input_rounded));
+    if (done) return ok_status();
+  }
   const int64_t H = d.hidden, D = d.head_dim, qw = d.heads * D, kvw = d.kv_heads * D, I = d.intermediate;
   const int64_t ld_qkv = qw + 2 * kvw;
   const float eps = static_cast<float>(d.rms_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -315,7 +319,7 @@ Status DeviceStack::forward(float* h, float* out, const cuda::RowMap& rows, cons
     o.bf16 = bf16;
     CHORUS_TRY(cuda::linear(o, &ws, s));
 
-    if (R <= sc.mlp_rows && rows.decode && !L.down_t.empty()) {
+    if (any_rows && R <= sc.mlp_rows && rows.decode && !L.down_t.empty()) {
       cuda::FusedMlpArgs m;
       m.h = h;
       m.rows = static_cast<int>(R);

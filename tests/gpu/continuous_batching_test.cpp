@@ -27,10 +27,12 @@ struct Outcome {
   engine::StopReason reason = engine::StopReason::kRunning;
 };
 
-std::unique_ptr<engine::TtsModel> load_gpu(const std::string& dir, size_t kv_cache_bytes = 0) {
+std::unique_ptr<engine::TtsModel> load_gpu(const std::string& dir, size_t kv_cache_bytes = 0,
+                                           bool batch_invariant = false) {
   engine::LoadOptions o;
   o.device = engine::Device::cuda(0);
   o.kv_cache_bytes = kv_cache_bytes;
+  o.batch_invariant = batch_invariant;
   auto m = engine::load_tts_model(dir, o);
   EXPECT_TRUE(m.ok()) << m.error().to_string();
   return m.ok() ? std::move(m).value() : nullptr;
@@ -89,10 +91,11 @@ Outcome run_alone(const engine::TtsModel& m, const engine::SynthesisRequest& r) 
 }
 
 // Every request alone, each on a model of its own (a fresh pool: nothing left by another).
-std::vector<Outcome> solo_runs(const std::string& dir, const std::vector<engine::SynthesisRequest>& rs) {
+std::vector<Outcome> solo_runs(const std::string& dir, const std::vector<engine::SynthesisRequest>& rs,
+                               bool batch_invariant) {
   std::vector<Outcome> solo;
   for (const auto& r : rs) {
-    auto m = load_gpu(dir);
+    auto m = load_gpu(dir, 0, batch_invariant);
     if (!m) return {};
     solo.push_back(run_alone(*m, r));
   }
@@ -182,8 +185,11 @@ void expect_pages_returned(const engine::TtsModel& m, const Schedule& sched) {
 }
 
 // `kv_pages`: a KV cache budget of that many pages (0: none), so that streams wait for pages.
+// `batch_invariant`: LoadOptions::batch_invariant for the pools and the solo runs; then at least
+// `min_running` streams must have run at once (so that layers saw more than 8 rows).
 void expect_joined_equal_solo(const std::string& model, int n, uint32_t seed, int first_pool = 8,
-                              size_t max_live = 1000, int64_t kv_pages = 0) {
+                              size_t max_live = 1000, int64_t kv_pages = 0, bool batch_invariant = false,
+                              int min_running = 0) {
   const std::string dir = test::reference_path(model);
   size_t budget = 0;
   if (kv_pages > 0) {
@@ -193,11 +199,11 @@ void expect_joined_equal_solo(const std::string& model, int n, uint32_t seed, in
     ASSERT_TRUE(pages.has_value());
     budget = static_cast<size_t>(kv_pages * pages->page_bytes);
   }
-  auto m = load_gpu(dir, budget);
+  auto m = load_gpu(dir, budget, batch_invariant);
   ASSERT_TRUE(m);
   ASSERT_TRUE(m->joins_running_batch());
   const auto rs = requests(m->info(), n, seed);
-  const auto solo = solo_runs(dir, rs);
+  const auto solo = solo_runs(dir, rs, batch_invariant);
   ASSERT_EQ(solo.size(), rs.size());
   Schedule sched;
   sched.budget_pages = kv_pages;
@@ -232,6 +238,7 @@ void expect_joined_equal_solo(const std::string& model, int n, uint32_t seed, in
   EXPECT_GT(frames, rs.size() * 4);
   EXPECT_GT(distinct, rs.size() / 2);
   EXPECT_GT(sched.max_running, first_pool);
+  EXPECT_GE(sched.max_running, min_running);
   EXPECT_LT(sched.max_running, n);
   EXPECT_GT(sched.cancelled, 0);
   std::printf("[gpu pool] %s: %d requests, %zu frames, at most %d at once, %d cancelled\n", model.c_str(), n, frames,
@@ -278,13 +285,27 @@ TEST(GpuContinuousBatching, VoiceDesignModelToo) {
 }
 
 // Two pools at once (plain and CFG), each joined and left at random; at most 2 streams at once, so
-// that no layer sees more than 8 rows (a CFG stream is 2 rows, its first depth step 4): past that a
-// layer is a tensor-core GEMM whose rounding differs from the few-row kernel's, and Breeze's draws
-// then can flip (measured: 1 request of 48 at 33 streams at once). Row-independent large-batch
-// kernels are open.
+// that no layer sees more than 8 rows (a CFG stream is 2 rows, its first depth step 4): past that,
+// without batch_invariant, a layer takes the tensor-core kernel, whose rounding differs from the
+// few-row kernel's, and Breeze's draws then can flip (measured: 1 request of 48 at 33 streams).
 TEST(GpuContinuousBatching, BreezeGuidanceModesToo) {
   REQUIRE_GPU();
   expect_joined_equal_solo("breeze_tts2/models/tiny_breeze", 24, 5, /*first_pool=*/1, /*max_live=*/2);
+}
+
+// batch_invariant: every row count takes the tensor-core kernel, so requests give their solo codes
+// in pools of any size: up to 30 streams at once (a depth first step of 60 rows, pools grown from 8).
+TEST(GpuContinuousBatching, BatchInvariantPoolsGiveTheSoloCodesAtAnySize) {
+  REQUIRE_GPU();
+  expect_joined_equal_solo("qwen3_tts/models/tiny_custom_voice", 60, 23, /*first_pool=*/8, /*max_live=*/30,
+                           /*kv_pages=*/0, /*batch_invariant=*/true, /*min_running=*/20);
+}
+
+// The same for Breeze's plain and CFG pools (bf16 and f32 activations), up to 24 streams at once.
+TEST(GpuContinuousBatching, BreezeBatchInvariantPoolsGiveTheSoloCodesAtAnySize) {
+  REQUIRE_GPU();
+  expect_joined_equal_solo("breeze_tts2/models/tiny_breeze", 48, 29, /*first_pool=*/8, /*max_live=*/24,
+                           /*kv_pages=*/0, /*batch_invariant=*/true, /*min_running=*/16);
 }
 
 }  // namespace

@@ -30,6 +30,9 @@ void ServeBenchAddOptions(ServeBenchOptions& o, CLI::App& app) {
   app.add_option("--lengths", o.lengths, "--serve: utterance seconds, A-B (uniform) or a file of seconds per line")
       ->capture_default_str();
   app.add_option("--max-streams", o.max_streams, "--serve: requests running together at most")->capture_default_str();
+  app.add_flag("--batch-invariant", o.batch_invariant,
+               "--serve, CUDA: as chorus serve --batch-invariant (a stream's codes do not depend on its batch; "
+               "slower)");
   app.add_option("--codec-overlap", o.codec_overlap,
                  "--serve: decode a step's frames while the next step generates: auto (when the codec runs on "
                  "the GPU), on, or off (the Synthesizer's default)")
@@ -161,6 +164,7 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
   lo.weights = weights;
   lo.codec_precision = codec_precision;
   lo.first_pool_slots = o.max_streams;  // as chorus serve: one frame pool holds every running stream
+  lo.batch_invariant = o.batch_invariant;
   auto m = engine::load(model, lo);
   if (!m.ok()) return fail(m.error());
   engine::SynthesizerOptions so;

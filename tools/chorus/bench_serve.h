@@ -28,6 +28,7 @@ struct ServeBenchOptions {
   double duration = 10.0;   // seconds of arrivals
   std::string lengths = "5-30";  // utterance seconds: "A-B" uniform, or a file of seconds, one a line
   int max_streams = 256;
+  bool batch_invariant = false;  // LoadOptions::batch_invariant
   int max_queue = 4096;
   std::string codec_overlap = "off";  // SynthesizerOptions::codec_overlap: auto, on or off
   double ttfa_bound = 0.3;  // seconds, p99, for --sweep

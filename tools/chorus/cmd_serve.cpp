@@ -33,6 +33,7 @@ struct Options {
   int port = 8000, max_streams = 64, max_queue = 256, threads = 2, grace_s = 30;
   size_t max_input_chars = 4096, max_segment_chars = 300, max_body_mb = 32;
   bool download = false;  // a Hugging Face id missing from the cache is downloaded (as chorus pull)
+  bool batch_invariant = false;  // LoadOptions::batch_invariant
 };
 
 std::string model_id(const std::string& spec) {
@@ -59,6 +60,7 @@ int run(const Options& o) {
     lo.weights = *weights;
     lo.codec_precision = *codec_precision;
     lo.first_pool_slots = o.max_streams;  // one frame pool holds every running stream
+    lo.batch_invariant = o.batch_invariant;
     lo.download = o.download;
     lo.download_progress = o.download && isatty(fileno(stderr));
     auto m = engine::load(spec, lo);
@@ -137,6 +139,11 @@ chorus::cli::Runner setup(CLI::App& sub) {
                  "step together)")
       ->capture_default_str();
   sub.add_option("--max-queue", o->max_queue, "Requests waiting per model before 429")->capture_default_str();
+  sub.add_flag("--batch-invariant", o->batch_invariant,
+               "CUDA: a request gets the same codes alone or in any batch (a row-invariant tensor-core kernel "
+               "at every row count; slower: 3-4x the step time at 128+ streams). Without it, steps of up to 8 "
+               "rows per layer take the matrix-vector kernels and larger ones cuBLAS, whose roundings differ, "
+               "so a draw near a tie may depend on which requests share a step");
   sub.add_option("--threads", o->threads, "HTTP I/O threads")->capture_default_str();
   sub.add_option("--grace", o->grace_s, "Seconds running streams may take to finish on SIGTERM")->capture_default_str();
   sub.add_option("--max-input-chars", o->max_input_chars, "Longest `input` accepted")->capture_default_str();

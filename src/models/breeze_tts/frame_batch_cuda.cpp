@@ -101,7 +101,8 @@ Status FrameBatch::alloc_own() {
 
 Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<const DeviceModel> model, int slots,
                                                             int branches, Activations act, int64_t positions,
-                                                            std::shared_ptr<nn::gpu::KvPagePool> pages) {
+                                                            std::shared_ptr<nn::gpu::KvPagePool> pages,
+                                                            bool every_row_tensor) {
   if (!model || slots < 1 || branches < 1 || branches > 3) return make_error(ErrorCode::kInternal, "breeze frame pool: no model or no slots");
   if (positions < 2 || positions > std::numeric_limits<int32_t>::max() / 4)
     return make_error(ErrorCode::kOutOfRange, "breeze frame pool: too many positions");
@@ -113,7 +114,9 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<cons
   f.V_ = f.m_->vocab();
   f.bf16_ = act == Activations::kBF16;
   f.pool_branches_ = branches;
-  CHORUS_TRY(f.init_pool(f.recipe(), slots, branches, positions, std::move(pages)));
+  frame_core::gpu::FrameRecipe r = f.recipe();
+  r.every_row_tensor = every_row_tensor;
+  CHORUS_TRY(f.init_pool(r, slots, branches, positions, std::move(pages)));
   CHORUS_TRY(f.alloc_own());
   return fb;
 }

@@ -55,10 +55,11 @@ class FrameBatch : public frame_core::gpu::FrameCore {
   // A pool of `slots` free slots for streams of `branches` guidance branches and activations `act`,
   // each branch with `positions` backbone positions (prompt and frames); streams join with admit()
   // between frames (continuous batching). With `pages`, the backbone caches are paged
-  // (FrameCore::init_pool).
+  // (FrameCore::init_pool). every_row_tensor: FrameRecipe's.
   static Result<std::unique_ptr<FrameBatch>> create_pool(std::shared_ptr<const DeviceModel> model, int slots,
                                                          int branches, Activations act, int64_t positions,
-                                                         std::shared_ptr<nn::gpu::KvPagePool> pages = nullptr);
+                                                         std::shared_ptr<nn::gpu::KvPagePool> pages = nullptr,
+                                                         bool every_row_tensor = false);
   // Streams into free slots (each below active_slots()), with no frame in flight
   // (FrameCore::admit_slots); their branch counts and activations must be the pool's.
   Status admit(std::span<const int> slots, std::span<const StreamSetup> streams);

@@ -124,7 +124,7 @@ Status FrameCore::allocate(const FrameRecipe& r, int S_in, int NB, int64_t capac
   const int64_t ws_k = std::max({r.backbone->max_linear_k(), r.depth->max_linear_k(), H, D});
   const int64_t ws_n = std::max({r.backbone->max_linear_n_total(), r.depth->max_linear_n_total(), BV_, DV, D});
   const int64_t ws_dequant = std::max(r.backbone->max_dequant(), r.depth->max_dequant());
-  CHORUS_ASSIGN(ws_, cuda::LinearWorkspace::create(ws_rows, ws_k, ws_n, ws_dequant));
+  CHORUS_ASSIGN(ws_, cuda::LinearWorkspace::create(ws_rows, ws_k, ws_n, ws_dequant, r.every_row_tensor));
   bytes_ += ws_.bytes();
   CHORUS_ASSIGN(bb_scratch_, StackScratch::create(bd, bb_rows_, r.backbone->fused_mlp()));
   CHORUS_ASSIGN(depth_scratch_, StackScratch::create(dd, 2 * Q, r.depth->fused_mlp()));

@@ -67,6 +67,8 @@ struct FrameRecipe {
   int32_t eos = 0;                    // also masked before a stream's min_frames
   int depth_pos_first = 0;            // the position of depth step index 0 (see step_map)
   bool bf16 = false;                  // the stacks' bf16-activation mode (DeviceStack::forward)
+  // Linear layers on the tensor-core kernel at every row count (cuda::LinearWorkspace).
+  bool every_row_tensor = false;
 };
 
 // One slot's per-stream values.

@@ -91,7 +91,8 @@ frame_core::gpu::FrameRecipe FrameBatch::recipe() const {
 
 Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<const DeviceModel> model, int slots,
                                                             int64_t positions,
-                                                            std::shared_ptr<nn::gpu::KvPagePool> pages) {
+                                                            std::shared_ptr<nn::gpu::KvPagePool> pages,
+                                                            bool every_row_tensor) {
   if (!model || slots < 1) return make_error(ErrorCode::kInternal, "frame pool: no model or no slots");
   if (positions < 2 || positions * slots > std::numeric_limits<int32_t>::max() / 2)
     return make_error(ErrorCode::kOutOfRange, "frame pool: too many positions");
@@ -101,7 +102,9 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<cons
   const int64_t H = f.m_->hidden(), S = slots;
   f.C_ = f.m_->cp_hidden();
   f.CV_ = f.m_->cp_vocab();
-  CHORUS_TRY(f.init_pool(f.recipe(), slots, 1, positions, std::move(pages)));
+  frame_core::gpu::FrameRecipe r = f.recipe();
+  r.every_row_tensor = every_row_tensor;
+  CHORUS_TRY(f.init_pool(r, slots, 1, positions, std::move(pages)));
   f.text_stride_ = positions;
   f.text_count_host_.assign(static_cast<size_t>(S), 0);
   const size_t F = sizeof(float), I = sizeof(int32_t);

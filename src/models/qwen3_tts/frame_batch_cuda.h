@@ -40,10 +40,11 @@ class FrameBatch : public frame_core::gpu::FrameCore {
 
   // A pool of `slots` free slots whose streams may use `positions` talker positions each (prompt
   // and frames); streams join with admit() between frames (continuous batching). With `pages`, the
-  // talker's caches are paged (FrameCore::init_pool).
+  // talker's caches are paged (FrameCore::init_pool). every_row_tensor: FrameRecipe's.
   static Result<std::unique_ptr<FrameBatch>> create_pool(std::shared_ptr<const DeviceModel> model, int slots,
                                                          int64_t positions,
-                                                         std::shared_ptr<nn::gpu::KvPagePool> pages = nullptr);
+                                                         std::shared_ptr<nn::gpu::KvPagePool> pages = nullptr,
+                                                         bool every_row_tensor = false);
   // Streams into free slots (each below active_slots()), with no frame in flight: their trailing
   // text, settings and prompts, and codebook 0 of their frame 0 (FrameCore::admit_slots).
   Status admit(std::span<const int> slots, std::span<const StreamSetup> streams);

@@ -1,5 +1,7 @@
-// linear: matrix-vector kernels for few rows (the per-frame decode steps), cuBLAS on bf16 tensor
-// cores for many rows (prefill, large batches).
+// linear: matrix-vector kernels for few rows (the per-frame decode steps), bf16 tensor cores for
+// many rows (prefill, large batches): cuBLAS, or with a workspace that asks for every row count on
+// the tensor path (batch invariance), linear_tensor.cu for bf16 matrices whose rows are a multiple
+// of 8 long.
 //
 // GEMV: one warp per output feature; each lane reads 16 bytes (8 bf16) of the weight row per
 // iteration and multiplies them with up to MT input rows, so the weights are read once per
@@ -16,6 +18,7 @@
 #include "runtime/cuda/device_util.cuh"
 #include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/linear_quant.h"
+#include "runtime/cuda/linear_tensor.h"
 #include "runtime/cuda/ops.h"
 
 namespace chorus::cuda {
@@ -513,15 +516,22 @@ Status cublas_ok(cublasStatus_t st, const char* what) {
 }  // namespace
 
 Result<LinearWorkspace> LinearWorkspace::create(int64_t max_rows, int64_t max_k, int64_t max_n_total,
-                                                int64_t max_dequant) {
+                                                int64_t max_dequant, bool every_row_tensor) {
   LinearWorkspace w;
   w.max_rows_ = max_rows;
   w.max_k_ = max_k;
   w.max_n_ = max_n_total;
+  w.every_row_tensor_ = every_row_tensor;
   CHORUS_ASSIGN(w.cublas_, Cublas::create());
-  if (max_rows > kGemvMaxRows) {
+  if (max_rows > kGemvMaxRows || every_row_tensor) {
     CHORUS_ASSIGN(w.x_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_rows * max_k) * sizeof(uint16_t)));
-    CHORUS_ASSIGN(w.y_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_rows * max_n_total) * sizeof(float)));
+    // cuBLAS's two partial products, or the tensor kernel's chunk values (the chunks of up to 2048
+    // k: longer rows are then summed by one block each, with the same results).
+    const int64_t y_floats = std::max(2 * max_rows * max_n_total,
+                                      every_row_tensor ? detail::tensor_linear_partial_floats(
+                                                             max_rows, std::min<int64_t>(max_k, 2048), max_n_total)
+                                                       : 0);
+    CHORUS_ASSIGN(w.y_split_, DeviceBuffer::alloc(static_cast<size_t>(y_floats) * sizeof(float)));
     if (max_dequant > 0) {
       w.max_dequant_ = max_dequant;
       CHORUS_ASSIGN(w.w_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_dequant) * sizeof(uint16_t)));
@@ -568,7 +578,10 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
     if (a.out[1].w.rows != a.out[0].w.rows) return make_error(ErrorCode::kInternal, "cuda linear: SwiGLU shapes");
     p.rows_total = a.out[0].w.rows;
   }
-  const bool gemv = path == kLinearGemv || (path == kLinearAuto && a.M <= kGemvMaxRows);
+  // Quantised matrices keep the matrix-vector kernels for few rows even in every-row-tensor mode
+  // (their tensor path goes through cuBLAS, which is not row-invariant either).
+  const bool gemv = path == kLinearGemv || (path == kLinearAuto && a.M <= kGemvMaxRows &&
+                                            !(ws && ws->every_row_tensor_ && !quant));
   if (gemv && quant) return detail::gemv_quant(a, s);
   if (gemv) {
     const bool single_row = a.M == 1 && vec;
@@ -589,6 +602,28 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
   CHORUS_CUDA_TRY(launch(split_rows_kernel, dim3(static_cast<unsigned>(a.M)), dim3(256), 0, s, a.x, a.ldx, a.M, K,
                          a.norm_weight, a.norm_eps, a.bf16, xs));
   CHORUS_CUDA_LAUNCHED("split_rows_kernel");
+  // The row-invariant kernel only where invariance is asked for: at 128 and more rows it is still
+  // several times slower than cuBLAS (docs/cuda.md).
+  bool own = ws->every_row_tensor_ && !quant && K % 8 == 0;
+  for (int i = 0; i < a.outputs; ++i) own = own && aligned16(a.out[i].w.data);
+  if (own) {
+    detail::TensorLinearArgs t;
+    t.xhi = reinterpret_cast<const uint16_t*>(xs);
+    t.xlo = t.xhi + a.M * K;
+    t.lo_zero = a.bf16;
+    t.M = a.M;
+    t.K = K;
+    for (int i = 0; i < a.outputs; ++i) t.seg[i] = {p.seg[i].w, p.seg[i].bias, p.seg[i].y, p.seg[i].ldy, p.seg[i].n};
+    t.nseg = a.outputs;
+    t.features = p.rows_total;
+    t.epi = epi;
+    t.bf16 = a.bf16;
+    t.round_out = a.round_outputs;
+    t.partial = ws->y_split_.as<float>();
+    CHORUS_CUDA_TRY(detail::tensor_linear(t, static_cast<int64_t>(ws->y_split_.bytes() / sizeof(float)), s));
+    CHORUS_CUDA_LAUNCHED("tensor_linear");
+    return ok_status();
+  }
   cublasHandle_t h = ws->cublas_.get();
   CHORUS_TRY(cublas_ok(cublasSetStream(h, s), "cublasSetStream"));
   CHORUS_TRY(cublas_ok(cublasSetWorkspace(h, ws->cublas_ws_.data(), ws->cublas_ws_.bytes()), "cublasSetWorkspace"));

@@ -84,15 +84,22 @@ struct LinearArgs {
   L2Prefetch prefetch[4];
 };
 
-// Scratch for the tensor-core path (cuBLAS): the inputs split into bf16 high and low parts
-// (x ≈ hi + lo to about 2⁻¹⁷ relative, so the product keeps f32-level accuracy) and the two partial
-// results; with max_dequant (the most elements of any quantised matrix the path takes), room for
-// one matrix dequantised into bf16 high and low parts the same way. Sized once; a call that needs
-// more fails instead of allocating (graph capture).
+// Scratch for the tensor-core path: the inputs split into bf16 high and low parts (x ≈ hi + lo to
+// about 2⁻¹⁷ relative, so the product keeps f32-level accuracy) and partial results; with
+// max_dequant (the most elements of any quantised matrix the path takes), room for one matrix
+// dequantised into bf16 high and low parts the same way. Sized once; a call that needs more fails
+// instead of allocating (graph capture).
+//
+// every_row_tensor: linear calls with this workspace take the row-invariant tensor-core kernel at
+// every row count (bf16 matrices), and the stacks using it skip their one-row and two-row kernels
+// (persistent stack, fused MLP), so a row's results never depend on how many rows share a step
+// (LoadOptions::batch_invariant). Slower: see docs/cuda.md.
 class LinearWorkspace {
  public:
-  static Result<LinearWorkspace> create(int64_t max_rows, int64_t max_k, int64_t max_n_total, int64_t max_dequant = 0);
+  static Result<LinearWorkspace> create(int64_t max_rows, int64_t max_k, int64_t max_n_total, int64_t max_dequant = 0,
+                                        bool every_row_tensor = false);
   int64_t max_rows() const { return max_rows_; }
+  bool every_row_tensor() const { return every_row_tensor_; }
   size_t bytes() const { return x_split_.bytes() + y_split_.bytes() + cublas_ws_.bytes() + w_split_.bytes(); }
 
  private:
@@ -100,10 +107,14 @@ class LinearWorkspace {
   Cublas cublas_;
   DeviceBuffer x_split_, y_split_, cublas_ws_, w_split_;
   int64_t max_rows_ = 0, max_k_ = 0, max_n_ = 0, max_dequant_ = 0;
+  bool every_row_tensor_ = false;
 };
 
 // Path choice: matrix-vector kernels read the weights at full bandwidth and keep f32 inputs, and are
-// used up to kGemvMaxRows rows; more rows go to cuBLAS (bf16 tensor cores, split inputs).
+// used up to kGemvMaxRows rows; more rows go to bf16 tensor cores with split inputs on cuBLAS. A
+// workspace with every_row_tensor sends every row count of bf16 matrices with rows a multiple of 8
+// long to linear_tensor.cu's kernel instead, whose results for a row do not depend on M or the
+// other rows.
 // Quantised matrices (every output of one call in the same format, cols a multiple of 16, inputs
 // 16-byte aligned with ldx a multiple of 4): the matrix-vector kernels dequantise in registers
 // (linear_quant.cu: code · scale in f32, then the same f32 products); the tensor-core path

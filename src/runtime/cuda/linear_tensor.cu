@@ -1,0 +1,229 @@
+// linear's tensor-core path for bf16 matrices: Y = W · X̂ with X̂ split as hi + lo (two bf16 parts,
+// split_rows_kernel in linear.cu), on mma.sync.m16n8k16, with the bias, residual add or SwiGLU in
+// the epilogue.
+//
+// What an output (row m, feature f) is, whatever M, the tiles and the launch: K is cut into chunks of
+// kChunk; within a chunk, steps of 32 k in order, each two mma on the same 16-k slot assignment
+// (lane group t takes k + 8t .. k + 8t + 7: slots 2t, 2t+1 ← k, k+1 and 2t+8, 2t+9 ← k+2, k+3 for
+// the first mma, the next four for the second) into a high and a low accumulator that start at
+// zero; the chunk's value is high + low, and the chunk values are added left to right. An mma
+// computes each of its elements from that element's row and column alone, so a row's results do not
+// depend on which rows share the launch, where the row sits in a tile, or whether a warp walks all
+// chunks or one (then a reduce kernel adds the chunk values in the same order). That is what lets a
+// stream's codes stay the same when it joins a batch of any size.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "runtime/cuda/device_util.cuh"
+#include "runtime/cuda/launch.cuh"
+#include "runtime/cuda/linear_tensor.h"
+
+namespace chorus::cuda::detail {
+
+namespace {
+
+constexpr int kWarps = 4;            // warps per block, 16 features each
+constexpr int kBlockFeatures = 16 * kWarps;
+
+__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                    uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint4 load16(const uint16_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
+// Which segment feature f (of the concatenated outputs) belongs to, and its row in that segment.
+__device__ __forceinline__ int segment_of(const TensorLinearArgs& p, int64_t& f) {
+  int si = 0;
+  while (si + 1 < p.nseg && f >= p.seg[si].n) {
+    f -= p.seg[si].n;
+    ++si;
+  }
+  return si;
+}
+
+// The epilogue of one output: v (and u, SwiGLU's up value) are the chunk sums without the bias.
+__device__ __forceinline__ void emit(const TensorLinearArgs& p, int64_t m, int64_t f, float v, float u) {
+  if (p.epi == 2) {
+    const float g = v + (p.seg[0].bias ? p.seg[0].bias[f] : 0.0f);
+    const float w = u + (p.seg[1].bias ? p.seg[1].bias[f] : 0.0f);
+    p.seg[0].y[m * p.seg[0].ldy + f] = dev::swiglu_out(g, w, p.bf16);
+    return;
+  }
+  int64_t n = f;
+  const TensorSeg& sg = p.seg[segment_of(p, n)];
+  if (sg.bias) v += sg.bias[n];
+  dev::store_out(sg.y + m * sg.ldy + n, v, p.epi, p.bf16 && p.round_out);
+}
+
+// A warp: 16 features × 8·NR rows; NW weight matrices (2: SwiGLU's gate and up) against the same
+// inputs; LO: the inputs have a low part (false in the bf16-activation mode, where it is zero).
+// SPLIT: the block takes one chunk (blockIdx.z) and stores its values for tensor_reduce_kernel.
+template <int NR, int NW, bool LO, bool SPLIT>
+__global__ void __launch_bounds__(kWarps * 32) tensor_linear_kernel(TensorLinearArgs p) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * 8 * NR;
+  const int64_t f0 = static_cast<int64_t>(blockIdx.y) * kBlockFeatures + warp * 16;
+  const int64_t K = p.K;
+  const uint16_t* w[NW][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int64_t n = min(f0 + g + 8 * h, p.features - 1);
+    const int si = NW == 2 ? 0 : segment_of(p, n);
+#pragma unroll
+    for (int j = 0; j < NW; ++j) w[j][h] = p.seg[NW == 2 ? j : si].w + n * K;
+  }
+  const uint16_t* xh[NR];
+  const uint16_t* xl[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    const int64_t m = min(r0 + 8 * r + g, p.M - 1);
+    xh[r] = p.xhi + m * K;
+    xl[r] = p.xlo + m * K;
+  }
+  dev::pdl_wait();
+  if (f0 >= p.features) return;
+
+  const int n_chunks = static_cast<int>((K + kTensorChunk - 1) / kTensorChunk);
+  const int c_begin = SPLIT ? static_cast<int>(blockIdx.z) : 0;
+  const int c_end = SPLIT ? c_begin + 1 : n_chunks;
+  float tot[NW][NR][4];
+  for (int c = c_begin; c < c_end; ++c) {
+    float hi[NW][NR][4], lo[NW][NR][4];
+#pragma unroll
+    for (int j = 0; j < NW; ++j)
+#pragma unroll
+      for (int r = 0; r < NR; ++r)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) hi[j][r][i] = lo[j][r][i] = 0.0f;
+    const int64_t k_end = min(K, static_cast<int64_t>(c + 1) * kTensorChunk);
+#pragma unroll 2
+    for (int64_t k0 = static_cast<int64_t>(c) * kTensorChunk; k0 < k_end; k0 += 32) {
+      const int64_t k = k0 + 8 * t;
+      const bool in = k < K;  // K is a multiple of 8: a group is wholly inside or outside
+      const uint4 zero = make_uint4(0, 0, 0, 0);
+      uint4 wa[NW], wb[NW];
+#pragma unroll
+      for (int j = 0; j < NW; ++j) {
+        wa[j] = in ? load16(w[j][0] + k) : zero;
+        wb[j] = in ? load16(w[j][1] + k) : zero;
+      }
+#pragma unroll
+      for (int r = 0; r < NR; ++r) {
+        const uint4 bh = in ? load16(xh[r] + k) : zero;
+        uint4 bl = zero;
+        if constexpr (LO) bl = in ? load16(xl[r] + k) : zero;
+#pragma unroll
+        for (int j = 0; j < NW; ++j) {
+          mma(hi[j][r], wa[j].x, wb[j].x, wa[j].y, wb[j].y, bh.x, bh.y);
+          mma(hi[j][r], wa[j].z, wb[j].z, wa[j].w, wb[j].w, bh.z, bh.w);
+          if constexpr (LO) {
+            mma(lo[j][r], wa[j].x, wb[j].x, wa[j].y, wb[j].y, bl.x, bl.y);
+            mma(lo[j][r], wa[j].z, wb[j].z, wa[j].w, wb[j].w, bl.z, bl.w);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < NW; ++j)
+#pragma unroll
+      for (int r = 0; r < NR; ++r)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float v = LO ? hi[j][r][i] + lo[j][r][i] : hi[j][r][i];
+          tot[j][r][i] = c == c_begin ? v : tot[j][r][i] + v;
+        }
+  }
+
+  // c[i] of a 16 × 8 tile: feature g + 8·(i >> 1), row 2t + (i & 1).
+#pragma unroll
+  for (int r = 0; r < NR; ++r)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t f = f0 + g + 8 * (i >> 1);
+      const int64_t m = r0 + 8 * r + 2 * t + (i & 1);
+      if (f >= p.features || m >= p.M) continue;
+      if constexpr (SPLIT) {
+        float* out = p.partial + (static_cast<int64_t>(blockIdx.z) * p.M + m) * (NW * p.features);
+#pragma unroll
+        for (int j = 0; j < NW; ++j) out[j * p.features + f] = tot[j][r][i];
+      } else {
+        emit(p, m, f, tot[0][r][i], tot[NW - 1][r][i]);
+      }
+    }
+}
+
+// The chunk values of each output added left to right, then the epilogue.
+__global__ void tensor_reduce_kernel(TensorLinearArgs p, int nw, int n_chunks) {
+  dev::pdl_wait();
+  const int64_t m = blockIdx.y;
+  const int64_t width = nw * p.features;
+  for (int64_t f = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; f < p.features;
+       f += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float* col = p.partial + m * width + f;
+    float v = col[0], u = nw == 2 ? col[p.features] : 0.0f;
+    for (int c = 1; c < n_chunks; ++c) {
+      const float* at = col + static_cast<int64_t>(c) * p.M * width;
+      v += at[0];
+      if (nw == 2) u += at[p.features];
+    }
+    emit(p, m, f, v, u);
+  }
+}
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 132;
+    return v;
+  }();
+  return n;
+}
+
+template <int NR, int NW, bool LO>
+cudaError_t launch_rows(const TensorLinearArgs& p, bool split, int n_chunks, cudaStream_t s) {
+  const dim3 block(kWarps * 32);
+  const auto row_tiles = static_cast<unsigned>((p.M + 8 * NR - 1) / (8 * NR));
+  const auto feature_blocks = static_cast<unsigned>((p.features + kBlockFeatures - 1) / kBlockFeatures);
+  if (!split) return launch(tensor_linear_kernel<NR, NW, LO, false>, dim3(row_tiles, feature_blocks), block, 0, s, p);
+  const cudaError_t e = launch(tensor_linear_kernel<NR, NW, LO, true>,
+                               dim3(row_tiles, feature_blocks, static_cast<unsigned>(n_chunks)), block, 0, s, p);
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((p.features + 255) / 256, 64)), static_cast<unsigned>(p.M));
+  return launch(tensor_reduce_kernel, grid, dim3(256), 0, s, p, NW, n_chunks);
+}
+
+template <int NW, bool LO>
+cudaError_t launch_nw(const TensorLinearArgs& p, bool split, int n_chunks, cudaStream_t s) {
+  if (p.M <= 8) return launch_rows<1, NW, LO>(p, split, n_chunks, s);
+  if (p.M <= 16) return launch_rows<2, NW, LO>(p, split, n_chunks, s);
+  return launch_rows<4, NW, LO>(p, split, n_chunks, s);
+}
+
+}  // namespace
+
+int64_t tensor_linear_partial_floats(int64_t max_rows, int64_t max_k, int64_t max_n_total) {
+  const int64_t chunks = (max_k + kTensorChunk - 1) / kTensorChunk;
+  return std::min(max_rows, kTensorSplitRows) * chunks * max_n_total;
+}
+
+cudaError_t tensor_linear(const TensorLinearArgs& p, int64_t partial_floats, cudaStream_t s) {
+  const int nw = p.epi == 2 ? 2 : 1;
+  const int n_chunks = static_cast<int>((p.K + kTensorChunk - 1) / kTensorChunk);
+  // A launch of few rows has few warps if each walks all of K; splitting the chunks over blocks
+  // fills the GPU (same results: the reduce adds the chunk values in the same order).
+  const int64_t nr = p.M <= 8 ? 1 : p.M <= 16 ? 2 : 4;
+  const int64_t warps = (p.features + 15) / 16 * ((p.M + 8 * nr - 1) / (8 * nr));
+  const bool split = n_chunks > 1 && p.M <= kTensorSplitRows && warps < 4 * sm_count() && p.partial &&
+                     p.M * n_chunks * nw * p.features <= partial_floats;
+  if (nw == 2) return p.lo_zero ? launch_nw<2, false>(p, split, n_chunks, s) : launch_nw<2, true>(p, split, n_chunks, s);
+  return p.lo_zero ? launch_nw<1, false>(p, split, n_chunks, s) : launch_nw<1, true>(p, split, n_chunks, s);
+}
+
+}  // namespace chorus::cuda::detail

@@ -1,0 +1,177 @@
+// The tensor-core linear kernel (runtime/cuda/linear_tensor.cu): a row's outputs are bit for bit the
+// same whatever rows share the launch, how many, where the row sits in its tile, and whether the
+// launch spreads K's chunks over blocks (launches of up to 64 rows) or not. That is what a stream's
+// codes rest on when it joins a batch of any size (LoadOptions::batch_invariant).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gpu_test_util.h"
+
+namespace chorus::gpu_test {
+namespace {
+
+struct Shapes {
+  int64_t K;
+  int64_t N[3];
+};
+
+// One launch over rows [start, start + M) of x for each epilogue: the concatenated outputs, row by
+// row (qkv-like store with norm and bias, residual add, SwiGLU with norm).
+std::vector<float> run_rows(const cuda::LinearWorkspace& ws_in, int path, const std::vector<float>& x,
+                            const std::vector<float>& g, const Bf16Matrix (&w)[4], const cuda::DeviceBuffer (&bias)[3],
+                            const std::vector<float>& residual, const Shapes& s, int64_t start, int64_t M, bool bf16) {
+  auto& ws = const_cast<cuda::LinearWorkspace&>(ws_in);
+  const int64_t K = s.K;
+  const std::vector<float> xs(x.begin() + start * K, x.begin() + (start + M) * K);
+  const auto dx = to_device(xs), dg = to_device(g);
+  const int64_t n_store = s.N[0] + s.N[1] + s.N[2];
+  auto d_store = poisoned(static_cast<size_t>(M * n_store));
+  const std::vector<float> res(residual.begin() + start * s.N[0], residual.begin() + (start + M) * s.N[0]);
+  auto d_add = to_device(res);
+  auto d_glu = poisoned(static_cast<size_t>(M * s.N[1]));
+  {
+    cuda::LinearArgs a;
+    a.x = dx.as<float>();
+    a.ldx = K;
+    a.M = M;
+    a.norm_weight = dg.as<float>();
+    a.outputs = 3;
+    a.bf16 = bf16;
+    int64_t off = 0;
+    for (int i = 0; i < 3; ++i) {
+      a.out[i] = {w[i].gpu(), bias[i].as<float>(), d_store.as<float>() + off, n_store};
+      off += s.N[i];
+    }
+    EXPECT_TRUE(cuda::linear(a, &ws, nullptr, path).ok());
+  }
+  {
+    cuda::LinearArgs a;
+    a.x = dx.as<float>();
+    a.ldx = K;
+    a.M = M;
+    a.out[0] = {w[0].gpu(), nullptr, d_add.as<float>(), s.N[0]};
+    a.epilogue = cuda::Epilogue::kAdd;
+    a.bf16 = bf16;
+    EXPECT_TRUE(cuda::linear(a, &ws, nullptr, path).ok());
+  }
+  {
+    cuda::LinearArgs a;
+    a.x = dx.as<float>();
+    a.ldx = K;
+    a.M = M;
+    a.norm_weight = dg.as<float>();
+    a.outputs = 2;
+    a.out[0] = {w[1].gpu(), bias[1].as<float>(), d_glu.as<float>(), s.N[1]};
+    a.out[1] = {w[3].gpu(), nullptr, d_glu.as<float>(), s.N[1]};
+    a.epilogue = cuda::Epilogue::kSwiGlu;
+    a.bf16 = bf16;
+    EXPECT_TRUE(cuda::linear(a, &ws, nullptr, path).ok());
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto st = to_host<float>(d_store, static_cast<size_t>(M * n_store));
+  const auto ad = to_host<float>(d_add, static_cast<size_t>(M * s.N[0]));
+  const auto gl = to_host<float>(d_glu, static_cast<size_t>(M * s.N[1]));
+  std::vector<float> out;
+  for (int64_t m = 0; m < M; ++m) {
+    out.insert(out.end(), st.begin() + m * n_store, st.begin() + (m + 1) * n_store);
+    out.insert(out.end(), ad.begin() + m * s.N[0], ad.begin() + (m + 1) * s.N[0]);
+    out.insert(out.end(), gl.begin() + m * s.N[1], gl.begin() + (m + 1) * s.N[1]);
+  }
+  return out;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+TEST(GpuLinearTensor, ARowsOutputsDoNotDependOnItsBatch) {
+  REQUIRE_GPU();
+  std::mt19937 rng(31);
+  constexpr int64_t kRows = 300;
+  // Every row count through the tensor kernel (kLinearAuto with every_row_tensor), as a batch-
+  // invariant frame pool runs it.
+  auto ws = cuda::LinearWorkspace::create(kRows, 3072, 512, 0, /*every_row_tensor=*/true);
+  ASSERT_TRUE(ws.ok()) << ws.error().to_string();
+  int64_t compared = 0, gemv_differs = 0;
+  // K = 1000: the last 32-k step and the last chunk are partial; 2048 and 3072: 8 and 12 chunks.
+  for (const Shapes& s : {Shapes{64, {96, 32, 40}}, Shapes{1000, {64, 48, 16}}, Shapes{2048, {96, 32, 40}},
+                         Shapes{3072, {32, 24, 8}}})
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "K " << s.K << (bf16 ? " bf16" : " f32"));
+      const int64_t K = s.K;
+      const auto x = random_vec(rng, static_cast<size_t>(kRows * K));
+      const auto g = random_vec(rng, static_cast<size_t>(K), 0.5f, 1.5f);
+      const auto residual = random_vec(rng, static_cast<size_t>(kRows * s.N[0]));
+      Bf16Matrix w[4];
+      cuda::DeviceBuffer bias[3];
+      for (int i = 0; i < 3; ++i) {
+        w[i] = random_bf16(rng, s.N[i], K, 1.0f / std::sqrt(static_cast<float>(K)));
+        bias[i] = to_device(random_vec(rng, static_cast<size_t>(s.N[i])));
+      }
+      w[3] = random_bf16(rng, s.N[1], K, 1.0f / std::sqrt(static_cast<float>(K)));
+      const auto full = run_rows(*ws, cuda::kLinearAuto, x, g, w, bias, residual, s, 0, kRows, bf16);
+      const size_t per_row = full.size() / kRows;
+      int64_t nonzero = 0;
+      for (float v : full) {
+        ASSERT_FALSE(std::isnan(v)) << "an output was not written";
+        nonzero += v != 0.0f;
+      }
+      EXPECT_GT(nonzero, static_cast<int64_t>(full.size() / 2));
+      // Row counts from 1 up (tiles of 8, 16 and 32 rows), starting at rows that put each row
+      // elsewhere in its tile; up to 64 rows the launches spread the chunks (K > 256), past that
+      // they do not.
+      for (const auto& [M, start] : {std::pair<int64_t, int64_t>{1, 7}, {3, 100}, {8, 291}, {13, 50}, {40, 0},
+                                    {64, 200}, {100, 123}, {257, 1}}) {
+        const auto part = run_rows(*ws, cuda::kLinearAuto, x, g, w, bias, residual, s, start, M, bf16);
+        ASSERT_EQ(part.size(), per_row * M);
+        for (size_t i = 0; i < part.size(); ++i) {
+          const size_t at = start * per_row + i;
+          ASSERT_TRUE(same_bits(part[i], full[at]))
+              << M << " rows from row " << start << ": row " << start + i / per_row << ", output " << i % per_row
+              << ": " << part[i] << " against " << full[at] << " in the launch of all rows";
+          ++compared;
+        }
+      }
+      // The comparison can see a rounding difference: the matrix-vector kernels' outputs for the
+      // same rows differ from these somewhere (f32: different summation; bf16: mostly rounded away).
+      if (!bf16) {
+        const auto gemv = run_rows(*ws, cuda::kLinearGemv, x, g, w, bias, residual, s, 0, 8, bf16);
+        for (size_t i = 0; i < gemv.size(); ++i) gemv_differs += !same_bits(gemv[i], full[i]);
+      }
+    }
+  EXPECT_GT(compared, 100000);
+  EXPECT_GT(gemv_differs, 0) << "the bitwise comparison never saw the two kernels' rounding apart";
+  std::printf("[tensor linear] %lld outputs compared bit for bit; %lld of the matrix-vector kernel's differ\n",
+              static_cast<long long>(compared), static_cast<long long>(gemv_differs));
+}
+
+// Against the CPU (cpu::linear after cpu::rms_norm): the split inputs keep f32-level accuracy.
+TEST(GpuLinearTensor, MatchesTheCpuToSplitInputAccuracy) {
+  REQUIRE_GPU();
+  std::mt19937 rng(32);
+  auto ws = cuda::LinearWorkspace::create(96, 4096, 256, 0, true);
+  ASSERT_TRUE(ws.ok()) << ws.error().to_string();
+  for (int64_t K : {64, 1000, 4096})
+    for (int64_t M : {1, 9, 96}) {
+      SCOPED_TRACE(testing::Message() << "K " << K << " M " << M);
+      const int64_t N = 200;
+      const auto x = random_vec(rng, static_cast<size_t>(M * K));
+      const auto dx = to_device(x);
+      const Bf16Matrix w = random_bf16(rng, N, K, 1.0f / std::sqrt(static_cast<float>(K)));
+      auto dy = poisoned(static_cast<size_t>(M * N));
+      cuda::LinearArgs a;
+      a.x = dx.as<float>();
+      a.ldx = K;
+      a.M = M;
+      a.out[0] = {w.gpu(), nullptr, dy.as<float>(), N};
+      ASSERT_TRUE(cuda::linear(a, &*ws, nullptr).ok());
+      std::vector<float> want(static_cast<size_t>(M * N));
+      cpu::linear(x.data(), M, w.cpu(), nullptr, want.data());
+      EXPECT_LT(rel_err(to_host<float>(dy, want.size()), want), 2e-4);
+    }
+}
+
+}  // namespace
+}  // namespace chorus::gpu_test
