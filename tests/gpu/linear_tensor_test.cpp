@@ -21,10 +21,9 @@ struct Shapes {
 
 // One launch over rows [start, start + M) of x for each epilogue: the concatenated outputs, row by
 // row (qkv-like store with norm and bias, residual add, SwiGLU with norm).
-std::vector<float> run_rows(const cuda::LinearWorkspace& ws_in, int path, const std::vector<float>& x,
+std::vector<float> run_rows(cuda::LinearWorkspace& ws, int path, const std::vector<float>& x,
                             const std::vector<float>& g, const Bf16Matrix (&w)[4], const cuda::DeviceBuffer (&bias)[3],
                             const std::vector<float>& residual, const Shapes& s, int64_t start, int64_t M, bool bf16) {
-  auto& ws = const_cast<cuda::LinearWorkspace&>(ws_in);
   const int64_t K = s.K;
   const std::vector<float> xs(x.begin() + start * K, x.begin() + (start + M) * K);
   const auto dx = to_device(xs), dg = to_device(g);
@@ -33,14 +32,18 @@ std::vector<float> run_rows(const cuda::LinearWorkspace& ws_in, int path, const 
   const std::vector<float> res(residual.begin() + start * s.N[0], residual.begin() + (start + M) * s.N[0]);
   auto d_add = to_device(res);
   auto d_glu = poisoned(static_cast<size_t>(M * s.N[1]));
-  {
+  const auto over_rows = [&] {  // what the three launches share
     cuda::LinearArgs a;
     a.x = dx.as<float>();
     a.ldx = K;
     a.M = M;
+    a.bf16 = bf16;
+    return a;
+  };
+  {
+    cuda::LinearArgs a = over_rows();
     a.norm_weight = dg.as<float>();
     a.outputs = 3;
-    a.bf16 = bf16;
     int64_t off = 0;
     for (int i = 0; i < 3; ++i) {
       a.out[i] = {w[i].gpu(), bias[i].as<float>(), d_store.as<float>() + off, n_store};
@@ -49,26 +52,18 @@ std::vector<float> run_rows(const cuda::LinearWorkspace& ws_in, int path, const 
     EXPECT_TRUE(cuda::linear(a, &ws, nullptr, path).ok());
   }
   {
-    cuda::LinearArgs a;
-    a.x = dx.as<float>();
-    a.ldx = K;
-    a.M = M;
+    cuda::LinearArgs a = over_rows();
     a.out[0] = {w[0].gpu(), nullptr, d_add.as<float>(), s.N[0]};
     a.epilogue = cuda::Epilogue::kAdd;
-    a.bf16 = bf16;
     EXPECT_TRUE(cuda::linear(a, &ws, nullptr, path).ok());
   }
   {
-    cuda::LinearArgs a;
-    a.x = dx.as<float>();
-    a.ldx = K;
-    a.M = M;
+    cuda::LinearArgs a = over_rows();
     a.norm_weight = dg.as<float>();
     a.outputs = 2;
     a.out[0] = {w[1].gpu(), bias[1].as<float>(), d_glu.as<float>(), s.N[1]};
     a.out[1] = {w[3].gpu(), nullptr, d_glu.as<float>(), s.N[1]};
     a.epilogue = cuda::Epilogue::kSwiGlu;
-    a.bf16 = bf16;
     EXPECT_TRUE(cuda::linear(a, &ws, nullptr, path).ok());
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);

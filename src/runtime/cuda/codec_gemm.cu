@@ -6,11 +6,11 @@
 // else it writes them for a second kernel that adds them in order. The tile and the group follow
 // the problem (enough warps to fill the SMs: large tiles for large products, split K chunks and
 // thin tiles for the products of a few streams), which changes the speed, never a bit.
-#include <atomic>
 #include <string>
 
 #include "runtime/cuda/codec_gemm_tiles.h"
 #include "runtime/cuda/conv_ops.h"
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/cuda_handles.h"
 
 namespace chorus::cuda::codec_ops {
@@ -199,19 +199,6 @@ __global__ void __launch_bounds__(T::kThreads, kMinBlocks<T>) gemm_mma_kernel(Ge
 __global__ void gemm_reduce_kernel(GemmArgs g) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < g.M * g.N) gemm_reduce_element(g, i);
-}
-
-// The current device's SM count, looked up once per device (the policy asks on every product;
-// decoders on several threads may ask at once).
-int sm_count() {
-  static std::atomic<int> cached[16] = {};
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 132;
-  const bool cacheable = dev >= 0 && dev < 16;
-  if (cacheable && cached[dev].load(std::memory_order_relaxed) > 0) return cached[dev].load(std::memory_order_relaxed);
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) return 132;
-  if (cacheable) cached[dev].store(sms, std::memory_order_relaxed);
-  return sms;
 }
 
 template <class T, bool TA, bool TB, GemmPrecision P>

@@ -27,13 +27,7 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
-struct Seg {
-  const uint16_t* w;
-  const float* bias;
-  float* y;
-  int64_t ldy;
-  int64_t n;
-};
+using Seg = detail::TensorSeg;  // one output matrix: weights, bias, destination
 
 struct GemvParams {
   const float* x;
@@ -613,7 +607,7 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
     t.lo_zero = a.bf16;
     t.M = a.M;
     t.K = K;
-    for (int i = 0; i < a.outputs; ++i) t.seg[i] = {p.seg[i].w, p.seg[i].bias, p.seg[i].y, p.seg[i].ldy, p.seg[i].n};
+    for (int i = 0; i < a.outputs; ++i) t.seg[i] = p.seg[i];
     t.nseg = a.outputs;
     t.features = p.rows_total;
     t.epi = epi;

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/device_util.cuh"
 #include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/linear_tensor.h"
@@ -176,16 +177,6 @@ __global__ void tensor_reduce_kernel(TensorLinearArgs p, int nw, int n_chunks) {
   }
 }
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      return 132;
-    return v;
-  }();
-  return n;
-}
-
 template <int NR, int NW, bool LO>
 cudaError_t launch_rows(const TensorLinearArgs& p, bool split, int n_chunks, cudaStream_t s) {
   const dim3 block(kWarps * 32);
@@ -199,11 +190,16 @@ cudaError_t launch_rows(const TensorLinearArgs& p, bool split, int n_chunks, cud
   return launch(tensor_reduce_kernel, grid, dim3(256), 0, s, p, NW, n_chunks);
 }
 
+// A warp's tile: 8 rows per NR, as few as M needs up to 32.
+int tile_nr(int64_t M) { return M <= 8 ? 1 : M <= 16 ? 2 : 4; }
+
 template <int NW, bool LO>
 cudaError_t launch_nw(const TensorLinearArgs& p, bool split, int n_chunks, cudaStream_t s) {
-  if (p.M <= 8) return launch_rows<1, NW, LO>(p, split, n_chunks, s);
-  if (p.M <= 16) return launch_rows<2, NW, LO>(p, split, n_chunks, s);
-  return launch_rows<4, NW, LO>(p, split, n_chunks, s);
+  switch (tile_nr(p.M)) {
+    case 1: return launch_rows<1, NW, LO>(p, split, n_chunks, s);
+    case 2: return launch_rows<2, NW, LO>(p, split, n_chunks, s);
+    default: return launch_rows<4, NW, LO>(p, split, n_chunks, s);
+  }
 }
 
 }  // namespace
@@ -218,7 +214,7 @@ cudaError_t tensor_linear(const TensorLinearArgs& p, int64_t partial_floats, cud
   const int n_chunks = static_cast<int>((p.K + kTensorChunk - 1) / kTensorChunk);
   // A launch of few rows has few warps if each walks all of K; splitting the chunks over blocks
   // fills the GPU (same results: the reduce adds the chunk values in the same order).
-  const int64_t nr = p.M <= 8 ? 1 : p.M <= 16 ? 2 : 4;
+  const int64_t nr = tile_nr(p.M);
   const int64_t warps = (p.features + 15) / 16 * ((p.M + 8 * nr - 1) / (8 * nr));
   const bool split = n_chunks > 1 && p.M <= kTensorSplitRows && warps < 4 * sm_count() && p.partial &&
                      p.M * n_chunks * nw * p.features <= partial_floats;

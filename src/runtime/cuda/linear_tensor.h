@@ -13,6 +13,7 @@ inline constexpr int64_t kTensorChunk = 256;
 // Launches of at most this many rows may spread a matrix's chunks over blocks.
 inline constexpr int64_t kTensorSplitRows = 64;
 
+// One output matrix of a call (also linear.cu's matrix-vector and cuBLAS paths').
 struct TensorSeg {
   const uint16_t* w;  // [n, K] bf16
   const float* bias;

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "runtime/cuda/bulk_copy.cuh"
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/device_util.cuh"
 #include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/ops.h"
@@ -346,19 +347,11 @@ __global__ void transpose_kernel(const uint16_t* src, int64_t rows, int64_t cols
   }
 }
 
-// The GPU's SMs (132 if it cannot be asked), at most kMaxBlocks: the bulk kernel's grid.
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      sms = 132;
-    return std::clamp(sms, 1, kMaxBlocks);
-  }();
-  return n;
-}
+// The GPU's SMs (cuda::sm_count), at most kMaxBlocks: the bulk kernel's grid.
+int grid_sms() { return std::clamp(sm_count(), 1, kMaxBlocks); }
 
 // The register kernel's grid.
-int mlp_blocks() { return std::clamp(kBlocksPerSm * sm_count(), 1, kMaxBlocks); }
+int mlp_blocks() { return std::clamp(kBlocksPerSm * grid_sms(), 1, kMaxBlocks); }
 
 // Single rows at hidden 1024 through the bulk kernel; off only in tests (set_fused_mlp_bulk), which
 // compare it with the register kernel.
@@ -369,7 +362,7 @@ cudaError_t launch_bulk(const MlpParams& p, cudaStream_t s) {
   auto* kernel = fused_mlp_bulk_kernel<4, BF16>;
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBulkRingBytes);
   if (attr != cudaSuccess) return attr;
-  return launch(kernel, dim3(sm_count()), dim3(kBulkThreads), kBulkRingBytes, s, p);
+  return launch(kernel, dim3(grid_sms()), dim3(kBulkThreads), kBulkRingBytes, s, p);
 }
 
 template <bool BF16>
@@ -377,7 +370,7 @@ cudaError_t launch_mlp(const MlpParams& p, int rows, int blocks, cudaStream_t s)
   const dim3 grid(blocks), block(kMlpWarps * 32);
   cudaError_t e = cudaSuccess;
   if (rows == 1 && p.hidden == 1024 && g_bulk.load()) {
-    blocks = sm_count();
+    blocks = grid_sms();
     e = launch_bulk<BF16>(p, s);
   } else if (rows == 2) {
     e = launch(fused_mlp_kernel<4, BF16, 1, true, 2>, grid, block, 0, s, p);  // 2 ahead spills
