@@ -23,6 +23,7 @@ struct CudaBenchOptions {
   int64_t batch_frames = 100;  // frames per stream in the batch runs
   bool split_frames = false;   // engine::CudaLoadOptions::split_frames
   bool stack_trace = false;    // the persistent decode kernel's per-phase times (cuda::decode_stack_enable_trace)
+  bool batch_invariant = false;  // engine::LoadOptions::batch_invariant
   // The decoder layers' weights on the GPU: bf16 as stored, int8 or fp8 (engine::CudaLoadOptions).
   cpu::WeightFormat weights = cpu::WeightFormat::kBf16;
 };

@@ -31,8 +31,8 @@ void ServeBenchAddOptions(ServeBenchOptions& o, CLI::App& app) {
       ->capture_default_str();
   app.add_option("--max-streams", o.max_streams, "--serve: requests running together at most")->capture_default_str();
   app.add_flag("--batch-invariant", o.batch_invariant,
-               "--serve, CUDA: as chorus serve --batch-invariant (a stream's codes do not depend on its batch; "
-               "slower)");
+               "--serve or --batches, CUDA: as chorus serve --batch-invariant (a stream's codes do not depend on "
+               "its batch; slower)");
   app.add_option("--codec-overlap", o.codec_overlap,
                  "--serve: decode a step's frames while the next step generates: auto (when the codec runs on "
                  "the GPU), on, or off (the Synthesizer's default)")

@@ -136,7 +136,7 @@ int run(const Options& o) {
     auto act = cli::activation_precision_from_name(o.activations);
     if (!act.ok()) return cli::fail(act.error());
     auto rep = bench::cuda_bench({o.model, o.frames, o.warmup, o.batches, o.batch_frames, o.split_frames, o.stack_trace,
-                                  *weights},
+                                  o.serve.batch_invariant, *weights},
                                  request_shape(o, *act));
     if (!rep.ok()) return cli::fail(rep.error());
     std::fputs(rep->c_str(), stdout);
