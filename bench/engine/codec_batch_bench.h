@@ -22,6 +22,9 @@ struct CodecBatchBenchOptions {
   int64_t frames = 16;               // timed steps (one frame per stream each)
   int64_t warmup = 3;                // untimed steps first
   std::vector<codec::CodecPrecision> precisions{codec::CodecPrecision::kF32};
+  // Time the batched pass only (no stream-by-stream pass to compare with): kernel traces of the
+  // serving step, and less device time at large stream counts.
+  bool batched_only = false;
 };
 
 Result<std::string> codec_batch_bench(const CodecBatchBenchOptions& o);

@@ -48,6 +48,7 @@ struct Options {
   bool stack_trace = false;   // cuda: the persistent decode kernel's per-phase times
   std::vector<int64_t> codec_streams;  // cuda: the codec alone, per stream vs batched, at these counts
   int64_t codec_frames = 16;
+  bool codec_batched_only = false;  // --codec-streams: the batched pass alone
   std::vector<std::string> codec_precision{"f32"};  // cuda: the GPU codec's matrix products
 };
 
@@ -125,7 +126,8 @@ int run(const Options& o) {
   if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0 || o.codec_chunk < 0)
     return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup and --codec-chunk >= 0");
   if (o.device == "cuda" && !o.codec_streams.empty()) {  // the codec alone (bench/engine/codec_batch_bench.h)
-    auto rep = bench::codec_batch_bench({o.model, o.codec_streams, o.codec_frames, o.warmup, precisions});
+    auto rep = bench::codec_batch_bench(
+        {o.model, o.codec_streams, o.codec_frames, o.warmup, precisions, o.codec_batched_only});
     if (!rep.ok()) return cli::fail(rep.error());
     std::fputs(rep->c_str(), stdout);
     return 0;
@@ -281,6 +283,9 @@ chorus::cli::Runner setup(CLI::App& sub) {
       ->delimiter(',');
   sub.add_option("--codec-frames", o->codec_frames, "With --codec-streams: timed steps per stream count")
       ->capture_default_str();
+  sub.add_flag("--codec-batched-only", o->codec_batched_only,
+               "With --codec-streams: time the batched pass alone, without the stream-by-stream comparison (kernel "
+               "traces of the serving step; quicker at large stream counts)");
   sub.add_option("--codec-precision", o->codec_precision,
                  "The GPU codec's matrix products, f32 or bf16 (--serve: the server's codec; --codec-streams: a list, "
                  "e.g. f32,bf16, times each and compares the samples of each with the first's)")
