@@ -126,18 +126,13 @@ Result<std::string> codec_batch_bench(const CodecBatchBenchOptions& o) {
         pcm[batched] = std::move(s.pcm);
       }
       const double per_frame = ms[1] / static_cast<double>(n);
-      if (o.batched_only) {
-        appendf(rep, "%4lld streams %-4s batched %8.2f ms per step (%.3f ms per stream-frame); keeps %.0f streams real time",
-                static_cast<long long>(n), codec::codec_precision_name(d.precision()), ms[1], per_frame,
-                frame_ms / per_frame);
-      } else {
-        const bool same = pcm[0] == pcm[1];
-        appendf(rep, "%4lld streams %-4s per stream %8.2f ms per step (%.3f ms per stream-frame) | batched %8.2f ms per "
-                     "step (%.3f ms per stream-frame): %.1fx; batched keeps %.0f streams real time; samples %s",
-                static_cast<long long>(n), codec::codec_precision_name(d.precision()), ms[0],
-                ms[0] / static_cast<double>(n), ms[1], per_frame, ms[0] / ms[1], frame_ms / per_frame,
-                same ? "identical" : "DIFFER");
-      }
+      appendf(rep, "%4lld streams %-4s ", static_cast<long long>(n), codec::codec_precision_name(d.precision()));
+      if (!o.batched_only)
+        appendf(rep, "per stream %8.2f ms per step (%.3f ms per stream-frame) | ", ms[0], ms[0] / static_cast<double>(n));
+      appendf(rep, "batched %8.2f ms per step (%.3f ms per stream-frame)", ms[1], per_frame);
+      if (!o.batched_only) appendf(rep, ": %.1fx", ms[0] / ms[1]);
+      appendf(rep, "; batched keeps %.0f streams real time", frame_ms / per_frame);
+      if (!o.batched_only) appendf(rep, "; samples %s", pcm[0] == pcm[1] ? "identical" : "DIFFER");
       if (pi == 0) {
         first = std::move(pcm[1]);
       } else {

@@ -25,9 +25,10 @@ Result<std::string> cuda_bench(const CudaBenchOptions& o, const RequestShape& sh
   CHORUS_ASSIGN(const std::string dev, cuda::device_summary(0));
   if (o.stack_trace) cuda::decode_stack_enable_trace();
   const auto t_load = Clock::now();
-  CHORUS_ASSIGN(auto model,
-                engine::load_tts_model(o.model, {.device = engine::Device::cuda(0), .weights = o.weights, .batch_invariant = o.batch_invariant,
-                                                          .split_frames = o.split_frames}));
+  CHORUS_ASSIGN(auto model, engine::load_tts_model(o.model, {.device = engine::Device::cuda(0),
+                                                              .weights = o.weights,
+                                                              .batch_invariant = o.batch_invariant,
+                                                              .split_frames = o.split_frames}));
   const double load_ms = ms_since(t_load);
   const size_t weights = cuda::memory_stats().current;
   CHORUS_ASSIGN(const codec::CodecModel codec, codec::load_codec(o.model));
