@@ -4,7 +4,9 @@
 // codes rest on when it joins a batch of any size (LoadOptions::batch_invariant).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -166,6 +168,88 @@ TEST(GpuLinearTensor, MatchesTheCpuToSplitInputAccuracy) {
       cpu::linear(x.data(), M, w.cpu(), nullptr, want.data());
       EXPECT_LT(rel_err(to_host<float>(dy, want.size()), want), 2e-4);
     }
+}
+
+// What run_rows computes, on the CPU (cpu::rms_norm, cpu::linear, cpu::silu_mul), in its layout.
+std::vector<float> cpu_rows(const std::vector<float>& x, const std::vector<float>& g, const Bf16Matrix (&w)[4],
+                            const std::vector<float> (&bias)[3], const std::vector<float>& residual, const Shapes& s,
+                            int64_t M) {
+  const int64_t K = s.K;
+  std::vector<float> xn(static_cast<size_t>(M * K));
+  cpu::rms_norm(x.data(), g.data(), xn.data(), M, K, 1e-6f);
+  const auto product = [&](const std::vector<float>& in, const Bf16Matrix& m, const float* b) {
+    std::vector<float> y(static_cast<size_t>(M * m.rows));
+    cpu::linear(in.data(), M, m.cpu(), b, y.data());
+    return y;
+  };
+  std::vector<float> st[3];
+  for (int i = 0; i < 3; ++i) st[i] = product(xn, w[i], bias[i].data());
+  auto ad = product(x, w[0], nullptr);
+  for (size_t i = 0; i < ad.size(); ++i) ad[i] += residual[i];
+  const auto gate = product(xn, w[1], bias[1].data()), up = product(xn, w[3], nullptr);
+  std::vector<float> gl(gate.size());
+  cpu::silu_mul(gate.data(), up.data(), gl.data(), static_cast<int64_t>(gl.size()));
+  std::vector<float> out;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int i = 0; i < 3; ++i) out.insert(out.end(), st[i].begin() + m * s.N[i], st[i].begin() + (m + 1) * s.N[i]);
+    out.insert(out.end(), ad.begin() + m * s.N[0], ad.begin() + (m + 1) * s.N[0]);
+    out.insert(out.end(), gl.begin() + m * s.N[1], gl.begin() + (m + 1) * s.N[1]);
+  }
+  return out;
+}
+
+// In the default mode 3 to 8 rows of bf16 matrices take the tensor kernel with the inputs split into
+// three bf16 parts (linear.cu): against the CPU they must be as accurate as the matrix-vector
+// kernels they stand in for (whose f32 inputs the GPU-vs-CPU sampling tests rest on), and more
+// accurate than the two-part inputs of the every-row mode. Guards: their bits differ from both
+// (so the launch took neither of those paths).
+TEST(GpuLinearTensor, FewRowsWithThreePartInputsAreAsAccurateAsTheMatrixVectorKernels) {
+  REQUIRE_GPU();
+  std::mt19937 rng(33);
+  auto ws = cuda::LinearWorkspace::create(cuda::kGemvMaxRows, 3072, 512);
+  auto ws_two = cuda::LinearWorkspace::create(cuda::kGemvMaxRows, 3072, 512, 0, /*every_row_tensor=*/true);
+  ASSERT_TRUE(ws.ok() && ws_two.ok());
+  double err_three = 0, err_two = 0;
+  int64_t outputs = 0, differ_gemv = 0, differ_two = 0;
+  for (const Shapes& s : {Shapes{64, {96, 32, 40}}, Shapes{1000, {64, 48, 16}}, Shapes{2048, {96, 32, 40}},
+                         Shapes{3072, {32, 24, 8}}})
+    for (int64_t M = cuda::kTensorMinRows; M <= cuda::kGemvMaxRows; ++M) {
+      SCOPED_TRACE(testing::Message() << "K " << s.K << " M " << M);
+      const int64_t K = s.K;
+      const auto x = random_vec(rng, static_cast<size_t>(M * K));
+      const auto g = random_vec(rng, static_cast<size_t>(K), 0.5f, 1.5f);
+      const auto residual = random_vec(rng, static_cast<size_t>(M * s.N[0]));
+      Bf16Matrix w[4];
+      std::vector<float> bias[3];
+      cuda::DeviceBuffer dbias[3];
+      for (int i = 0; i < 3; ++i) {
+        w[i] = random_bf16(rng, s.N[i], K, 1.0f / std::sqrt(static_cast<float>(K)));
+        bias[i] = random_vec(rng, static_cast<size_t>(s.N[i]));
+        dbias[i] = to_device(bias[i]);
+      }
+      w[3] = random_bf16(rng, s.N[1], K, 1.0f / std::sqrt(static_cast<float>(K)));
+      const auto want = cpu_rows(x, g, w, bias, residual, s, M);
+      const auto three = run_rows(*ws, cuda::kLinearAuto, x, g, w, dbias, residual, s, 0, M, false);
+      const auto gemv = run_rows(*ws, cuda::kLinearGemv, x, g, w, dbias, residual, s, 0, M, false);
+      const auto two = run_rows(*ws_two, cuda::kLinearAuto, x, g, w, dbias, residual, s, 0, M, false);
+      ASSERT_EQ(three.size(), want.size());
+      const double e3 = rel_err(three, want), eg = rel_err(gemv, want), e2 = rel_err(two, want);
+      EXPECT_LE(e3, std::max(4 * eg, 1e-6)) << "matrix-vector kernels: " << eg;
+      err_three += e3;
+      err_two += e2;
+      for (size_t i = 0; i < want.size(); ++i) {
+        differ_gemv += !same_bits(three[i], gemv[i]);
+        differ_two += !same_bits(three[i], two[i]);
+      }
+      outputs += static_cast<int64_t>(want.size());
+    }
+  EXPECT_LT(err_three, err_two) << "the third input part gained no accuracy";
+  EXPECT_GT(differ_gemv, 0) << "the launches never left the matrix-vector kernels";
+  EXPECT_GT(differ_two, 0) << "the launches never used the third input part";
+  std::printf("[tensor linear, 3-8 rows] %lld outputs; %lld differ from the matrix-vector kernels', %lld from the "
+              "two-part inputs'; summed relative error %.3g (two parts: %.3g)\n",
+              static_cast<long long>(outputs), static_cast<long long>(differ_gemv), static_cast<long long>(differ_two),
+              err_three, err_two);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
-// linear: matrix-vector kernels for few rows (the per-frame decode steps), bf16 tensor cores for
-// many rows (prefill, large batches): cuBLAS, or with a workspace that asks for every row count on
-// the tensor path (batch invariance), linear_tensor.cu for bf16 matrices whose rows are a multiple
-// of 8 long.
+// linear: matrix-vector kernels for one or two rows (a stream's decode step, a guided pair), bf16
+// tensor cores for more: linear_tensor.cu with three-part inputs for 3 to 8 rows of bf16 matrices
+// (rows a multiple of 8 long), cuBLAS for many rows (prefill, large batches), or, with a workspace
+// that asks for every row count on the tensor path (batch invariance), linear_tensor.cu throughout.
 //
 // GEMV: one warp per output feature; each lane reads 16 bytes (8 bf16) of the weight row per
 // iteration and multiplies them with up to MT input rows, so the weights are read once per
@@ -441,10 +441,11 @@ cudaError_t launch_any_gemv(const GemvParams& p, bool single_row, bool vec, int 
 
 // ---- tensor-core path ----
 
-// xs[m] = bf16(x̂), xs[M + m] = bf16(x̂ − bf16(x̂)) with x̂ = the (optionally RMS-normed) row m.
-// (bf16 mode: x̂ is a bf16 value, so the low part is zero.)
+// xs[m] = bf16(x̂), xs[M + m] = bf16(x̂ − bf16(x̂)) with x̂ = the (optionally RMS-normed) row m;
+// with `three`, xs[2M + m] = bf16 of what those two leave (each difference is exact in f32, so the
+// three parts add up to x̂ to f32 precision). (bf16 mode: x̂ is a bf16 value, so the rest is zero.)
 __global__ void split_rows_kernel(const float* x, int64_t ldx, int64_t M, int64_t K, const float* norm_w, float eps,
-                                  bool bf16, __nv_bfloat16* xs) {
+                                  bool bf16, bool three, __nv_bfloat16* xs) {
   __shared__ double scratch[32];
   dev::pdl_wait();
   const int64_t m = blockIdx.x;
@@ -461,7 +462,10 @@ __global__ void split_rows_kernel(const float* x, int64_t ldx, int64_t M, int64_
     const float v = !norm_w ? xr[k] : bf16 ? dev::norm_bf16(xr[k], inv, norm_w[k]) : __fmul_rn(__fmul_rn(xr[k], inv), norm_w[k]);
     const __nv_bfloat16 hi = __float2bfloat16_rn(v);
     xs[m * K + k] = hi;
-    xs[(M + m) * K + k] = __float2bfloat16_rn(v - __bfloat162float(hi));
+    const float rest = v - __bfloat162float(hi);
+    const __nv_bfloat16 lo = __float2bfloat16_rn(rest);
+    xs[(M + m) * K + k] = lo;
+    if (three) xs[(2 * M + m) * K + k] = __float2bfloat16_rn(rest - __bfloat162float(lo));
   }
 }
 
@@ -517,14 +521,14 @@ Result<LinearWorkspace> LinearWorkspace::create(int64_t max_rows, int64_t max_k,
   w.max_n_ = max_n_total;
   w.every_row_tensor_ = every_row_tensor;
   CHORUS_ASSIGN(w.cublas_, Cublas::create());
-  if (max_rows > kGemvMaxRows || every_row_tensor) {
-    CHORUS_ASSIGN(w.x_split_, DeviceBuffer::alloc(static_cast<size_t>(2 * max_rows * max_k) * sizeof(uint16_t)));
+  if (max_rows >= kTensorMinRows || every_row_tensor) {
+    const int64_t parts = std::max(2 * max_rows, 3 * std::min(max_rows, detail::kTensorThreePartRows));
+    CHORUS_ASSIGN(w.x_split_, DeviceBuffer::alloc(static_cast<size_t>(parts * max_k) * sizeof(uint16_t)));
     // cuBLAS's two partial products, or the tensor kernel's chunk values (the chunks of up to 2048
     // k: longer rows are then summed by one block each, with the same results).
-    const int64_t y_floats = std::max(2 * max_rows * max_n_total,
-                                      every_row_tensor ? detail::tensor_linear_partial_floats(
-                                                             max_rows, std::min<int64_t>(max_k, 2048), max_n_total)
-                                                       : 0);
+    const int64_t y_floats = std::max(
+        2 * max_rows * max_n_total,
+        detail::tensor_linear_partial_floats(max_rows, std::min<int64_t>(max_k, 2048), max_n_total));
     CHORUS_ASSIGN(w.y_split_, DeviceBuffer::alloc(static_cast<size_t>(y_floats) * sizeof(float)));
     if (max_dequant > 0) {
       w.max_dequant_ = max_dequant;
@@ -572,9 +576,19 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
     if (a.out[1].w.rows != a.out[0].w.rows) return make_error(ErrorCode::kInternal, "cuda linear: SwiGLU shapes");
     p.rows_total = a.out[0].w.rows;
   }
+  int64_t n_sum = 0;
+  for (int i = 0; i < a.outputs; ++i) n_sum += a.out[i].w.rows;
+  bool tensor_ok = !quant && K % 8 == 0;  // what linear_tensor.cu takes
+  for (int i = 0; i < a.outputs; ++i) tensor_ok = tensor_ok && aligned16(a.out[i].w.data);
+  // 3 to 8 rows of bf16 matrices: the tensor kernel with three-part inputs, as accurate as the
+  // matrix-vector kernels, whose cost grows with every row (each row's inputs loaded and normed
+  // again for every feature). Where the workspace cannot take them, the matrix-vector kernels.
+  const bool few_rows = path == kLinearAuto && ws && !ws->every_row_tensor_ && tensor_ok && a.M >= kTensorMinRows &&
+                        a.M <= kGemvMaxRows && a.M <= ws->max_rows_ && K <= ws->max_k_ && n_sum <= ws->max_n_ &&
+                        ws->x_split_.data();
   // Quantised matrices keep the matrix-vector kernels for few rows even in every-row-tensor mode
   // (their tensor path goes through cuBLAS, which is not row-invariant either).
-  const bool gemv = path == kLinearGemv || (path == kLinearAuto && a.M <= kGemvMaxRows &&
+  const bool gemv = path == kLinearGemv || (path == kLinearAuto && a.M <= kGemvMaxRows && !few_rows &&
                                             !(ws && ws->every_row_tensor_ && !quant));
   if (gemv && quant) return detail::gemv_quant(a, s);
   if (gemv) {
@@ -586,24 +600,22 @@ Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path
 
   if (!ws || a.M > ws->max_rows_ || K > ws->max_k_ || !ws->x_split_.data())
     return make_error(ErrorCode::kInternal, "cuda linear: workspace too small for " + std::to_string(a.M) + " rows");
-  int64_t n_sum = 0;
-  for (int i = 0; i < a.outputs; ++i) n_sum += a.out[i].w.rows;
   if (n_sum > ws->max_n_) return make_error(ErrorCode::kInternal, "cuda linear: workspace too small for the outputs");
   for (int i = 0; i < a.outputs && quant; ++i)
     if (a.out[i].w.rows * K > ws->max_dequant_)
       return make_error(ErrorCode::kInternal, "cuda linear: workspace too small to dequantise the weights");
   auto* xs = ws->x_split_.as<__nv_bfloat16>();
+  const bool three = few_rows && !a.bf16;
   CHORUS_CUDA_TRY(launch(split_rows_kernel, dim3(static_cast<unsigned>(a.M)), dim3(256), 0, s, a.x, a.ldx, a.M, K,
-                         a.norm_weight, a.norm_eps, a.bf16, xs));
+                         a.norm_weight, a.norm_eps, a.bf16, three, xs));
   CHORUS_CUDA_LAUNCHED("split_rows_kernel");
-  // The row-invariant kernel only where invariance is asked for: at 128 and more rows it is still
-  // several times slower than cuBLAS (docs/cuda.md).
-  bool own = ws->every_row_tensor_ && !quant && K % 8 == 0;
-  for (int i = 0; i < a.outputs; ++i) own = own && aligned16(a.out[i].w.data);
-  if (own) {
+  // The row-invariant kernel for many rows only where invariance is asked for: at 128 and more rows
+  // it is still several times slower than cuBLAS (docs/cuda.md).
+  if (few_rows || (ws->every_row_tensor_ && tensor_ok)) {
     detail::TensorLinearArgs t;
     t.xhi = reinterpret_cast<const uint16_t*>(xs);
     t.xlo = t.xhi + a.M * K;
+    t.xlo2 = three ? t.xhi + 2 * a.M * K : nullptr;
     t.lo_zero = a.bf16;
     t.M = a.M;
     t.K = K;

@@ -6,7 +6,9 @@
 // kChunk; within a chunk, steps of 32 k in order, each two mma on the same 16-k slot assignment
 // (lane group t takes k + 8t .. k + 8t + 7: slots 2t, 2t+1 ← k, k+1 and 2t+8, 2t+9 ← k+2, k+3 for
 // the first mma, the next four for the second) into a high and a low accumulator that start at
-// zero; the chunk's value is high + low, and the chunk values are added left to right. An mma
+// zero; the chunk's value is high + low, and the chunk values are added left to right. (With a
+// third input part, few-row launches in the default mode: a third accumulator, and the chunk's
+// value is high + (low + third).) An mma
 // computes each of its elements from that element's row and column alone, so a row's results do not
 // depend on which rows share the launch, where the row sits in a tile, or whether a warp walks all
 // chunks or one (then a reduce kernel adds the chunk values in the same order). That is what lets a
@@ -64,7 +66,8 @@ __device__ __forceinline__ void emit(const TensorLinearArgs& p, int64_t m, int64
 // A warp: 16 features × 8·NR rows; NW weight matrices (2: SwiGLU's gate and up) against the same
 // inputs; LO: the inputs have a low part (false in the bf16-activation mode, where it is zero).
 // SPLIT: the block takes one chunk (blockIdx.z) and stores its values for tensor_reduce_kernel.
-template <int NR, int NW, bool LO, bool SPLIT>
+// LO2: the inputs have a third part (p.xlo2; NR 1 only).
+template <int NR, int NW, bool LO, bool SPLIT, bool LO2 = false>
 __global__ void __launch_bounds__(kWarps * 32) tensor_linear_kernel(TensorLinearArgs p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -81,11 +84,13 @@ __global__ void __launch_bounds__(kWarps * 32) tensor_linear_kernel(TensorLinear
   }
   const uint16_t* xh[NR];
   const uint16_t* xl[NR];
+  const uint16_t* xl2[NR];
 #pragma unroll
   for (int r = 0; r < NR; ++r) {
     const int64_t m = min(r0 + 8 * r + g, p.M - 1);
     xh[r] = p.xhi + m * K;
     xl[r] = p.xlo + m * K;
+    xl2[r] = LO2 ? p.xlo2 + m * K : nullptr;
   }
   dev::pdl_wait();
   if (f0 >= p.features) return;
@@ -95,13 +100,13 @@ __global__ void __launch_bounds__(kWarps * 32) tensor_linear_kernel(TensorLinear
   const int c_end = SPLIT ? c_begin + 1 : n_chunks;
   float tot[NW][NR][4];
   for (int c = c_begin; c < c_end; ++c) {
-    float hi[NW][NR][4], lo[NW][NR][4];
+    float hi[NW][NR][4], lo[NW][NR][4], lo2[NW][NR][4];
 #pragma unroll
     for (int j = 0; j < NW; ++j)
 #pragma unroll
       for (int r = 0; r < NR; ++r)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) hi[j][r][i] = lo[j][r][i] = 0.0f;
+        for (int i = 0; i < 4; ++i) hi[j][r][i] = lo[j][r][i] = lo2[j][r][i] = 0.0f;
     const int64_t k_end = min(K, static_cast<int64_t>(c + 1) * kTensorChunk);
 #pragma unroll 2
     for (int64_t k0 = static_cast<int64_t>(c) * kTensorChunk; k0 < k_end; k0 += 32) {
@@ -117,8 +122,9 @@ __global__ void __launch_bounds__(kWarps * 32) tensor_linear_kernel(TensorLinear
 #pragma unroll
       for (int r = 0; r < NR; ++r) {
         const uint4 bh = in ? load16(xh[r] + k) : zero;
-        uint4 bl = zero;
+        uint4 bl = zero, bl2 = zero;
         if constexpr (LO) bl = in ? load16(xl[r] + k) : zero;
+        if constexpr (LO2) bl2 = in ? load16(xl2[r] + k) : zero;
 #pragma unroll
         for (int j = 0; j < NW; ++j) {
           mma(hi[j][r], wa[j].x, wb[j].x, wa[j].y, wb[j].y, bh.x, bh.y);
@@ -126,6 +132,10 @@ __global__ void __launch_bounds__(kWarps * 32) tensor_linear_kernel(TensorLinear
           if constexpr (LO) {
             mma(lo[j][r], wa[j].x, wb[j].x, wa[j].y, wb[j].y, bl.x, bl.y);
             mma(lo[j][r], wa[j].z, wb[j].z, wa[j].w, wb[j].w, bl.z, bl.w);
+          }
+          if constexpr (LO2) {
+            mma(lo2[j][r], wa[j].x, wb[j].x, wa[j].y, wb[j].y, bl2.x, bl2.y);
+            mma(lo2[j][r], wa[j].z, wb[j].z, wa[j].w, wb[j].w, bl2.z, bl2.w);
           }
         }
       }
@@ -136,7 +146,9 @@ __global__ void __launch_bounds__(kWarps * 32) tensor_linear_kernel(TensorLinear
       for (int r = 0; r < NR; ++r)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const float v = LO ? hi[j][r][i] + lo[j][r][i] : hi[j][r][i];
+          const float v = LO2 ? hi[j][r][i] + (lo[j][r][i] + lo2[j][r][i])
+                          : LO ? hi[j][r][i] + lo[j][r][i]
+                               : hi[j][r][i];
           tot[j][r][i] = c == c_begin ? v : tot[j][r][i] + v;
         }
   }
@@ -177,13 +189,14 @@ __global__ void tensor_reduce_kernel(TensorLinearArgs p, int nw, int n_chunks) {
   }
 }
 
-template <int NR, int NW, bool LO>
+template <int NR, int NW, bool LO, bool LO2 = false>
 cudaError_t launch_rows(const TensorLinearArgs& p, bool split, int n_chunks, cudaStream_t s) {
   const dim3 block(kWarps * 32);
   const auto row_tiles = static_cast<unsigned>((p.M + 8 * NR - 1) / (8 * NR));
   const auto feature_blocks = static_cast<unsigned>((p.features + kBlockFeatures - 1) / kBlockFeatures);
-  if (!split) return launch(tensor_linear_kernel<NR, NW, LO, false>, dim3(row_tiles, feature_blocks), block, 0, s, p);
-  const cudaError_t e = launch(tensor_linear_kernel<NR, NW, LO, true>,
+  if (!split)
+    return launch(tensor_linear_kernel<NR, NW, LO, false, LO2>, dim3(row_tiles, feature_blocks), block, 0, s, p);
+  const cudaError_t e = launch(tensor_linear_kernel<NR, NW, LO, true, LO2>,
                                dim3(row_tiles, feature_blocks, static_cast<unsigned>(n_chunks)), block, 0, s, p);
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((p.features + 255) / 256, 64)), static_cast<unsigned>(p.M));
@@ -211,6 +224,7 @@ int64_t tensor_linear_partial_floats(int64_t max_rows, int64_t max_k, int64_t ma
 
 cudaError_t tensor_linear(const TensorLinearArgs& p, int64_t partial_floats, cudaStream_t s) {
   const int nw = p.epi == 2 ? 2 : 1;
+  if (p.xlo2 && (p.lo_zero || p.M > kTensorThreePartRows)) return cudaErrorInvalidValue;
   const int n_chunks = static_cast<int>((p.K + kTensorChunk - 1) / kTensorChunk);
   // A launch of few rows has few warps if each walks all of K; splitting the chunks over blocks
   // fills the GPU (same results: the reduce adds the chunk values in the same order).
@@ -218,6 +232,8 @@ cudaError_t tensor_linear(const TensorLinearArgs& p, int64_t partial_floats, cud
   const int64_t warps = (p.features + 15) / 16 * ((p.M + 8 * nr - 1) / (8 * nr));
   const bool split = n_chunks > 1 && p.M <= kTensorSplitRows && warps < 4 * sm_count() && p.partial &&
                      p.M * n_chunks * nw * p.features <= partial_floats;
+  if (p.xlo2)
+    return nw == 2 ? launch_rows<1, 2, true, true>(p, split, n_chunks, s) : launch_rows<1, 1, true, true>(p, split, n_chunks, s);
   if (nw == 2) return p.lo_zero ? launch_nw<2, false>(p, split, n_chunks, s) : launch_nw<2, true>(p, split, n_chunks, s);
   return p.lo_zero ? launch_nw<1, false>(p, split, n_chunks, s) : launch_nw<1, true>(p, split, n_chunks, s);
 }

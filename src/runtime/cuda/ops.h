@@ -85,7 +85,8 @@ struct LinearArgs {
 };
 
 // Scratch for the tensor-core path: the inputs split into bf16 high and low parts (x ≈ hi + lo to
-// about 2⁻¹⁷ relative, so the product keeps f32-level accuracy) and partial results; with
+// about 2⁻¹⁷ relative, so the product keeps f32-level accuracy; three parts for 3 to 8 rows, to f32
+// precision) and partial results; with
 // max_dequant (the most elements of any quantised matrix the path takes), room for one matrix
 // dequantised into bf16 high and low parts the same way. Sized once; a call that needs more fails
 // instead of allocating (graph capture).
@@ -111,10 +112,13 @@ class LinearWorkspace {
 };
 
 // Path choice: matrix-vector kernels read the weights at full bandwidth and keep f32 inputs, and are
-// used up to kGemvMaxRows rows; more rows go to bf16 tensor cores with split inputs on cuBLAS. A
-// workspace with every_row_tensor sends every row count of bf16 matrices with rows a multiple of 8
-// long to linear_tensor.cu's kernel instead, whose results for a row do not depend on M or the
-// other rows.
+// used for fewer than kTensorMinRows rows, and up to kGemvMaxRows rows of quantised matrices or
+// without a workspace; bf16 matrices with rows a multiple of 8 long take linear_tensor.cu's kernel
+// from kTensorMinRows to kGemvMaxRows rows, with the inputs split into three bf16 parts (as
+// accurate as the matrix-vector kernels, and no longer paying for each row again); more rows go to
+// bf16 tensor cores with two-part inputs on cuBLAS. A workspace with every_row_tensor sends every
+// row count of such matrices to linear_tensor.cu's kernel instead (two-part inputs), whose results
+// for a row do not depend on M or the other rows.
 // Quantised matrices (every output of one call in the same format, cols a multiple of 16, inputs
 // 16-byte aligned with ldx a multiple of 4): the matrix-vector kernels dequantise in registers
 // (linear_quant.cu: code · scale in f32, then the same f32 products); the tensor-core path
@@ -122,6 +126,7 @@ class LinearWorkspace {
 // relative) and adds the low part's product, so both paths compute with the quantised weights
 // themselves.
 inline constexpr int64_t kGemvMaxRows = 8;
+inline constexpr int64_t kTensorMinRows = 3;
 inline constexpr int kLinearAuto = 0, kLinearGemv = 1, kLinearTensor = 2;
 Status linear(const LinearArgs& a, LinearWorkspace* ws, cudaStream_t s, int path = kLinearAuto);
 
