@@ -285,9 +285,11 @@ TEST(GpuContinuousBatching, VoiceDesignModelToo) {
 }
 
 // Two pools at once (plain and CFG), each joined and left at random; at most 2 streams at once, so
-// that no layer sees more than 8 rows (a CFG stream is 2 rows, its first depth step 4): past that,
-// without batch_invariant, a layer takes the tensor-core kernel, whose rounding differs from the
-// few-row kernel's, and Breeze's draws then can flip (measured: 1 request of 48 at 33 streams).
+// that no layer sees more than 8 rows (a CFG stream is 2 rows, its first depth step 4) and every
+// product is f32-accurate (the matrix-vector kernels at 1–2 rows, three-part inputs at 3–8: their
+// roundings differ, so only a draw within f32 rounding of a tie could flip). Past that, without
+// batch_invariant, a layer takes cuBLAS with two-part inputs, and Breeze's draws then can flip
+// (measured: 1 request of 48 at 33 streams).
 TEST(GpuContinuousBatching, BreezeGuidanceModesToo) {
   REQUIRE_GPU();
   expect_joined_equal_solo("breeze_tts2/models/tiny_breeze", 24, 5, /*first_pool=*/1, /*max_live=*/2);
