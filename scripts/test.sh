@@ -109,10 +109,11 @@ else
 fi
 
 # Black-box checks of chorus serve (Debian's python3 and nginx; each script is one check).
-echo "== chorus serve from outside (tests/load: hang-ups under load, nginx over two replicas, bench --url)"
+echo "== chorus serve from outside (tests/load: hang-ups under load, nginx over two replicas, bench --url), bench --serve with guidance"
 run_check load /usr/bin/python3 tests/load/load_test.py --chorus build/chorus
 run_check routing /usr/bin/python3 tests/load/routing_test.py --chorus build/chorus
 run_check bench_url /usr/bin/python3 tests/load/bench_url_test.py --chorus build/chorus
+run_check bench_serve /usr/bin/python3 tests/load/bench_serve_test.py --chorus build/chorus
 
 # Whether a stage of about $1 minutes, and the fuzzing after it, still fit in the run's budget.
 budget_min=${CHORUS_RUN_BUDGET_MIN:-55}

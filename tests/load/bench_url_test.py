@@ -60,11 +60,7 @@ def main():
         failures.append(f"throughput, gaps, streams or memory missing: {p}")
     if rc != 0:
         failures.append(f"chorus serve exited {rc}")
-    for f in failures:
-        sl.log("FAIL:", f)
-    if failures:
-        sys.exit(1)
-    sl.log("bench --url test passed")
+    sl.finish(failures, "bench --url test")
 
 
 if __name__ == "__main__":

@@ -216,10 +216,7 @@ def main():
         failures.append(f"chorus serve exited with {rc} after SIGTERM")
     if failures:
         sl.log(srv.log_tail(80))
-        for f in failures:
-            sl.log("FAIL:", f)
-        sys.exit(1)
-    sl.log("load test passed")
+    sl.finish(failures, "load test")
 
 
 if __name__ == "__main__":

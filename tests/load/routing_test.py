@@ -270,10 +270,7 @@ def main():
                 failures.append(f"sanitizer report in {srv.log_path}")
     if failures:
         sl.log("nginx error log:\n" + open(os.path.join(prefix, "error.log")).read()[-3000:])
-        for f in failures:
-            sl.log("FAIL:", f)
-        sys.exit(1)
-    sl.log("routing test passed")
+    sl.finish(failures, "routing test")
 
 
 if __name__ == "__main__":

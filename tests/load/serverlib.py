@@ -1,11 +1,9 @@
 """Helpers for the black-box tests of `chorus serve` (Python 3 standard library only): tiny models,
 a server process on a loopback port, /metrics read back, a raw asyncio HTTP/1.1 client that can
 hang up at any point of a request, and percentiles."""
-import asyncio
 import http.client
 import json
 import os
-import random
 import re
 import signal
 import socket
@@ -22,6 +20,15 @@ def log(*args):
 def fail(message):
     log("FAIL:", message)
     sys.exit(1)
+
+
+def finish(failures, name):
+    """Ends a check: each failure logged and exit status 1, or `name` passed."""
+    for f in failures:
+        log("FAIL:", f)
+    if failures:
+        sys.exit(1)
+    log(f"{name} passed")
 
 
 def make_tiny(chorus, out, variant="custom_voice"):

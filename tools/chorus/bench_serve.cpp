@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -45,6 +46,10 @@ void ServeBenchAddOptions(ServeBenchOptions& o, CLI::App& app) {
   app.add_option("--verify", o.verify, "--serve: replay N requests alone and check their codes are identical")
       ->capture_default_str();
   app.add_option("--json", o.json, "--serve: also write the results as JSON to this file");
+  app.add_option("--cfg-share", o.cfg_share,
+                 "--serve with --cfg-scale: the share of requests guided, 0 to 1, spread evenly over the arrivals "
+                 "(the rest plain, in the same batch)")
+      ->capture_default_str();
 }
 
 double peak_rss_mib() {
@@ -65,7 +70,8 @@ struct Trace {
 Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, double rate,
                         const std::vector<double>& lengths, uint64_t seed) {
   const engine::ModelInfo& info = synth.model().info();
-  const std::vector<Arrival> plan = plan_arrivals(rate, o.duration, lengths, info.speakers, info.frame_rate, seed);
+  std::vector<Arrival> plan = plan_arrivals(rate, o.duration, lengths, info.speakers, info.frame_rate, seed);
+  guide_arrivals(plan, o.cfg_scale, o.cfg_share);
   std::vector<std::unique_ptr<Trace>> traces;
   std::atomic<bool> sampling{true};
   std::vector<int> running_samples;
@@ -77,6 +83,7 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
   });
   const engine::Synthesizer::Counters c0 = synth.counters();
   const Clock::time_point t0 = Clock::now();
+  std::optional<Error> first_error;
   for (const Arrival& a : plan) {
     auto t = std::make_unique<Trace>();
     engine::SynthesisRequest& r = t->request;
@@ -85,6 +92,8 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
     r.max_frames = r.min_frames = a.frames;
     r.length_cap.frames_per_token = 0;
     r.seed = a.seed;
+    if (a.cfg_scale != 1.0f) r.cfg_scale = a.cfg_scale;
+    r.instruct = a.instruct;
     std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.at_s)));
     Trace* tp = t.get();
     tp->submitted = Clock::now();
@@ -95,9 +104,17 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
       }
       return ok_status();
     });
-    if (job.ok()) tp->job = *job;
-    else if (job.error().code == ErrorCode::kResourceExhausted) tp->timing.refused = true;
-    else return job.error();
+    // A request the Synthesizer refuses at submission counts as failed, and the run goes on: the
+    // requests already running hold pointers to their traces until they end.
+    if (job.ok()) {
+      tp->job = *job;
+    } else if (job.error().code == ErrorCode::kResourceExhausted) {
+      tp->timing.refused = true;
+    } else {
+      tp->timing.failed = true;
+      tp->timing.error = job.error().to_string();
+      if (!first_error) first_error = job.error();
+    }
     traces.push_back(std::move(t));
   }
   for (auto& t : traces)
@@ -110,10 +127,18 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
   const engine::Synthesizer::Counters c1 = synth.counters();
   sampling = false;
   sampler.join();
+  if (first_error) {
+    int64_t at_submission = 0;
+    for (auto& t : traces) at_submission += t->timing.failed && !t->job;
+    std::fprintf(stderr, "bench --serve: %lld request(s) refused at submission, the first: %s\n",
+                 static_cast<long long>(at_submission), first_error->to_string().c_str());
+    if (at_submission == static_cast<int64_t>(traces.size())) return *first_error;
+  }
 
   std::vector<const Timing*> timings;
   for (auto& t : traces) timings.push_back(&t->timing);
   Point p = summarize(timings, info.frame_rate, rate, o.duration, wall, running_samples);
+  for (const Arrival& a : plan) p.guided += a.cfg_scale != 1.0f;
   p.rss_mib = peak_rss_mib();
   if (const int64_t steps = c1.steps - c0.steps; steps > 0) {
     p.generate_ms = (c1.generate_s - c0.generate_s) * 1e3 / static_cast<double>(steps);
@@ -152,6 +177,7 @@ void ServeBenchOptions::add_to(CLI::App& app) { ServeBenchAddOptions(*this, app)
 int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const std::string& device, int threads,
                     uint64_t seed, cpu::WeightFormat weights, codec::CodecPrecision codec_precision) {
   if (!(o.rate > 0) || !(o.duration > 0) || o.verify < 0) return fail("bench --serve: --rate and --duration must be > 0");
+  if (const std::string e = guidance_problem(o); !e.empty()) return fail(e);
   auto lengths = read_lengths(o.lengths);
   if (!lengths.ok()) return fail(lengths.error());
   auto dev = engine::Device::parse(device);
@@ -178,12 +204,15 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
               (*m)->info().family.c_str(), (*m)->info().variant.c_str(), dev->name().c_str(),
               cpu::weight_format_name(weights), codec::codec_precision_name(codec_precision),
               synth.overlaps_codec() ? " overlapped with generation" : "", o.lengths.c_str(), o.max_streams);
+  if (o.cfg_scale != 1.0f) std::printf("guidance  CFG %.2f on %.0f %% of the requests\n", o.cfg_scale, 100.0 * o.cfg_share);
   nlohmann::json out = {{"model", model},
                         {"device", dev->name()},
                         {"weights", cpu::weight_format_name(weights)},
                         {"codec_precision", codec::codec_precision_name(codec_precision)},
                         {"codec_overlap", synth.overlaps_codec()},
                         {"lengths", o.lengths},
+                        {"cfg_scale", o.cfg_scale},
+                        {"cfg_share", o.cfg_share},
                         {"points", nlohmann::json::array()}};
   Status st = run_points(o, seed, [&](double rate, uint64_t s) { return run_point(synth, o, rate, *lengths, s); }, out);
   if (st.ok()) st = write_json(o, out);

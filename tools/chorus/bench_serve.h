@@ -5,7 +5,8 @@
 // speed. Reports audio seconds made per second, concurrent streams, time to first audio, per-frame
 // gaps, underruns (a frame arriving after its playback time), memory and refusals; --sweep finds the
 // highest rate with no underrun and p99 first audio within --ttfa-bound; --verify N replays N of
-// the requests alone and checks their codes are bit-identical. With --url the same load goes over
+// the requests alone and checks their codes are bit-identical; --cfg-scale (with --cfg-share) guides
+// all or some of the requests, so that guided and plain streams share the batch. With --url the same load goes over
 // HTTP to a running `chorus serve` (bench_serve_http.cpp): streamed PCM, time to first audio from the
 // request's start to its first audio byte, refusals as 429s.
 #pragma once
@@ -34,6 +35,9 @@ struct ServeBenchOptions {
   double ttfa_bound = 0.3;  // seconds, p99, for --sweep
   bool sweep = false;
   int64_t verify = 0;
+  float cfg_scale = 1.0f;   // classifier-free guidance of the guided requests (Breeze TTS 2; 1: none;
+                            // the bench's --cfg-scale)
+  double cfg_share = 1.0;   // the share of requests guided with cfg_scale, spread evenly over the arrivals
   std::string json;         // write the results as JSON here
   void add_to(CLI::App& app);
 };

@@ -125,6 +125,8 @@ void run_request(const Target& target, const std::string& model, const std::stri
   set_timeouts(s, 120);
   nlohmann::json body = {{"model", model}, {"input", a.text}, {"voice", voice}, {"response_format", "pcm"},
                          {"max_new_tokens", a.frames}, {"min_new_tokens", a.frames}, {"seed", a.seed}};
+  if (a.cfg_scale != 1.0f) body["cfg_scale"] = a.cfg_scale;
+  if (!a.instruct.empty()) body["instructions"] = a.instruct;
   http::request<http::string_body> req{http::verb::post, target.url.path + "/v1/audio/speech", 11};
   req.set(http::field::host, target.url.host);
   req.set(http::field::content_type, "application/json");
@@ -165,7 +167,8 @@ void run_request(const Target& target, const std::string& model, const std::stri
 
 Result<Point> run_point(const Target& target, const ServeBenchOptions& o, const std::string& model, double rate,
                         const std::vector<double>& lengths, uint64_t seed) {
-  const std::vector<Arrival> plan = plan_arrivals(rate, o.duration, lengths, {o.voice}, kFrameRate, seed);
+  std::vector<Arrival> plan = plan_arrivals(rate, o.duration, lengths, {o.voice}, kFrameRate, seed);
+  guide_arrivals(plan, o.cfg_scale, o.cfg_share);
   std::vector<Timing> timings(plan.size());
   std::atomic<bool> sampling{true};
   std::vector<int> running;
@@ -211,6 +214,7 @@ Result<Point> run_point(const Target& target, const ServeBenchOptions& o, const 
     if (t.failed && shown++ < 5) std::fprintf(stderr, "bench --serve --url: a request failed: %s\n", t.error.c_str());
   }
   Point p = summarize(tp, kFrameRate, rate, o.duration, wall, running);
+  for (const Arrival& a : plan) p.guided += a.cfg_scale != 1.0f;
   p.rss_mib = rss_max / (1 << 20);
   return p;
 }
@@ -221,6 +225,7 @@ int run_serve_bench_http(const ServeBenchOptions& o, const std::string& model_ar
   if (!(o.rate > 0) || !(o.duration > 0)) return fail("bench --serve: --rate and --duration must be > 0");
   if (o.verify > 0) return fail("bench --serve --url: --verify needs the codes, which only the in-process benchmark sees");
   if (o.voice.empty()) return fail("bench --serve --url: give the voice of the requests with --voice");
+  if (const std::string e = guidance_problem(o); !e.empty()) return fail(e);
   auto lengths = read_lengths(o.lengths);
   if (!lengths.ok()) return fail(lengths.error());
   auto url = parse_url(o.url);
@@ -248,7 +253,8 @@ int run_serve_bench_http(const ServeBenchOptions& o, const std::string& model_ar
   if (!found) return fail("the server at " + o.url + " has no model '" + model + "'");
 
   std::printf("model  %s at %s; voice %s; lengths %s s\n", model.c_str(), o.url.c_str(), o.voice.c_str(), o.lengths.c_str());
-  nlohmann::json out = {{"model", model}, {"device", "http"}, {"url", o.url}, {"lengths", o.lengths},
+  nlohmann::json out = {{"model", model},           {"device", "http"},         {"url", o.url},
+                        {"lengths", o.lengths},     {"cfg_scale", o.cfg_scale}, {"cfg_share", o.cfg_share},
                         {"points", nlohmann::json::array()}};
   Status st = run_points(o, seed, [&](double rate, uint64_t s) { return run_point(target, o, model, rate, *lengths, s); }, out);
   if (st.ok()) st = write_json(o, out);

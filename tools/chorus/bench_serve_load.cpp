@@ -77,6 +77,15 @@ std::vector<Arrival> plan_arrivals(double rate, double duration, const std::vect
   return plan;
 }
 
+void guide_arrivals(std::vector<Arrival>& plan, float scale, double share) {
+  if (scale == 1.0f) return;
+  for (size_t i = 0; i < plan.size(); ++i)
+    if (std::floor(static_cast<double>(i + 1) * share) > std::floor(static_cast<double>(i) * share)) {
+      plan[i].cfg_scale = scale;
+      plan[i].instruct = "A warm, clear voice, speaking calmly at an even pace.";
+    }
+}
+
 Point summarize(const std::vector<const Timing*>& timings, double frame_rate, double rate, double duration, double wall,
                 const std::vector<int>& running) {
   Point p;
@@ -122,10 +131,11 @@ Point summarize(const std::vector<const Timing*>& timings, double frame_rate, do
 void print_point(const Point& p) {
   std::printf("rate %.2f/s: %lld requests (%lld refused, %lld failed), %.1f audio-s/s, streams mean %.1f max %d, "
               "TTFA p50 %.0f / p90 %.0f / p99 %.0f ms, frame gap p99 %.1f / max %.1f ms, underruns %.1f %% of requests "
-              "(%.2f %% of frames), peak RSS %.0f MiB%s\n",
+              "(%.2f %% of frames), peak RSS %.0f MiB%s%s\n",
               p.rate, (long long)p.requests, (long long)p.refused, (long long)p.failed, p.audio_s_per_s, p.mean_streams,
               p.max_streams, p.ttfa_p50 * 1e3, p.ttfa_p90 * 1e3, p.ttfa_p99 * 1e3, p.gap_p99_ms, p.gap_max_ms, p.underrun_pct,
               p.late_frames_pct, p.rss_mib,
+              p.guided ? (", " + std::to_string(p.guided) + " guided").c_str() : "",
               p.verified ? (", verified " + std::to_string(p.verified) + " solo: " + std::to_string(p.verify_mismatches) +
                             " mismatches").c_str()
                          : "");
@@ -142,7 +152,14 @@ nlohmann::json to_json(const Point& p) {
           {"underrun_requests_pct", p.underrun_pct},
           {"late_frames_pct", p.late_frames_pct}, {"peak_rss_mib", p.rss_mib}, {"verified", p.verified},
           {"verify_mismatches", p.verify_mismatches}, {"step_ms", p.step_ms}, {"generate_ms", p.generate_ms},
-          {"decode_ms", p.decode_ms}};
+          {"decode_ms", p.decode_ms}, {"guided_requests", p.guided}};
+}
+
+std::string guidance_problem(const ServeBenchOptions& o) {
+  if (!std::isfinite(o.cfg_scale) || !(o.cfg_scale > 0.0f) || o.cfg_scale > 50.0f)
+    return "bench --serve: --cfg-scale must be in (0, 50]";
+  if (!(o.cfg_share >= 0.0 && o.cfg_share <= 1.0)) return "bench --serve: --cfg-share must be in [0, 1]";
+  return "";
 }
 
 bool good(const Point& p, const ServeBenchOptions& o) {

@@ -30,12 +30,19 @@ struct Arrival {
   std::string speaker;  // empty: none
   int64_t frames = 0;   // exactly this many (EOS suppressed)
   uint64_t seed = 0;
+  float cfg_scale = 1.0f;  // classifier-free guidance (1: none)
+  std::string instruct;    // what guidance steers by (a voice description); empty: none
 };
 
 // Poisson arrivals at `rate` per second for `duration` seconds, lengths drawn from `lengths`,
 // speakers round a list (may be empty), request seeds derived from `seed`.
 std::vector<Arrival> plan_arrivals(double rate, double duration, const std::vector<double>& lengths,
                                    const std::vector<std::string>& speakers, double frame_rate, uint64_t seed);
+
+// Guides `share` (0 to 1) of the arrivals with `scale` by a voice description (guidance needs an
+// instruction to steer by), spread evenly: arrival i is guided when ⌊(i + 1)·share⌋ > ⌊i·share⌋,
+// so any run of them holds its share to within one request.
+void guide_arrivals(std::vector<Arrival>& plan, float scale, double share);
 
 // What one simulated client saw.
 struct Timing {
@@ -53,6 +60,7 @@ struct Point {
   double step_ms = 0, generate_ms = 0, decode_ms = 0;
   int max_streams = 0;
   int64_t requests = 0, refused = 0, failed = 0, verified = 0, verify_mismatches = 0;
+  int64_t guided = 0;  // requests with classifier-free guidance
 };
 
 // The statistics of one run: `wall` seconds from the first arrival's clock to the last end,
@@ -70,6 +78,9 @@ bool good(const Point& p, const ServeBenchOptions& o);
 // to out["points"] (and out["sweep_rate"]).
 Status run_points(const ServeBenchOptions& o, uint64_t seed, const std::function<Result<Point>(double, uint64_t)>& run_point,
                   nlohmann::json& out);
+
+// What is wrong with --cfg-scale / --cfg-share (empty: nothing).
+std::string guidance_problem(const ServeBenchOptions& o);
 
 // Writes `out` to o.json if set.
 Status write_json(const ServeBenchOptions& o, const nlohmann::json& out);

@@ -111,7 +111,9 @@ struct BenchModel {
 int run(const Options& o) {
   const auto weights = cli::weight_format_option(o.weights);
   if (!weights.ok()) return cli::fail(weights.error());
-  if (o.serve.serve && !o.serve.url.empty()) return cli::run_serve_bench_http(o.serve, o.model, o.seed);
+  cli::ServeBenchOptions serve = o.serve;
+  serve.cfg_scale = o.cfg_scale;
+  if (serve.serve && !serve.url.empty()) return cli::run_serve_bench_http(serve, o.model, o.seed);
   std::vector<codec::CodecPrecision> precisions;
   for (const std::string& name : o.codec_precision) {
     auto p = codec::parse_codec_precision(name);
@@ -121,7 +123,7 @@ int run(const Options& o) {
   if (precisions.empty()) return cli::fail("bench: --codec-precision needs a value");
   if (o.serve.serve) {
     if (precisions.size() != 1) return cli::fail("bench --serve: one --codec-precision at a time");
-    return cli::run_serve_bench(o.serve, o.model, o.device, o.threads, o.seed, *weights, precisions.front());
+    return cli::run_serve_bench(serve, o.model, o.device, o.threads, o.seed, *weights, precisions.front());
   }
   if (o.frames < 1 || o.streams < 1 || o.text_tokens < 1 || o.warmup < 0 || o.codec_chunk < 0)
     return cli::fail("bench: --frames, --streams and --text-tokens must be >= 1, --warmup and --codec-chunk >= 0");
@@ -274,7 +276,9 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--batches", o->batches, "With --device cuda: batch sizes to time, e.g. 1,16,64,256")->delimiter(',');
   sub.add_option("--batch-frames", o->batch_frames, "With --device cuda: frames per stream in the batch runs")
       ->capture_default_str();
-  sub.add_option("--cfg-scale", o->cfg_scale, "Breeze with --device cuda: CFG scale (design prompt) when not 1")
+  sub.add_option("--cfg-scale", o->cfg_scale,
+                 "Breeze: CFG scale when not 1 (--device cuda: the design prompt's; --serve: the guided requests', "
+                 "see --cfg-share)")
       ->capture_default_str();
   sub.add_option("--activations", o->activations, "Breeze with --device cuda: bf16 or f32 (default: bf16, the model's)");
   sub.add_option("--codec-streams", o->codec_streams,
