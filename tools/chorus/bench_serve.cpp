@@ -204,7 +204,8 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
               (*m)->info().family.c_str(), (*m)->info().variant.c_str(), dev->name().c_str(),
               cpu::weight_format_name(weights), codec::codec_precision_name(codec_precision),
               synth.overlaps_codec() ? " overlapped with generation" : "", o.lengths.c_str(), o.max_streams);
-  if (o.cfg_scale != 1.0f) std::printf("guidance  CFG %.2f on %.0f %% of the requests\n", o.cfg_scale, 100.0 * o.cfg_share);
+  if (o.cfg_scale != 1.0f)
+    std::printf("guidance  CFG %.2f on %.0f %% of the requests\n", o.cfg_scale, 100.0 * o.cfg_share);
   nlohmann::json out = {{"model", model},
                         {"device", dev->name()},
                         {"weights", cpu::weight_format_name(weights)},

@@ -232,8 +232,10 @@ cudaError_t tensor_linear(const TensorLinearArgs& p, int64_t partial_floats, cud
   const int64_t warps = (p.features + 15) / 16 * ((p.M + 8 * nr - 1) / (8 * nr));
   const bool split = n_chunks > 1 && p.M <= kTensorSplitRows && warps < 4 * sm_count() && p.partial &&
                      p.M * n_chunks * nw * p.features <= partial_floats;
-  if (p.xlo2)
-    return nw == 2 ? launch_rows<1, 2, true, true>(p, split, n_chunks, s) : launch_rows<1, 1, true, true>(p, split, n_chunks, s);
+  if (p.xlo2) {  // at most 8 rows: one row tile
+    if (nw == 2) return launch_rows<1, 2, true, true>(p, split, n_chunks, s);
+    return launch_rows<1, 1, true, true>(p, split, n_chunks, s);
+  }
   if (nw == 2) return p.lo_zero ? launch_nw<2, false>(p, split, n_chunks, s) : launch_nw<2, true>(p, split, n_chunks, s);
   return p.lo_zero ? launch_nw<1, false>(p, split, n_chunks, s) : launch_nw<1, true>(p, split, n_chunks, s);
 }

@@ -86,9 +86,8 @@ struct LinearArgs {
 
 // Scratch for the tensor-core path: the inputs split into bf16 high and low parts (x ≈ hi + lo to
 // about 2⁻¹⁷ relative, so the product keeps f32-level accuracy; three parts for 3 to 8 rows, to f32
-// precision) and partial results; with
-// max_dequant (the most elements of any quantised matrix the path takes), room for one matrix
-// dequantised into bf16 high and low parts the same way. Sized once; a call that needs more fails
+// precision) and partial results; with max_dequant (the most elements of any quantised matrix the
+// path takes), room for one matrix dequantised into bf16 high and low parts the same way. Sized once; a call that needs more fails
 // instead of allocating (graph capture).
 //
 // every_row_tensor: linear calls with this workspace take the row-invariant tensor-core kernel at
