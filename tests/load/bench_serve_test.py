@@ -5,13 +5,11 @@ must be served (a guided one without an instruction to steer by would be refused
 shows the guidance reached the engine), the guided count must be the even share of the arrivals,
 and the solo replays must give the same codes. Then the errors: guidance on Qwen3-TTS and a share
 outside [0, 1] must end the bench with a message that names the problem, not a crash."""
-import argparse
 import json
 import math
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib as sl  # noqa: E402
@@ -23,11 +21,7 @@ def bench(chorus, model, *args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--chorus", required=True)
-    ap.add_argument("--work", default=None)
-    a = ap.parse_args()
-    work = a.work or tempfile.mkdtemp(prefix="chorus-bench-serve-")
+    a, work = sl.check_args(__doc__, "chorus-bench-serve-")
     breeze = os.path.join(work, "tiny_breeze")
     if not os.path.isdir(breeze):
         subprocess.run([a.chorus, "make-tiny", "--family", "breeze-tts", "--out", breeze], check=True,

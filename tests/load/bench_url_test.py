@@ -3,23 +3,17 @@
 open-loop run whose JSON must be sane (requests made and completed, none failed or refused, time to
 first audio and throughput measured) and agree with what the server itself counted in /metrics
 (speech streams answered 200, seconds of audio made: each request asks for an exact length)."""
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib as sl  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--chorus", required=True)
-    ap.add_argument("--work", default=None)
-    a = ap.parse_args()
-    work = a.work or tempfile.mkdtemp(prefix="chorus-bench-url-")
+    a, work = sl.check_args(__doc__, "chorus-bench-url-")
     model_dir = sl.make_tiny(a.chorus, os.path.join(work, "tiny_cv"))
     srv = sl.Server(a.chorus, ["--model", model_dir, "--max-streams", "16"], os.path.join(work, "serve.log"))
     out = os.path.join(work, "bench.json")

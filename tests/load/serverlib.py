@@ -1,6 +1,7 @@
 """Helpers for the black-box tests of `chorus serve` (Python 3 standard library only): tiny models,
 a server process on a loopback port, /metrics read back, a raw asyncio HTTP/1.1 client that can
 hang up at any point of a request, and percentiles."""
+import argparse
 import http.client
 import json
 import os
@@ -10,6 +11,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -20,6 +22,16 @@ def log(*args):
 def fail(message):
     log("FAIL:", message)
     sys.exit(1)
+
+
+def check_args(doc, prefix):
+    """The arguments of a check that takes only --chorus and --work, and its work folder (--work, or a
+    new temporary one named from `prefix`)."""
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--chorus", required=True)
+    ap.add_argument("--work", default=None)
+    a = ap.parse_args()
+    return a, a.work or tempfile.mkdtemp(prefix=prefix)
 
 
 def finish(failures, name):

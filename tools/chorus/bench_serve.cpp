@@ -71,7 +71,7 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
                         const std::vector<double>& lengths, uint64_t seed) {
   const engine::ModelInfo& info = synth.model().info();
   std::vector<Arrival> plan = plan_arrivals(rate, o.duration, lengths, info.speakers, info.frame_rate, seed);
-  guide_arrivals(plan, o.cfg_scale, o.cfg_share);
+  const int64_t guided = guide_arrivals(plan, o.cfg_scale, o.cfg_share);
   std::vector<std::unique_ptr<Trace>> traces;
   std::atomic<bool> sampling{true};
   std::vector<int> running_samples;
@@ -138,7 +138,7 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
   std::vector<const Timing*> timings;
   for (auto& t : traces) timings.push_back(&t->timing);
   Point p = summarize(timings, info.frame_rate, rate, o.duration, wall, running_samples);
-  for (const Arrival& a : plan) p.guided += a.cfg_scale != 1.0f;
+  p.guided = guided;
   p.rss_mib = peak_rss_mib();
   if (const int64_t steps = c1.steps - c0.steps; steps > 0) {
     p.generate_ms = (c1.generate_s - c0.generate_s) * 1e3 / static_cast<double>(steps);

@@ -168,7 +168,7 @@ void run_request(const Target& target, const std::string& model, const std::stri
 Result<Point> run_point(const Target& target, const ServeBenchOptions& o, const std::string& model, double rate,
                         const std::vector<double>& lengths, uint64_t seed) {
   std::vector<Arrival> plan = plan_arrivals(rate, o.duration, lengths, {o.voice}, kFrameRate, seed);
-  guide_arrivals(plan, o.cfg_scale, o.cfg_share);
+  const int64_t guided = guide_arrivals(plan, o.cfg_scale, o.cfg_share);
   std::vector<Timing> timings(plan.size());
   std::atomic<bool> sampling{true};
   std::vector<int> running;
@@ -214,7 +214,7 @@ Result<Point> run_point(const Target& target, const ServeBenchOptions& o, const 
     if (t.failed && shown++ < 5) std::fprintf(stderr, "bench --serve --url: a request failed: %s\n", t.error.c_str());
   }
   Point p = summarize(tp, kFrameRate, rate, o.duration, wall, running);
-  for (const Arrival& a : plan) p.guided += a.cfg_scale != 1.0f;
+  p.guided = guided;
   p.rss_mib = rss_max / (1 << 20);
   return p;
 }

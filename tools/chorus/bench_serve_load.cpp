@@ -77,13 +77,16 @@ std::vector<Arrival> plan_arrivals(double rate, double duration, const std::vect
   return plan;
 }
 
-void guide_arrivals(std::vector<Arrival>& plan, float scale, double share) {
-  if (scale == 1.0f) return;
+int64_t guide_arrivals(std::vector<Arrival>& plan, float scale, double share) {
+  if (scale == 1.0f) return 0;
+  int64_t guided = 0;
   for (size_t i = 0; i < plan.size(); ++i)
     if (std::floor(static_cast<double>(i + 1) * share) > std::floor(static_cast<double>(i) * share)) {
       plan[i].cfg_scale = scale;
       plan[i].instruct = "A warm, clear voice, speaking calmly at an even pace.";
+      ++guided;
     }
+  return guided;
 }
 
 Point summarize(const std::vector<const Timing*>& timings, double frame_rate, double rate, double duration, double wall,

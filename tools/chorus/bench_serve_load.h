@@ -41,8 +41,8 @@ std::vector<Arrival> plan_arrivals(double rate, double duration, const std::vect
 
 // Guides `share` (0 to 1) of the arrivals with `scale` by a voice description (guidance needs an
 // instruction to steer by), spread evenly: arrival i is guided when ⌊(i + 1)·share⌋ > ⌊i·share⌋,
-// so any run of them holds its share to within one request.
-void guide_arrivals(std::vector<Arrival>& plan, float scale, double share);
+// so any run of them holds its share to within one request. Returns how many it guided.
+int64_t guide_arrivals(std::vector<Arrival>& plan, float scale, double share);
 
 // What one simulated client saw.
 struct Timing {
