@@ -67,8 +67,8 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
     e->split_frames_ = o.split_frames;
     e->first_pool_slots_ = o.first_pool_slots;
     e->batch_invariant_ = o.batch_invariant;
-    // One page pool for every (guidance mode, activations) pool set: the caches are f32 rows of the
-    // same backbone in all of them.
+    // One page pool for both activation precisions' pool sets: the caches are f32 rows of the same
+    // backbone in all of them.
     const nn::gpu::DeviceStack& bb = e->dev_->backbone();
     CHORUS_ASSIGN(e->pages_, nn::gpu::KvPagePool::create(bb.dims().layers, bb.kv_width(), o.kv_cache_bytes));
     return e;
@@ -100,6 +100,7 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
     if (limit < 1) return make_error(ErrorCode::kOutOfRange, "the prompt is longer than the backbone's context");
     CHORUS_TRY(check_kv_room(*pages_, Frames::kv_pages_for_stream(longest + limit, static_cast<int>(layouts.size()))));
     s->owner = this;
+    s->width = static_cast<int>(layouts.size());  // a slot per guidance branch
     s->page_bytes = pages_->page_bytes();
     s->text_tokens_ = static_cast<int64_t>(parts.text.size());
     s->prompt_rows_ = s->rows[0].dim(0);
@@ -116,26 +117,25 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
     return std::unique_ptr<TtsStream>(std::move(s));
   }
 
-  // Any set of this engine's streams may be stepped together: streams of one guidance mode and
-  // activation precision share frame pools that they join between frames (continuous batching).
+  // Any set of this engine's streams may be stepped together: streams of one activation precision
+  // share frame pools that they join between frames (continuous batching), plain, CFG and dual-CFG
+  // streams alike (a slot per branch).
   bool joins_running_batch() const override { return true; }
 
   Status step(std::span<TtsStream* const> streams, std::span<StepResult> out, StageTimes* times) const override {
     CHORUS_ASSIGN(const std::vector<CudaBreezeStream*> ss, own_streams<CudaBreezeStream>(streams, out, this));
-    const auto key = [](const CudaBreezeStream& s) { return std::make_pair(s.setup.guide.mode, static_cast<int>(s.setup.act)); };
-    std::map<std::pair<int32_t, int>, std::vector<size_t>> by_key;
-    for (size_t i = 0; i < ss.size(); ++i) by_key[key(*ss[i])].push_back(i);
+    std::map<int, std::vector<size_t>> by_act;
+    for (size_t i = 0; i < ss.size(); ++i) by_act[static_cast<int>(ss[i]->setup.act)].push_back(i);
     std::lock_guard<std::mutex> lock(pools_mu_);
-    for (const auto& [k, idx] : by_key) {
+    for (const auto& [k, idx] : by_act) {
       std::vector<CudaBreezeStream*> sub;
       for (size_t i : idx) sub.push_back(ss[i]);
       std::vector<StepResult> sub_out(sub.size());
-      const int branches = k.first + 1;
       const bt::Activations act = sub[0]->setup.act;
       const auto need = [](const CudaBreezeStream& s) { return s.prompt_rows_longest + s.setup.max_frames; };
       const auto create = [&](int slots, int64_t positions) -> Result<std::unique_ptr<Frames>> {
-        CHORUS_ASSIGN(slots, pool_slots_that_fit(slots, branches));
-        CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, branches, act, positions, pages_, batch_invariant_));
+        CHORUS_ASSIGN(slots, pool_slots_that_fit(slots));
+        CHORUS_ASSIGN(auto frames, Frames::create_pool(dev_, slots, act, positions, pages_, batch_invariant_));
         frames->set_split_frames(split_frames_);
         return frames;
       };
@@ -151,7 +151,6 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
       };
       DevicePools<Frames>& dp = pools_[k];
       dp.pages = pages_;
-      dp.branches = branches;
       dp.set_first_slots(first_pool_slots_);
       CHORUS_TRY(step_pooled_streams<Frames>(dp, sub, sub_out, static_cast<int32_t>(dev_->config().backbone_eos()),
                                              dev_->codebooks(), need, create, admit,
@@ -168,10 +167,8 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
 
  private:
   // A slot's own memory, its backbone caches being paged: its share of the sampler's and the depth
-  // decoder's per-sequence buffers (~0.1 MiB per branch at the real vocabularies, rounded up).
-  Result<int> pool_slots_that_fit(int slots, int branches) const {
-    return slots_that_fit(slots, static_cast<double>(branches) * 256.0 * 1024);
-  }
+  // decoder's per-sequence buffers (~0.1 MiB at the real vocabularies, rounded up).
+  Result<int> pool_slots_that_fit(int slots) const { return slots_that_fit(slots, 256.0 * 1024); }
 
   std::shared_ptr<const bt::gpu::DeviceModel> dev_;
   std::unique_ptr<bt::gpu::TextEncoderCuda> text_;  // the prompts' text segments
@@ -180,9 +177,9 @@ class CudaBreezeEngine final : public DeviceEngine<BreezeEngine> {
   bool split_frames_ = false;  // CudaLoadOptions::split_frames
   int first_pool_slots_ = 8;    // CudaLoadOptions::first_pool_slots
   bool batch_invariant_ = false;  // CudaLoadOptions::batch_invariant
-  // The frame pools per (guidance mode, activations): scheduling state, not part of the model.
+  // The frame pools per activation precision: scheduling state, not part of the model.
   mutable std::mutex pools_mu_;
-  mutable std::map<std::pair<int32_t, int>, DevicePools<Frames>> pools_;
+  mutable std::map<int, DevicePools<Frames>> pools_;
 };
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Breeze TTS 2 with generation on the GPU (models/breeze_tts/frame_batch_cuda.h) behind the engine
 // interface; reached through load_tts_model (the registry dispatches on the family).
 // Prompts: text segments through the GPU text encoder (text_encoder_cuda.h), frame rows on the CPU.
-// Batching follows tts_model_cuda.h: the streams of the first step form one device batch; they must
-// share the guidance mode (the number of branches). Without CUDA these return kUnsupported.
+// Batching follows tts_model_cuda.h (continuous batching in frame pools): streams of every guidance
+// mode share a pool, each branch in a slot of its own. Without CUDA these return kUnsupported.
 #pragma once
 
 #include <memory>

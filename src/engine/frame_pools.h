@@ -32,9 +32,16 @@ struct DeviceBatch {
   // The unfinished stream in each slot (null: free); empty for a fixed batch.
   std::vector<DeviceStream<Frames>*> held;
 
-  int free_slot() const {
-    for (size_t i = 0; i < held.size(); ++i)
-      if (!held[i]) return static_cast<int>(i);
+  // The lowest of `width` consecutive free slots (a stream of several branches takes one slot per
+  // branch, side by side), or -1.
+  int free_slots(int width = 1) const {
+    const int n = static_cast<int>(held.size());
+    for (int i = 0; i + width <= n; ++i) {
+      int j = 0;
+      while (j < width && !held[static_cast<size_t>(i + j)]) ++j;
+      if (j == width) return i;
+      i += j;  // slot i + j is held: no run starts at or before it
+    }
     return -1;
   }
   // The slots a frame must compute: up to the last held one, rounded up to a bucket (powers of two
@@ -72,17 +79,19 @@ class DeviceStream : public TtsStream {
     reason = r;
     if (!batch) return;
     --batch->unfinished;
-    if (slot >= 0 && static_cast<size_t>(slot) < batch->held.size()) {
-      batch->held[static_cast<size_t>(slot)] = nullptr;
-      batch->frames->release_slot(slot);  // its KV pages and their reservation (paged pools)
+    if (slot < 0) return;
+    for (int j = 0; j < width && static_cast<size_t>(slot + j) < batch->held.size(); ++j) {
+      batch->held[static_cast<size_t>(slot + j)] = nullptr;
+      batch->frames->release_slot(slot + j);  // its KV pages and their reservation (paged pools)
     }
   }
   // This stream's share of its batch's device memory (and the KV pages it holds), or `before` when
   // it has no batch yet.
   size_t batch_share_bytes(size_t before, size_t page_bytes = 0) const {
     if (!batch) return before;
-    const int64_t pages = slot >= 0 ? batch->frames->slot_kv_pages(slot) : 0;
-    return batch->frames->device_bytes() / static_cast<size_t>(batch->frames->size()) +
+    int64_t pages = 0;
+    for (int j = 0; slot >= 0 && j < width; ++j) pages += batch->frames->slot_kv_pages(slot + j);
+    return batch->frames->device_bytes() / static_cast<size_t>(batch->frames->size()) * static_cast<size_t>(width) +
            static_cast<size_t>(pages) * page_bytes;
   }
 
@@ -90,7 +99,8 @@ class DeviceStream : public TtsStream {
   int64_t made = 0;
   StopReason reason = StopReason::kRunning;
   std::shared_ptr<DeviceBatch<Frames>> batch;
-  int slot = -1;
+  int slot = -1;   // the first of its slots
+  int width = 1;   // slots it takes, side by side: one per sequence (guidance branch) of the stream
 };
 
 // The streams of `streams` that belong to `owner`, or an error naming the one that does not.
@@ -128,23 +138,23 @@ Status deliver_frame(Frames& fb, const std::vector<S*>& ss, const std::vector<si
   return ok_status();
 }
 
-// The pools of a GPU engine (continuous batching): a new stream takes the lowest free slot of the
-// first pool with room (`positions` covering its prompt and frames), else a new pool is made by
-// `create(slots, positions)`: room for all the step's newcomers and twice the largest pool (first_slots
-// to start, at most max_slots; `create` may make fewer when memory is short).
-// Pools live while the engine does; an empty pool smaller than another is released.
+// The pools of a GPU engine (continuous batching): a new stream takes the lowest run of `width`
+// free slots (DeviceStream::width) of the first pool with room (`positions` covering its prompt and
+// frames), else a new pool is made by `create(slots, positions)`: room for all the step's newcomers
+// and twice the largest pool (first_slots to start, at most max_slots; `create` may make fewer when
+// memory is short). Pools live while the engine does; an empty pool smaller than another is released.
 // With a page pool (`pages`, a Frames::PagePool: reserve(n) -> Result<bool>, unreserve(n); the
 // engine's pools are then paged), a newcomer first reserves the KV pages it may ever need
-// (Frames::kv_pages_for_stream of `branches` sequences, nn/kv_pages.h); when they cannot be had it
-// waits, and so do the newcomers after it (first come, first served), making no frame until
-// streams that end free enough pages. Parked slots take no pages for the frames they sit out.
+// (Frames::kv_pages_for_stream of its `width` sequences, nn/kv_pages.h), which its slots then hold
+// a sequence's share each; when they cannot be had it waits, and so do the newcomers after it
+// (first come, first served), making no frame until streams that end free enough pages. Parked
+// slots take no pages for the frames they sit out.
 template <class Frames>
 struct DevicePools {
   std::vector<std::shared_ptr<DeviceBatch<Frames>>> pools;
   int first_slots = 8, max_slots = 1024;
   int64_t min_positions = 1024;
   std::shared_ptr<typename Frames::PagePool> pages;
-  int branches = 1;  // sequences per stream
 
   // The first pool's size as asked (LoadOptions::first_pool_slots), within 1..max_slots.
   void set_first_slots(int slots) { first_slots = std::clamp(slots, 1, max_slots); }
@@ -189,9 +199,11 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
     if (!joining(s)) continue;  // waits for the input of its first frame
     if (waiting) continue;
     const int64_t positions = need(s);
-    int64_t pages = 0;
+    const int width = s.width;
+    if (width < 1) return make_error(ErrorCode::kInternal, "cuda step: a stream of no slots");
+    const int64_t slot_pages = dp.pages ? Frames::kv_pages_for_stream(positions, 1) : 0;  // a sequence's
+    const int64_t pages = slot_pages * width;
     if (dp.pages) {
-      pages = Frames::kv_pages_for_stream(positions, dp.branches);
       CHORUS_ASSIGN(const bool reserved, dp.pages->reserve(pages));
       if (!reserved) {
         waiting = true;
@@ -203,13 +215,13 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       if (dp.pages) (void)dp.pages->unreserve(pages);
       return st;
     };
-    int pending = 0;  // newcomers of this step still without a slot, this one included
-    for (size_t j = i; j < ss.size(); ++j) pending += joining(*ss[j]);
-    // A running pool with a free slot; an idle one only when it holds all the newcomers (else they
-    // would be split over two pools, each stepped apart).
+    int pending = 0;  // slots of the newcomers of this step still without them, this one's included
+    for (size_t j = i; j < ss.size(); ++j) pending += joining(*ss[j]) ? ss[j]->width : 0;
+    // A running pool with room; an idle one only when it holds all the newcomers (else they would be
+    // split over two pools, each stepped apart).
     std::shared_ptr<Batch> pool;
     for (const auto& p : dp.pools) {
-      if (p->frames->positions() < positions || p->free_slot() < 0) continue;
+      if (p->frames->positions() < positions || p->free_slots(width) < 0) continue;
       if (p->unfinished == 0 && p->frames->size() < pending) continue;
       pool = p;
       break;
@@ -218,22 +230,26 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       // Room for every newcomer of this step at once, and growth by doubling.
       int slots = std::max(dp.first_slots, pending);
       for (const auto& p : dp.pools) slots = std::max(slots, 2 * p->frames->size());
-      slots = std::min(slots, dp.max_slots);
+      slots = std::max(std::min(slots, dp.max_slots), width);
       const int64_t pos = (std::max(positions, dp.min_positions) + 255) / 256 * 256;
       pool = std::make_shared<Batch>();
       auto made = create(slots, pos);
       if (!made.ok()) return give_back(std::move(made).error());
       pool->frames = std::move(made).value();
       pool->held.assign(static_cast<size_t>(pool->frames->size()), nullptr);
+      if (pool->free_slots(width) < 0) return give_back(make_error(ErrorCode::kInternal, "cuda step: a pool too small"));
       dp.pools.insert(dp.pools.begin(), pool);  // the newest (largest) is filled first
     }
-    const int slot = pool->free_slot();
-    if (dp.pages) {
-      Status held = pool->frames->hold_pages(slot, pages);
-      if (!held.ok()) return give_back(std::move(held));
+    const int slot = pool->free_slots(width);
+    for (int j = 0; dp.pages && j < width; ++j) {
+      Status held = pool->frames->hold_pages(slot + j, slot_pages);
+      if (held.ok()) continue;
+      for (int k = 0; k < j; ++k) pool->frames->release_slot(slot + k);  // returns their holds
+      (void)dp.pages->unreserve(slot_pages * (width - j));
+      return held;
     }
     s.slot = slot;
-    pool->held[static_cast<size_t>(s.slot)] = &s;
+    for (int j = 0; j < width; ++j) pool->held[static_cast<size_t>(slot + j)] = &s;
     ++pool->unfinished;
     s.batch = pool;
     joiners[touch(pool)].push_back(i);
@@ -249,10 +265,11 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
     for (size_t i = 0; i < ss.size(); ++i) {
       const S& s = *ss[i];
       if (s.batch.get() != &pool || s.finished()) continue;
-      stepped[static_cast<size_t>(s.slot)] = 1;
+      for (int j = 0; j < s.width; ++j) stepped[static_cast<size_t>(s.slot + j)] = 1;
       if (std::find(joiners[k].begin(), joiners[k].end(), i) != joiners[k].end()) continue;
       if (s.has_input_for(s.made)) running.push_back(i);
-      else parked.push_back(s.slot);
+      else
+        for (int j = 0; j < s.width; ++j) parked.push_back(s.slot + j);
     }
     for (size_t slot = 0; slot < pool.held.size(); ++slot) {
       const DeviceStream<Frames>* h = pool.held[slot];

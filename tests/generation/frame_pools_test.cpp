@@ -11,6 +11,10 @@
 // (pages before each launch, parked slots passed along, release and reclaim) and checks that every
 // row a frame writes has a page of its slot; tight reservations make a parked slot counted as
 // advancing outgrow its own.
+// A stream may take several adjacent slots (DeviceStream::width: Breeze's guidance branches, one
+// per slot): each slot chains a state of its own, and the codes of every slot of the stream come
+// from all of their states together (as the branches' logits are combined), so a stream whose
+// slots are not all its own, or not side by side, gives other codes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,6 +53,7 @@ struct Counters {
   int ahead_frames = 0;   // frames launched ahead
   int unmapped_rows = 0;  // rows written by admitted slots at positions without a page of theirs
   int parked_rows_checked = 0;
+  int wide_beside_others = 0;  // steps of a stream of several slots in a pool with other streams
 };
 
 // The engine's page pool: the host allocator, and how often a newcomer found too few pages.
@@ -151,20 +156,27 @@ class FakeFrames {
     return ok_status();
   }
 
-  // A stream into a free slot: its state from its seed, its text rows so far, codebook 0 of frame 0.
-  // Its prompt is one row (position 0).
-  void admit(int slot, uint64_t seed, const std::vector<uint64_t>& rows) {
-    if (pages_) {
-      const int64_t prompt[1] = {1};
-      const Status st = table_.admit(pages_->alloc, slot, prompt);
-      EXPECT_TRUE(st.ok()) << st.error().to_string();
+  // A stream into `width` free slots from `slot` on: each slot's state from the seed and its branch,
+  // its text rows so far, codebook 0 of frame 0. Each branch's prompt is one row (position 0).
+  void admit(int slot, uint64_t seed, const std::vector<uint64_t>& rows, int width) {
+    for (int j = 0; j < width; ++j) {
+      if (pages_) {
+        const int64_t prompt[1] = {1};
+        const Status st = table_.admit(pages_->alloc, slot + j, prompt);
+        EXPECT_TRUE(st.ok()) << st.error().to_string();
+      }
+      Slot& x = slots_[static_cast<size_t>(slot + j)];
+      x = Slot{};
+      x.state = mix(seed + 0x51ull * static_cast<uint64_t>(j));
+      x.rows = rows;
+      x.branch = j;
+      x.width = width;
     }
-    Slot& x = slots_[static_cast<size_t>(slot)];
-    x = Slot{};
-    x.state = mix(seed);
-    x.rows = rows;
-    x.c0 = c0_of(x);
-    report_.c0[static_cast<size_t>(slot)] = x.c0;
+    for (int j = 0; j < width; ++j) {
+      Slot& x = slots_[static_cast<size_t>(slot + j)];
+      x.c0 = c0_of(combined(slot + j), x.frames);
+      report_.c0[static_cast<size_t>(slot + j)] = x.c0;
+    }
   }
   void append(int slot, const std::vector<uint64_t>& rows) {
     auto& r = slots_[static_cast<size_t>(slot)].rows;
@@ -177,17 +189,32 @@ class FakeFrames {
     int64_t frames = 0;
     int32_t c0 = 0;
     std::vector<uint64_t> rows;
+    int branch = 0, width = 1;  // of its stream's slots (Breeze's guidance branches)
   };
   struct Report {
     std::vector<int32_t> codes, c0;
   };
-  static int32_t c0_of(const Slot& x) {
-    const int32_t c = static_cast<int32_t>(mix(x.state) % 64);
-    return c == kEos && x.frames < 2 ? 0 : c;  // no EOS before frame 2 (a minimum length)
+  // What slot s decides by: its own state, or with several branches all of its stream's together
+  // (as guidance combines the branches' logits).
+  uint64_t combined(int s) const {
+    const Slot& x = slots_[static_cast<size_t>(s)];
+    if (x.width == 1) return x.state;
+    uint64_t h = 0;
+    for (int j = 0; j < x.width; ++j) h = mix(h + slots_[static_cast<size_t>(s - x.branch + j)].state);
+    return h;
+  }
+  static int32_t c0_of(uint64_t state, int64_t frames) {
+    const int32_t c = static_cast<int32_t>(mix(state) % 64);
+    return c == kEos && frames < 2 ? 0 : c;  // no EOS before frame 2 (a minimum length)
   }
   Report compute(bool feed) {
     Report r = report_;  // slots past the active ones keep what they showed
     ++launched_;
+    for (int s = 0; s < n_; ++s) {  // every slot's codes first: they read their branches' states
+      int32_t* codes = r.codes.data() + s * kG;
+      codes[0] = slots_[static_cast<size_t>(s)].c0;
+      for (int g = 1; g < kG; ++g) codes[g] = static_cast<int32_t>(mix(combined(s) + 31 * static_cast<uint64_t>(g)) % 1000);
+    }
     for (int s = 0; s < n_; ++s) {
       Slot& x = slots_[static_cast<size_t>(s)];
       if (pages_ && table_.occupied(s)) {
@@ -196,16 +223,17 @@ class FakeFrames {
         counters_->unmapped_rows += table_.page(s, pos >> nn::kKvPageShift) < 0;
         counters_->parked_rows_checked += std::find(parked_.begin(), parked_.end(), s) != parked_.end();
       }
-      int32_t* codes = r.codes.data() + s * kG;
-      codes[0] = x.c0;
-      for (int g = 1; g < kG; ++g) codes[g] = static_cast<int32_t>(mix(x.state + 31 * static_cast<uint64_t>(g)) % 1000);
+      const int32_t* codes = r.codes.data() + s * kG;
       x.frames += 1;
       if (!feed) continue;
       const size_t k = static_cast<size_t>(x.frames - 1);
       uint64_t h = x.state ^ (k < x.rows.size() ? x.rows[k] : kPad);
       for (int g = 0; g < kG; ++g) h = mix(h + static_cast<uint64_t>(codes[g]));
       x.state = h;
-      x.c0 = c0_of(x);
+    }
+    for (int s = 0; feed && s < n_; ++s) {
+      Slot& x = slots_[static_cast<size_t>(s)];
+      x.c0 = c0_of(combined(s), x.frames);
       r.c0[static_cast<size_t>(s)] = x.c0;
     }
     return r;
@@ -260,7 +288,8 @@ struct Engine {
   Status step(const std::vector<FakeStream*>& ss, std::span<StepResult> out) {
     for (FakeStream* s : ss)
       if (s->batch && s->on_device < s->arrived) {
-        s->batch->frames->append(s->slot, {s->rows.begin() + s->on_device, s->rows.begin() + s->arrived});
+        for (int j = 0; j < s->width; ++j)
+          s->batch->frames->append(s->slot + j, {s->rows.begin() + s->on_device, s->rows.begin() + s->arrived});
         s->on_device = s->arrived;
       }
     for (StepResult& o : out) {
@@ -274,13 +303,15 @@ struct Engine {
     const auto admit = [&](FakeFrames& fb, const std::vector<int>& slots, const std::vector<size_t>& idx) -> Status {
       for (size_t k = 0; k < idx.size(); ++k) {
         FakeStream& s = *ss[idx[k]];
-        fb.admit(slots[k], s.seed, {s.rows.begin(), s.rows.begin() + s.arrived});
+        fb.admit(slots[k], s.seed, {s.rows.begin(), s.rows.begin() + s.arrived}, s.width);
         s.on_device = s.arrived;
       }
       return ok_status();
     };
-    return engine::step_pooled_streams<FakeFrames>(pools, ss, out, kEos, kG, need, create, admit,
-                                                   [](const FakeStream& s) { return s.max; }, nullptr);
+    CHORUS_TRY(engine::step_pooled_streams<FakeFrames>(pools, ss, out, kEos, kG, need, create, admit,
+                                                       [](const FakeStream& s) { return s.max; }, nullptr));
+    for (const FakeStream* s : ss) counters.wide_beside_others += s->width > 1 && s->batch && s->batch->unfinished > 1;
+    return ok_status();
   }
 };
 
@@ -291,6 +322,7 @@ struct Spec {
   int64_t max = 0;
   std::vector<uint64_t> rows;
   bool text_in_pieces = false;
+  int width = 1;  // slots (guidance branches)
 };
 
 std::vector<Spec> specs(int n, uint32_t seed) {
@@ -310,6 +342,7 @@ std::vector<Spec> specs(int n, uint32_t seed) {
 
 std::unique_ptr<FakeStream> make(const Spec& sp, bool all_input) {
   auto s = std::make_unique<FakeStream>();
+  s->width = sp.width;
   s->seed = sp.seed;
   s->max = sp.max;
   s->rows = sp.rows;
@@ -517,6 +550,36 @@ TEST(FramePools, ParkedSlotsTakeNoPagesAndAllPagesComeBack) {
   EXPECT_GT(parked_rows, 10);
   EXPECT_GT(long_streams, 0);
   EXPECT_GT(refusals, 0);
+}
+
+// Streams of one to three slots each (Breeze's guidance branches) joining and leaving at random
+// beside each other, some with text in pieces, with and without KV pages: each gives its solo
+// codes, no row is written without a page, and every page comes back.
+TEST(FramePools, StreamsOfSeveralSlotsGiveTheirSoloCodes) {
+  int wide = 0;
+  for (uint32_t seed : {1u, 2u, 3u, 4u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto sp = tight_specs(40, seed);
+    for (size_t i = 0; i < sp.size(); ++i) sp[i].width = 1 + static_cast<int>(i % 3);
+    Engine e;
+    if (seed % 2 == 0) {
+      e.pools.pages = std::make_shared<FakePages>();
+      ASSERT_TRUE(e.pools.pages->alloc.grow(40).ok());
+    }
+    const Schedule run = scheduled(e, sp, seed * 13, false);
+    ASSERT_TRUE(run.status.ok()) << run.status.error().to_string();
+    EXPECT_EQ(mismatches(sp, run), 0);
+    EXPECT_EQ(e.counters.unmapped_rows, 0);
+    if (e.pools.pages) {
+      const nn::KvPageAllocator& a = e.pools.pages->alloc;
+      EXPECT_EQ(a.free(), a.total()) << "pages held after every stream ended";
+      EXPECT_EQ(a.promised(), 0);
+    }
+    wide += e.counters.wide_beside_others;
+    EXPECT_GT(e.counters.parked_frames, 0);
+  }
+  // Not vacuous: streams of several slots ran beside others (a wrong slot run then shows).
+  EXPECT_GT(wide, 100);
 }
 
 // Planted bug: page accounting that counts a parked slot's frame as made; some stream then needs

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <optional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -353,7 +354,29 @@ TEST(BreezeGpu, EngineEqualsTheCpuEngine) {
   EXPECT_EQ(both[0], w3[0]);
   EXPECT_EQ(both[1], w4[0]);
   EXPECT_EQ(rb, (std::vector<engine::StopReason>{r3[0], r4[0]}));
-  std::printf("[ breeze gpu ] engine: %d sampled CFG frames equal the CPU engine's (single and batched)\n", total);
+  // A dual-CFG and a plain stream share a pool (a slot per branch: 4 rows, the first depth step 8,
+  // so every product stays f32-accurate) and equal their CPU runs.
+  engine::SynthesisRequest dual = request(5), plain = request(6);
+  dual.cfg_scale.reset();
+  dual.dual_cfg = std::make_pair(1.5f, 2.0f);
+  for (size_t k = 0; k + 16 <= f->parts.ref.codes.size(); k += 16)
+    dual.ref_codes.emplace_back(f->parts.ref.codes.begin() + k, f->parts.ref.codes.begin() + k + 16);
+  dual.ref_text_ids = f->parts.ref_text;
+  plain.cfg_scale.reset();
+  std::vector<Frames> wd, wp, mixed;
+  std::vector<engine::StopReason> rd, rp, rm;
+  run(**cpu, {dual}, wd, rd);
+  run(**cpu, {plain}, wp, rp);
+  run(**gpu, {dual, plain}, mixed, rm);
+  ASSERT_EQ(mixed.size(), 2u);
+  EXPECT_EQ(mixed[0], wd[0]);
+  EXPECT_EQ(mixed[1], wp[0]);
+  EXPECT_EQ(rm, (std::vector<engine::StopReason>{rd[0], rp[0]}));
+  EXPECT_GT(wd[0].size(), 0u);
+  EXPECT_NE(wd[0], wp[0]);
+  total += static_cast<int>(wd[0].size() + wp[0].size());
+  std::printf("[ breeze gpu ] engine: %d sampled frames (CFG, dual CFG, plain) equal the CPU engine's (single and "
+              "batched)\n", total);
 }
 
 // ---- bf16 activations (Activations::kBF16: nn::Rounding::kBF16 on the CPU, the bf16 flag of the

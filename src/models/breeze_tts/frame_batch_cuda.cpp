@@ -100,10 +100,10 @@ Status FrameBatch::alloc_own() {
 }
 
 Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<const DeviceModel> model, int slots,
-                                                            int branches, Activations act, int64_t positions,
+                                                            Activations act, int64_t positions,
                                                             std::shared_ptr<nn::gpu::KvPagePool> pages,
                                                             bool every_row_tensor) {
-  if (!model || slots < 1 || branches < 1 || branches > 3) return make_error(ErrorCode::kInternal, "breeze frame pool: no model or no slots");
+  if (!model || slots < 1) return make_error(ErrorCode::kInternal, "breeze frame pool: no model or no slots");
   if (positions < 2 || positions > std::numeric_limits<int32_t>::max() / 4)
     return make_error(ErrorCode::kOutOfRange, "breeze frame pool: too many positions");
   std::unique_ptr<FrameBatch> fb(new FrameBatch());
@@ -113,41 +113,53 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<cons
   f.C_ = f.m_->classes();
   f.V_ = f.m_->vocab();
   f.bf16_ = act == Activations::kBF16;
-  f.pool_branches_ = branches;
+  f.pool_ = true;
   frame_core::gpu::FrameRecipe r = f.recipe();
   r.every_row_tensor = every_row_tensor;
-  CHORUS_TRY(f.init_pool(r, slots, branches, positions, std::move(pages)));
+  CHORUS_TRY(f.init_pool(r, slots, 1, positions, std::move(pages)));
   CHORUS_TRY(f.alloc_own());
   return fb;
 }
 
 Status FrameBatch::admit(std::span<const int> slots, std::span<const StreamSetup> streams) {
-  if (pool_branches_ == 0) return make_error(ErrorCode::kInternal, "breeze frame batch: not a pool");
+  if (!pool_) return make_error(ErrorCode::kInternal, "breeze frame batch: not a pool");
   if (slots.size() != streams.size()) return make_error(ErrorCode::kInternal, "breeze frame pool: one stream per slot");
+  std::vector<int> branch_slots;
   std::vector<frame_core::gpu::SlotSetup> setups;
   std::vector<frame_core::gpu::SeqRows> seqs;
+  bool guided = guided_;
   for (size_t i = 0; i < slots.size(); ++i) {
     const StreamSetup& st = streams[i];
-    if (static_cast<int>(st.branches.size()) != NB_ || st.guide.mode != expected_mode(st.branches.size()) ||
-        (st.act == Activations::kBF16) != bf16_)
+    const int nb = static_cast<int>(st.branches.size());
+    if (nb < 1 || nb > 3 || st.guide.mode != expected_mode(st.branches.size()) || (st.act == Activations::kBF16) != bf16_)
       return make_error(ErrorCode::kInternal, "breeze frame pool: a stream of another guidance or precision");
-    frame_core::gpu::SlotSetup slot = slot_setup(st);
-    for (const Tensor* t : st.branches) {
+    for (int j = 0; j < nb; ++j) {
+      const Tensor* t = st.branches[static_cast<size_t>(j)];
       if (!t || t->rank() != 2 || t->dim(1) != H_ || t->dim(0) < 1 || t->dtype() != DType::kF32 ||
           t->dim(0) + st.max_frames > cap_)
         return make_error(ErrorCode::kInternal, "breeze frame pool: prompt rows that do not fit the slot");
+      frame_core::gpu::SlotSetup slot = slot_setup(st);
       slot.prompt_rows.push_back(t->dim(0));
+      setups.push_back(std::move(slot));
       seqs.push_back({t->f32(), t->dim(0)});
+      branch_slots.push_back(slots[i] + j);
+      Guide g = st.guide;
+      g.branch = j;
+      if (slots[i] + j >= S_) return make_error(ErrorCode::kInternal, "breeze frame pool: branches past the last slot");
+      CHORUS_CUDA_TRY(cudaMemcpy(guides_.as<Guide>() + slots[i] + j, &g, sizeof(Guide), cudaMemcpyHostToDevice));
     }
-    setups.push_back(std::move(slot));
-    CHORUS_CUDA_TRY(cudaMemcpy(guides_.as<Guide>() + slots[i], &st.guide, sizeof(Guide), cudaMemcpyHostToDevice));
+    guided = guided || nb > 1;
   }
-  return admit_slots(slots, setups, seqs);
+  if (guided != guided_) {
+    guided_ = guided;
+    set_graph_variant(1);  // frames with the guidance launches
+  }
+  return admit_slots(branch_slots, setups, seqs);
 }
 
 Result<float*> FrameBatch::combine_backbone(float* logits, cudaStream_t s) {
-  // One branch per stream: guidance would only copy the logits, so the sampler reads them directly.
-  if (NB_ == 1) return logits;
+  // No stream with guidance: it would only copy the logits, so the sampler reads them directly.
+  if (!guides()) return logits;
   CHORUS_TRY(guide_logits(logits, C_, guides_.as<Guide>(), n_, NB_, C_, guided_b_.as<float>(), C_, s));
   return guided_b_.as<float>();
 }
@@ -176,10 +188,12 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
   float* out = dout_.as<float>();
   cuda::SampleArgs sa = depth_sampler(guided_d_.as<float>(), V_);
   sa.allowed_below = m.config().codec_codebook_size;
-  // One branch per stream (no guidance): the sampler's rows are the depth rows, so step k's sampler
-  // writes step k + 1's projected input row (DeviceModel::projected_depth_rows) and guidance, which
-  // would only copy the logits, is skipped.
+  // One branch per slot (a pool, or a fixed batch without guidance): the sampler's rows are the
+  // depth rows, so step k's sampler writes step k + 1's projected input row
+  // (DeviceModel::projected_depth_rows). Without guidance, which would only copy the logits, the
+  // sampler reads the heads' logits.
   const bool single = NB_ == 1;
+  const bool guide = guides();
   for (int k = 1; k < G_; ++k) {
     // Step k: rows [h, E_0(c0)] at positions 0, 1 (k = 1), else E_{k−1}(c_{k−1}) at position k.
     const int64_t rows = k == 1 ? 2 * this->rows() : this->rows();
@@ -215,8 +229,8 @@ Status FrameBatch::enqueue_depth(cudaStream_t s) {
       head.round_outputs = false;  // the logits in f32, as before
     }
     CHORUS_TRY(cuda::linear(head, &ws_, s));
-    if (!single) CHORUS_TRY(guide_logits(logits, V_, guides_.as<Guide>(), n_, NB_, V_, guided_d_.as<float>(), V_, s));
-    sa.logits = single ? logits : guided_d_.as<float>();
+    if (guide) CHORUS_TRY(guide_logits(logits, V_, guides_.as<Guide>(), n_, NB_, V_, guided_d_.as<float>(), V_, s));
+    sa.logits = guide ? guided_d_.as<float>() : logits;
     sa.codebook = static_cast<uint32_t>(k);
     sa.out = codes + k;
     const float* next_rows = single && k + 1 < G_ ? m.projected_depth_rows(k) : nullptr;

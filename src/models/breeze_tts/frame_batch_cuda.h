@@ -1,5 +1,8 @@
-// Breeze TTS 2 as a recipe of the frame core (models/frame_core/frame_core_cuda.h), with NB guidance
-// branches per stream (every stream of a batch has the same number; sequence q = s·NB + j):
+// Breeze TTS 2 as a recipe of the frame core (models/frame_core/frame_core_cuda.h). A fixed batch
+// has NB guidance branches per stream (every stream the same number; sequence q = s·NB + j). A pool
+// mixes guidance modes: each slot holds one branch, a stream's 1–3 branches take adjacent slots,
+// and every slot of a stream samples the same codes from the same combined logits (Guide::branch).
+// Per frame:
 //   depth:    15 steps; step 1 feeds [W_in·h, W_in·E_0(c0)] at positions 0, 1 of every branch's
 //             16-slot depth cache, step k >= 2 feeds W_in·E_{k−1}(c_{k−1}) at position k; after each
 //             step head k − 1 on every branch, the guidance combination, and the sampler (reserved
@@ -52,16 +55,16 @@ class FrameBatch : public frame_core::gpu::FrameCore {
   // Every branch's prompt through the backbone (in chunks of rows) and codebook 0 of frame 0.
   Status prefill(std::span<const StreamSetup> streams);
 
-  // A pool of `slots` free slots for streams of `branches` guidance branches and activations `act`,
-  // each branch with `positions` backbone positions (prompt and frames); streams join with admit()
-  // between frames (continuous batching). With `pages`, the backbone caches are paged
+  // A pool of `slots` free slots for streams of activations `act`, one slot per guidance branch,
+  // each with `positions` backbone positions (prompt and frames); streams of any guidance mode join
+  // with admit() between frames (continuous batching). With `pages`, the backbone caches are paged
   // (FrameCore::init_pool). every_row_tensor: FrameRecipe's.
   static Result<std::unique_ptr<FrameBatch>> create_pool(std::shared_ptr<const DeviceModel> model, int slots,
-                                                         int branches, Activations act, int64_t positions,
+                                                         Activations act, int64_t positions,
                                                          std::shared_ptr<nn::gpu::KvPagePool> pages = nullptr,
                                                          bool every_row_tensor = false);
-  // Streams into free slots (each below active_slots()), with no frame in flight
-  // (FrameCore::admit_slots); their branch counts and activations must be the pool's.
+  // Streams into free slots, with no frame in flight (FrameCore::admit_slots): stream i's branches
+  // into slots[i], slots[i] + 1, ... (all below active_slots()); their activations must be the pool's.
   Status admit(std::span<const int> slots, std::span<const StreamSetup> streams);
   int64_t positions() const { return cap_; }
 
@@ -82,13 +85,17 @@ class FrameBatch : public frame_core::gpu::FrameCore {
   Status backbone_inputs(cudaStream_t s) override;
   Result<float*> combine_backbone(float* logits, cudaStream_t s) override;
   Result<std::vector<float>> download(const cuda::DeviceBuffer& b, int64_t floats) const;
+  // Whether frames combine branches: a fixed batch with guidance, or a pool once a guided stream
+  // joined (from then on, as unguided slots' combination is a copy).
+  bool guides() const { return NB_ > 1 || guided_; }
   frame_core::gpu::FrameRecipe recipe() const;
   Status alloc_own();  // this recipe's buffers, for S_ slots of NB_ branches
 
   std::shared_ptr<const DeviceModel> m_;
   int64_t D_ = 0, C_ = 0, V_ = 0;
   bool bf16_ = false;  // the batch's activations (StreamSetup::act)
-  int pool_branches_ = 0;  // a pool's branches per slot (0: a fixed batch)
+  bool pool_ = false;
+  bool guided_ = false;  // a pool that admitted a guided stream
   cuda::DeviceBuffer guided_b_, din_, dx_, dout_, logits_d_, guided_d_, guides_;
 };
 

@@ -66,7 +66,7 @@ __global__ void guide_kernel(const float* in, int64_t ld_in, const Guide* guides
   cuda::dev::pdl_wait();
   const int s = blockIdx.y;
   const Guide g = guides[s];
-  const float* b0 = in + static_cast<int64_t>(s) * NB * ld_in;
+  const float* b0 = in + (static_cast<int64_t>(s) * NB - g.branch) * ld_in;
   const float* b1 = b0 + ld_in;
   const float* b2 = b1 + ld_in;
   float* o = out + s * ld_out;

@@ -1,8 +1,9 @@
 // Breeze TTS 2 glue kernels of the device frame loop (frame_batch_cuda.h): the depth decoder's and
 // the backbone's input rows from the sampled codes, the guidance combination, and the per-stream
-// counters. A batch holds S streams of NB guidance branches each; sequence q = s·NB + j is branch j
-// of stream s, and codes are [S, G] (G codebooks). Rows are summed and combined in the CPU's f32
-// order (prompt.cpp frame_row, generation.cpp combine), without FMA contraction.
+// counters. A fixed batch holds S streams of NB guidance branches each (sequence q = s·NB + j is
+// branch j of stream s); a pool holds one branch per slot (NB = 1, Guide::branch). Codes are [S, G]
+// (G codebooks). Rows are summed and combined in the CPU's f32 order (prompt.cpp frame_row,
+// generation.cpp combine), without FMA contraction.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,11 +32,16 @@ Status frame_rows(AudioTable t, const int32_t* codes, int G, int S, int NB, floa
 
 // Per-stream guidance: mode 0 none (l = b0), 1 CFG (b0 cond, b1 uncond: l = b1 + s1·(b0 − b1)),
 // 2 dual (b0 uncond, b1 ref, b2 ins: l = b0 + s1·(b1 − b0) + s2·(b2 − b0)).
+// In a pool every slot holds one branch (NB = 1) and a stream's branches take adjacent slots:
+// slot s is branch `branch` of the stream whose b0 is slot s − branch. Each of those slots gets
+// the same combination, so each samples the stream's same codes (the same logits, settings and
+// random draws).
 struct Guide {
   int32_t mode = 0;
   float s1 = 0, s2 = 0;
+  int32_t branch = 0;
 };
-// out[s, i] (stride ld_out) from branch logits in[(s·NB + j), i] (stride ld_in), i < n.
+// out[s, i] (stride ld_out) from branch logits in[(s·NB − branch + j), i] (stride ld_in), i < n.
 Status guide_logits(const float* in, int64_t ld_in, const Guide* guides, int S, int NB, int64_t n, float* out,
                     int64_t ld_out, cudaStream_t s);
 

@@ -93,7 +93,12 @@ Status FrameCore::init_pool(const FrameRecipe& r, int slots, int branches, int64
 
 void FrameCore::set_active_slots(int n) {
   n_ = std::clamp(n, 0, S_);
-  pipe_.set_graph_key(n_);
+  pipe_.set_graph_key(n_ + variant_ * (S_ + 1));
+}
+
+void FrameCore::set_graph_variant(int v) {
+  variant_ = v;
+  set_active_slots(n_);
 }
 
 Status FrameCore::allocate(const FrameRecipe& r, int S_in, int NB, int64_t capacity, int64_t prefill_rows) {

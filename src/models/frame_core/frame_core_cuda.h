@@ -178,6 +178,9 @@ class FrameCore {
   // Every sequence's prompt through the backbone (in chunks of rows) and codebook 0 of frame 0.
   Status prefill_sequences(std::span<const SeqRows> seqs);
   Status alloc(cuda::DeviceBuffer& b, size_t bytes);
+  // A recipe whose frames launch more work once some slot's settings need it (Breeze: the guidance
+  // combination after a guided stream joins a pool) keeps a graph set per variant and active count.
+  void set_graph_variant(int v);
 
   // The recipe's parts of a frame. enqueue_depth must end by advancing the counters (and saving the
   // frame's codes into frame_codes_dev()); backbone_inputs writes the frame's row of every sequence
@@ -212,7 +215,7 @@ class FrameCore {
   int rows() const { return n_ * NB_; }
 
   FrameRecipe r_;
-  int S_ = 0, NB_ = 0, Q_ = 0, G_ = 0, n_ = 0;
+  int S_ = 0, NB_ = 0, Q_ = 0, G_ = 0, n_ = 0, variant_ = 0;
   int64_t H_ = 0, BV_ = 0, cap_ = 0, bb_rows_ = 0;
   cuda::Stream stream_;
   cuda::LinearWorkspace ws_;
