@@ -237,7 +237,8 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       if (!made.ok()) return give_back(std::move(made).error());
       pool->frames = std::move(made).value();
       pool->held.assign(static_cast<size_t>(pool->frames->size()), nullptr);
-      if (pool->free_slots(width) < 0) return give_back(make_error(ErrorCode::kInternal, "cuda step: a pool too small"));
+      if (pool->free_slots(width) < 0)  // device memory left for fewer slots than the stream's branches
+        return give_back(make_error(ErrorCode::kResourceExhausted, "cuda step: too little device memory for a new pool"));
       dp.pools.insert(dp.pools.begin(), pool);  // the newest (largest) is filled first
     }
     const int slot = pool->free_slots(width);
