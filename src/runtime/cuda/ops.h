@@ -1,9 +1,9 @@
 // CUDA kernels of the inference backend: the device counterparts of runtime/cpu/kernels.h that the
 // Qwen3 stacks need, plus the sampler. Activations are f32 and row-major on the device; matrices
 // are bf16 on the device (converted once at load), or, for a stack's projections, int8 / fp8
-// codes with f16 group scales (runtime/cpu/row_quant.h) where the model was loaded so. Every launch is asynchronous on the given
-// stream and returns a Status for launch errors; nothing synchronises with the host, so all of
-// these can be captured into a CUDA graph.
+// codes with f16 group scales (runtime/cpu/row_quant.h) where the model was loaded so. Every launch
+// is asynchronous on the given stream and returns a Status for launch errors; nothing synchronises
+// with the host, so all of these can be captured into a CUDA graph.
 //
 // Numerics follow the CPU kernels (same formulas, f32 arithmetic, f64 where the CPU uses f64:
 // RMS-norm sums, softmax denominators, sampler weights); only summation orders differ.
@@ -87,8 +87,8 @@ struct LinearArgs {
 // Scratch for the tensor-core path: the inputs split into bf16 high and low parts (x ≈ hi + lo to
 // about 2⁻¹⁷ relative, so the product keeps f32-level accuracy; three parts for 3 to 8 rows, to f32
 // precision) and partial results; with max_dequant (the most elements of any quantised matrix the
-// path takes), room for one matrix dequantised into bf16 high and low parts the same way. Sized once; a call that needs more fails
-// instead of allocating (graph capture).
+// path takes), room for one matrix dequantised into bf16 high and low parts the same way. Sized
+// once; a call that needs more fails instead of allocating (graph capture).
 //
 // every_row_tensor: linear calls with this workspace take the row-invariant tensor-core kernel at
 // every row count (bf16 matrices), and the stacks using it skip their one-row and two-row kernels
