@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,6 +57,16 @@ class Golden {
   io::SafetensorsFile file_;
   bool ok_ = false;
 };
+
+// Flat reference codes ([frames · codebooks], as the goldens' "input_values") as the frames that
+// SynthesisRequest::ref_codes takes.
+inline std::vector<std::vector<int32_t>> code_frames(const std::vector<int32_t>& flat, size_t codebooks = 16) {
+  std::vector<std::vector<int32_t>> frames;
+  for (size_t k = 0; k + codebooks <= flat.size(); k += codebooks)
+    frames.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(k),
+                        flat.begin() + static_cast<std::ptrdiff_t>(k + codebooks));
+  return frames;
+}
 
 // max |a - b| over equal-sized float arrays; also checks the reference is not trivially zero so a
 // comparison cannot pass vacuously.

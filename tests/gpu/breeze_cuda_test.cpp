@@ -359,8 +359,7 @@ TEST(BreezeGpu, EngineEqualsTheCpuEngine) {
   engine::SynthesisRequest dual = request(5), plain = request(6);
   dual.cfg_scale.reset();
   dual.dual_cfg = std::make_pair(1.5f, 2.0f);
-  for (size_t k = 0; k + 16 <= f->parts.ref.codes.size(); k += 16)
-    dual.ref_codes.emplace_back(f->parts.ref.codes.begin() + k, f->parts.ref.codes.begin() + k + 16);
+  dual.ref_codes = bt::test::code_frames(f->parts.ref.codes);
   dual.ref_text_ids = f->parts.ref_text;
   plain.cfg_scale.reset();
   std::vector<Frames> wd, wp, mixed;

@@ -61,8 +61,9 @@ std::vector<engine::SynthesisRequest> requests(const engine::ModelInfo& info, in
       r.text_ids = ids["TEXT"].get<std::vector<int32_t>>();
       r.instruct_ids = ids["INSTR"].get<std::vector<int32_t>>();
       if (mix.dual && i % 3 == 2) {
-        static const std::vector<int32_t> ref = breeze_tts::test::Golden("prefill_clone").ids("input_values");
-        for (size_t k = 0; k + 16 <= ref.size(); k += 16) r.ref_codes.emplace_back(ref.begin() + k, ref.begin() + k + 16);
+        static const std::vector<std::vector<int32_t>> ref =
+            breeze_tts::test::code_frames(breeze_tts::test::Golden("prefill_clone").ids("input_values"));
+        r.ref_codes = ref;
         r.ref_text_ids = ids["REF_TEXT"].get<std::vector<int32_t>>();
         r.dual_cfg = std::make_pair(1.5f, 2.0f);
       } else if (i % 2) {
