@@ -116,7 +116,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<cons
   f.pool_ = true;
   frame_core::gpu::FrameRecipe r = f.recipe();
   r.every_row_tensor = every_row_tensor;
-  CHORUS_TRY(f.init_pool(r, slots, 1, positions, std::move(pages)));
+  CHORUS_TRY(f.init_pool(r, slots, positions, std::move(pages)));
   CHORUS_TRY(f.alloc_own());
   return fb;
 }

@@ -70,17 +70,16 @@ Status FrameCore::init(const FrameRecipe& r, std::span<const SlotSetup> slots, i
   return ok_status();
 }
 
-Status FrameCore::init_pool(const FrameRecipe& r, int slots, int branches, int64_t capacity,
+Status FrameCore::init_pool(const FrameRecipe& r, int slots, int64_t capacity,
                             std::shared_ptr<nn::gpu::KvPagePool> pages) {
-  if (slots < 1 || branches < 1 || capacity < 2) return make_error(ErrorCode::kInternal, "frame pool: no slots");
+  if (slots < 1 || capacity < 2) return make_error(ErrorCode::kInternal, "frame pool: no slots");
   if (pages) {
     if (!r.backbone || pages->page_floats() != KvCacheRef::page_floats(r.backbone->dims().layers, r.backbone->kv_width()))
       return make_error(ErrorCode::kInternal, "frame pool: a page pool of another backbone");
-    CHORUS_ASSIGN(kv_, KvPaging::create(std::move(pages), slots, branches, capacity));
+    CHORUS_ASSIGN(kv_, KvPaging::create(std::move(pages), slots, 1, capacity));
     bytes_ += kv_->bytes();
   }
-  CHORUS_TRY(allocate(r, slots, branches, capacity,
-                      std::max<int64_t>({int64_t{slots} * branches, kPrefillChunkRows, capacity})));
+  CHORUS_TRY(allocate(r, slots, 1, capacity, std::max<int64_t>({int64_t{slots}, kPrefillChunkRows, capacity})));
   // Free slots compute too (up to the active count): their buffers start zeroed (DeviceBuffer::alloc)
   // and their samplers greedy, so their values stay finite.
   std::vector<cuda::DeviceSampler> greedy(static_cast<size_t>(slots));

@@ -1,5 +1,7 @@
-// The device-resident frame loop of every codec LM, for a batch of S streams ("slots") with NB
-// guidance branches each (sequence q = s·NB + j; NB = 1 without guidance).
+// The device-resident frame loop of every codec LM, for a batch of S slots with NB sequences each
+// (sequence q = s·NB + j): a fixed batch holds a stream per slot, its NB guidance branches (NB = 1
+// without guidance); a pool holds one sequence per slot (NB = 1), a guided stream taking a slot per
+// branch.
 //
 // A backbone predicts codebook 0 of a frame, a depth decoder the other G − 1 codebooks. A frame runs
 // on the GPU without host synchronisation, in two halves: the depth walk (G − 1 steps into a
@@ -164,10 +166,11 @@ class FrameCore {
   // Allocates the shared buffers (backbone caches of `capacity` positions per sequence) and uploads
   // the slots' counters and sampler settings. The family allocates its own buffers after.
   Status init(const FrameRecipe& r, std::span<const SlotSetup> slots, int64_t capacity);
-  // A pool: the shared buffers for `slots` slots of `branches` sequences and `capacity` positions
-  // each, every slot free; streams come in through admit_slots. No slot is active yet. With
-  // `pages`, the backbone caches are paged (capacity a multiple of nn::kKvPagePositions).
-  Status init_pool(const FrameRecipe& r, int slots, int branches, int64_t capacity,
+  // A pool: the shared buffers for `slots` slots of one sequence and `capacity` positions each
+  // (a stream of several sequences takes several slots: engine/frame_pools.h), every slot free;
+  // streams come in through admit_slots. No slot is active yet. With `pages`, the backbone caches
+  // are paged (capacity a multiple of nn::kKvPagePositions).
+  Status init_pool(const FrameRecipe& r, int slots, int64_t capacity,
                    std::shared_ptr<nn::gpu::KvPagePool> pages = nullptr);
   // Streams into free slots of a pool, with no frame in flight: each slot's counters and sampler
   // settings reset to its stream's, its penalty history and error flag cleared, its sequences'

@@ -104,7 +104,7 @@ Result<std::unique_ptr<FrameBatch>> FrameBatch::create_pool(std::shared_ptr<cons
   f.CV_ = f.m_->cp_vocab();
   frame_core::gpu::FrameRecipe r = f.recipe();
   r.every_row_tensor = every_row_tensor;
-  CHORUS_TRY(f.init_pool(r, slots, 1, positions, std::move(pages)));
+  CHORUS_TRY(f.init_pool(r, slots, positions, std::move(pages)));
   f.text_stride_ = positions;
   f.text_count_host_.assign(static_cast<size_t>(S), 0);
   const size_t F = sizeof(float), I = sizeof(int32_t);
