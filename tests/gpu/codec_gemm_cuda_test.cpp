@@ -88,9 +88,13 @@ Problem random_problem(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   return p;
 }
 
+bool wide(ops::GemmPath path) { return path == ops::GemmPath::kWide || path == ops::GemmPath::kWide64; }
+
 // C after gemm_on_path; A and B placed `offset` floats into their device buffers (an offset of 1
-// leaves them 4-byte aligned only); `group` K chunks per block (0: gemm's choice).
+// leaves them 4-byte aligned only); `group` K chunks per block (0: gemm's choice). The wide tiles
+// take bf16 only: an f32 problem runs them as large (WideTilesRefuseF32 checks the refusal).
 std::vector<float> run_on(ops::GemmPath path, const Problem& p, int64_t offset = 0, int64_t group = 0) {
+  if (wide(path) && p.precision == ops::GemmPrecision::kF32) path = ops::GemmPath::kLarge;
   std::vector<float> A(static_cast<size_t>(offset), 0.0f), B(static_cast<size_t>(offset), 0.0f);
   A.insert(A.end(), p.A.begin(), p.A.end());
   B.insert(B.end(), p.B.begin(), p.B.end());
@@ -161,8 +165,9 @@ int64_t over_bound(const Problem& p, const std::vector<float>& C, int64_t stride
   return over;
 }
 
-constexpr ops::GemmPath kPaths[] = {ops::GemmPath::kLarge,  ops::GemmPath::kSmall,  ops::GemmPath::kThin8,
-                                    ops::GemmPath::kThin16, ops::GemmPath::kThin32, ops::GemmPath::kAuto};
+constexpr ops::GemmPath kPaths[] = {ops::GemmPath::kLarge,  ops::GemmPath::kSmall, ops::GemmPath::kThin8,
+                                    ops::GemmPath::kThin16, ops::GemmPath::kThin32, ops::GemmPath::kWide,
+                                    ops::GemmPath::kWide64, ops::GemmPath::kAuto};
 
 const char* path_name(ops::GemmPath p) {
   switch (p) {
@@ -178,6 +183,10 @@ const char* path_name(ops::GemmPath p) {
       return "thin16";
     case ops::GemmPath::kThin32:
       return "thin32";
+    case ops::GemmPath::kWide:
+      return "wide";
+    case ops::GemmPath::kWide64:
+      return "wide64";
     default:
       return "auto";
   }
@@ -223,7 +232,8 @@ TEST_P(GpuCodecGemm, EveryPathGivesTheSameBits) {
   struct Shape {
     int64_t M, N, K;
   };
-  // Ragged against every tile (thin 16 × 8/16/32, small 64 × 64, large 128 × 64) in M and N; K
+  // Ragged against every tile (thin 16 × 8/16/32, small 64 × 64, large 128 × 64, wide 64 or
+  // 128 × 128) in M and N; K
   // within a chunk (256), ragged against the stage depth (32) and the k-step (8), on a chunk
   // boundary, over several chunks.
   const Shape shapes[] = {{1, 1, 1},      {300, 1, 2500},  {64, 4, 37},    {129, 8, 1024}, {33, 9, 1025},
@@ -259,6 +269,9 @@ TEST_P(GpuCodecGemm, EveryPathGivesTheSameBitsOnCodecShapes) {
                                  {true, true, 128, 512, 1024},
                                  {false, true, 1024, 1, 512},
                                  {false, false, 96, 1920, 672},
+                                 {false, false, 768, 1024, 5376},
+                                 {true, false, 12288, 256, 1536},
+                                 {false, true, 512, 4096, 1024},
                                  {false, false, 1, 1920, 448}}) {
     const Problem p = in_precision(random_problem(ta, tb, M, N, K, 1.0f, 0.0f, static_cast<uint32_t>(M * 7 + N), 0, 0));
     expect_paths_agree(p, 97);
@@ -436,6 +449,21 @@ TEST_P(GpuCodecGemm, RefusesATooSmallSplitScratch) {
                                      p.lda, B.as<const float>(), p.ldb, 0.0f, C.as<float>(), p.ldc, partial.as<float>(),
                                      pf - 1, nullptr, 1, p.precision);
   EXPECT_FALSE(s.ok());
+}
+
+TEST(GpuCodecGemmWide, WideTilesRefuseF32) {
+  REQUIRE_GPU();
+  const Problem p = random_problem(false, false, 130, 140, 300, 1.0f, 0.0f, 9);
+  const cuda::DeviceBuffer A = to_device(p.A), B = to_device(p.B), C = to_device(p.C0);
+  const size_t pf = ops::gemm_partial_floats(p.M, p.N, p.K);
+  const cuda::DeviceBuffer partial = poisoned(pf);
+  for (ops::GemmPath path : {ops::GemmPath::kWide, ops::GemmPath::kWide64}) {
+    const Status s = ops::gemm_on_path(path, false, false, p.M, p.N, p.K, 1.0f, A.as<const float>(), p.lda,
+                                       B.as<const float>(), p.ldb, 0.0f, C.as<float>(), p.ldc, partial.as<float>(), pf,
+                                       nullptr, 0, ops::GemmPrecision::kF32);
+    ASSERT_FALSE(s.ok()) << path_name(path);
+    EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+  }
 }
 
 }  // namespace

@@ -23,15 +23,13 @@
 #include <vector>
 
 #include "runtime/cuda/codec_gemm_tiles.h"
+#include "codec_gemm_grid.h"
+#include "codec_gemm_model.h"
 
 namespace chorus::cuda::codec_ops {
 namespace {
 
-uint32_t bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
+using namespace gemm_model;
 
 // ---- fragments ------------------------------------------------------------------------------
 
@@ -274,24 +272,6 @@ int for_random_finite_floats(uint32_t seed, int n, F f) {
   return finite;
 }
 
-// TF32 rounding written independently: to 11 significant bits, nearest with ties away from zero
-// (std::round), or, below the normal range, to multiples of 2^-136 (bit 13 of a subnormal).
-float tf32_reference(float x) {
-  if (!std::isfinite(x) || x == 0.0f) return x;
-  const double ax = std::fabs(static_cast<double>(x));
-  double step;
-  if (ax < std::ldexp(1.0, -126)) {
-    step = std::ldexp(1.0, -136);
-  } else {
-    int e;
-    std::frexp(ax, &e);  // ax in [2^(e-1), 2^e)
-    step = std::ldexp(1.0, e - 11);
-  }
-  const double r = std::round(ax / step) * step;
-  if (r > 3.4028234663852886e38) return std::copysign(INFINITY, x);  // rounded past the largest f32
-  return static_cast<float>(std::copysign(r, static_cast<double>(x)));
-}
-
 TEST(CodecGemmTf32, RoundingKeepsTenMantissaBitsNearestTiesAway) {
   // Ties: 1 + 2^-11 lies halfway between 1 and 1 + 2^-10.
   EXPECT_EQ(tf32_round(1.0f + std::ldexp(1.0f, -11)), 1.0f + std::ldexp(1.0f, -10));
@@ -334,24 +314,6 @@ TEST(CodecGemmTf32, SplitRecoversTheValueToTwoPowMinus22) {
 
 // ---- bf16 ----------------------------------------------------------------------------------------
 
-// bf16 rounding written independently: to 8 significant bits, nearest with ties to even
-// (nearbyint in the default rounding mode), or, below the normal range, to multiples of 2^-133.
-float bf16_reference(float x) {
-  if (!std::isfinite(x) || x == 0.0f) return x;
-  const double ax = std::fabs(static_cast<double>(x));
-  double step;
-  if (ax < std::ldexp(1.0, -126)) {
-    step = std::ldexp(1.0, -133);
-  } else {
-    int e;
-    std::frexp(ax, &e);
-    step = std::ldexp(1.0, e - 8);
-  }
-  const double r = std::nearbyint(ax / step) * step;
-  if (r > 3.4028234663852886e38) return std::copysign(INFINITY, x);
-  return static_cast<float>(std::copysign(r, static_cast<double>(x)));
-}
-
 TEST(CodecGemmBf16, RoundingKeepsEightSignificantBitsNearestTiesEven) {
   EXPECT_EQ(bf16_round_host(1.0f + std::ldexp(1.0f, -8)), 1.0f);  // a tie, to the even 1
   EXPECT_EQ(bf16_round_host(1.0f + 3.0f * std::ldexp(1.0f, -8)), 1.0f + std::ldexp(1.0f, -6));  // a tie, up to even
@@ -368,163 +330,6 @@ TEST(CodecGemmBf16, RoundingKeepsEightSignificantBitsNearestTiesEven) {
 }
 
 // ---- the GEMM's data flow ---------------------------------------------------------------------
-
-struct Problem {
-  bool ta = false, tb = false;
-  int64_t M = 0, N = 0, K = 0;
-  float alpha = 1.0f, beta = 0.0f;
-  std::vector<float> A, B, C0;
-  int64_t lda = 0, ldb = 0, ldc = 0;
-  float a(int64_t m, int64_t k) const { return ta ? A[k * lda + m] : A[m * lda + k]; }
-  float b(int64_t k, int64_t n) const { return tb ? B[n * ldb + k] : B[k * ldb + n]; }
-};
-
-// `pad_a`, `pad_b`: added to the leading dimensions (a multiple of 4 keeps rows 16-byte aligned).
-Problem make_problem(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float beta, uint32_t seed, int pad_a = 3,
-                     int pad_b = 5) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  Problem p;
-  p.ta = ta;
-  p.tb = tb;
-  p.M = M;
-  p.N = N;
-  p.K = K;
-  p.beta = beta;
-  p.lda = (ta ? M : K) + pad_a;
-  p.ldb = (tb ? K : N) + pad_b;
-  p.ldc = N + 2;
-  p.A.resize(static_cast<size_t>((ta ? K : M) * p.lda));
-  p.B.resize(static_cast<size_t>((tb ? N : K) * p.ldb));
-  p.C0.resize(static_cast<size_t>(M * p.ldc));
-  for (auto* v : {&p.A, &p.B, &p.C0})
-    for (float& x : *v) x = d(rng);
-  return p;
-}
-
-// One mma.m16n8k8 of a warp on the model arithmetic: d[lane] holds lane's C/D fragment, a[lane]
-// and b[lane] its A and B fragments (PTX ISA layout, written out here). The hardware reads only the
-// TF32 bits of an operand, so the model does too.
-void mma_model(float (&d)[32][4], const float (&a)[32][4], const float (&b)[32][2]) {
-  auto tf32_bits_only = [](float x) {
-    const uint32_t u = bits(x) & 0xffffe000u;
-    float y;
-    std::memcpy(&y, &u, sizeof y);
-    return y;
-  };
-  float A[16][8], B[8][8], C[16][8];
-  for (int lane = 0; lane < 32; ++lane) {
-    const int g = lane / 4, t = lane % 4;
-    A[g][t] = a[lane][0];
-    A[g + 8][t] = a[lane][1];
-    A[g][t + 4] = a[lane][2];
-    A[g + 8][t + 4] = a[lane][3];
-    B[t][g] = b[lane][0];
-    B[t + 4][g] = b[lane][1];
-    C[g][2 * t] = d[lane][0];
-    C[g][2 * t + 1] = d[lane][1];
-    C[g + 8][2 * t] = d[lane][2];
-    C[g + 8][2 * t + 1] = d[lane][3];
-  }
-  float D[16][8];
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 8; ++c) {
-      double s = C[r][c];
-      for (int k = 0; k < 8; ++k) s += static_cast<double>(tf32_bits_only(A[r][k])) * tf32_bits_only(B[k][c]);
-      D[r][c] = static_cast<float>(s);
-    }
-  for (int lane = 0; lane < 32; ++lane) {
-    const int g = lane / 4, t = lane % 4;
-    d[lane][0] = D[g][2 * t];
-    d[lane][1] = D[g][2 * t + 1];
-    d[lane][2] = D[g + 8][2 * t];
-    d[lane][3] = D[g + 8][2 * t + 1];
-  }
-}
-
-// One mma.m16n8k16 (.bf16) of a warp on the model arithmetic: a[lane][2·i + h] and b[lane][2·i + h]
-// are lane's operands as the PTX ISA lays them out (written out here), already rounded to bf16.
-void mma16_model(float (&d)[32][4], const float (&a)[32][8], const float (&b)[32][4]) {
-  float A[16][16], B[16][8], C[16][8];
-  for (int lane = 0; lane < 32; ++lane) {
-    const int g = lane / 4, t = lane % 4;
-    for (int h = 0; h < 2; ++h) {
-      A[g][2 * t + h] = a[lane][h];
-      A[g + 8][2 * t + h] = a[lane][2 + h];
-      A[g][2 * t + 8 + h] = a[lane][4 + h];
-      A[g + 8][2 * t + 8 + h] = a[lane][6 + h];
-      B[2 * t + h][g] = b[lane][h];
-      B[2 * t + 8 + h][g] = b[lane][2 + h];
-    }
-    C[g][2 * t] = d[lane][0];
-    C[g][2 * t + 1] = d[lane][1];
-    C[g + 8][2 * t] = d[lane][2];
-    C[g + 8][2 * t + 1] = d[lane][3];
-  }
-  for (int lane = 0; lane < 32; ++lane) {
-    const int g = lane / 4, t = lane % 4;
-    for (int q = 0; q < 4; ++q) {
-      const int r = g + 8 * (q >> 1), c = 2 * t + (q & 1);
-      double s = C[r][c];
-      for (int k = 0; k < 16; ++k) s += static_cast<double>(A[r][k]) * B[k][c];
-      d[lane][q] = static_cast<float>(s);
-    }
-  }
-}
-
-// The bf16 contract for one element on the model arithmetic: per chunk, from +0, k-steps of 16
-// (zero past the chunk's end) of operands rounded to bf16, one model mma each; chunk sums added in
-// order; the epilogue.
-float contract_element_bf16(const Problem& p, int64_t m, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t c = 0; c < gemm_chunks(p.K); ++c) {
-    const int64_t k0 = c * kGemmKChunk, k1 = std::min(p.K, k0 + kGemmKChunk);
-    float acc = 0.0f;
-    for (int64_t s = k0; s < k1; s += 16) {
-      double t = acc;
-      for (int k = 0; k < 16; ++k)
-        if (s + k < k1) t += static_cast<double>(bf16_reference(p.a(m, s + k))) * bf16_reference(p.b(s + k, n));
-      acc = static_cast<float>(t);
-    }
-    sum = c == 0 ? acc : sum + acc;
-  }
-  float v = p.alpha == 1.0f ? sum : p.alpha * sum;
-  if (p.beta != 0.0f) v = v + p.beta * p.C0[static_cast<size_t>(m * p.ldc + n)];
-  return v;
-}
-
-// The contract for one element on the model arithmetic, written out with no tiles: per chunk, from
-// +0, k-steps of 8 (zero past the chunk's end), three model mma in the order lo·hi, hi·lo, hi·hi;
-// chunk sums added in order; the epilogue.
-float contract_element(const Problem& p, int64_t m, int64_t n) {
-  auto step = [](float acc, const float (&x)[8], const float (&y)[8]) {
-    double s = acc;
-    for (int k = 0; k < 8; ++k) s += static_cast<double>(x[k]) * y[k];
-    return static_cast<float>(s);
-  };
-  float sum = 0.0f;
-  for (int64_t c = 0; c < gemm_chunks(p.K); ++c) {
-    const int64_t k0 = c * kGemmKChunk, k1 = std::min(p.K, k0 + kGemmKChunk);
-    float acc = 0.0f;
-    for (int64_t s = k0; s < k1; s += 8) {
-      float ah[8], al[8], bh[8], bl[8];
-      for (int k = 0; k < 8; ++k) {
-        const bool in = s + k < k1;
-        ah[k] = tf32_reference(in ? p.a(m, s + k) : 0.0f);
-        al[k] = tf32_reference(in ? p.a(m, s + k) - ah[k] : 0.0f);
-        bh[k] = tf32_reference(in ? p.b(s + k, n) : 0.0f);
-        bl[k] = tf32_reference(in ? p.b(s + k, n) - bh[k] : 0.0f);
-      }
-      acc = step(acc, al, bh);
-      acc = step(acc, ah, bl);
-      acc = step(acc, ah, bh);
-    }
-    sum = c == 0 ? acc : sum + acc;
-  }
-  float v = p.alpha == 1.0f ? sum : p.alpha * sum;
-  if (p.beta != 0.0f) v = v + p.beta * p.C0[static_cast<size_t>(m * p.ldc + n)];
-  return v;
-}
 
 // cp.async on the host: copies src_bytes and zero-fills the rest. Counts 16-byte copies whose
 // source or destination is not 16-byte aligned (the device would fault).
@@ -543,107 +348,52 @@ struct HostCopy {
   }
 };
 
-// The kernel's grid on the host: per chunk group and block, stage by stage, every thread's copies
-// (the stage first filled with NaN, so that a read of a slot no copy wrote shows), then every
-// warp's k-steps, lane by lane through the header's fragment reads and split, the mma on the
-// model, and at each chunk's end the header's chunk handling; then every lane's stores, or the
-// reduce over chunks. group: chunks per block (0: all of them, added in the block).
+// The kernel on the host (run_grid walks the blocks, chunk ends and stores): per stage every
+// thread's copies (the stage first filled with NaN, so that a read of a slot no copy wrote shows),
+// then every warp's k-steps, lane by lane through the header's fragment reads and split, the mma
+// on the model. group: chunks per block (0: all of them, added in the block).
 template <class T, bool TA, bool TB, GemmPrecision P>
 std::vector<float> emulate(const Problem& p, bool allow_vectors, HostCopy& copy, int64_t group) {
   using S = GemmStage<T, TA, TB, P>;
-  std::vector<float> C = p.C0;
-  GemmArgs g;
-  g.M = p.M;
-  g.N = p.N;
-  g.K = p.K;
-  g.alpha = p.alpha;
-  g.beta = p.beta;
-  g.A = p.A.data();
-  g.lda = p.lda;
-  g.B = p.B.data();
-  g.ldb = p.ldb;
-  g.C = C.data();
-  g.ldc = p.ldc;
-  g.chunks = gemm_chunks(p.K);
-  g.group = group <= 0 || group > g.chunks ? g.chunks : group;
-  std::vector<float> partial(static_cast<size_t>(g.chunks * p.M * p.N), NAN);
-  if (!gemm_whole_k(g)) g.partial = partial.data();
-  const bool va = allow_vectors && gemm_vector_ok(g.A, g.lda), vb = allow_vectors && gemm_vector_ok(g.B, g.ldb);
   std::vector<float> stage(S::floats);
   copy.smem = stage.data();
-  constexpr int kWarps = T::kThreads / 32;
-  struct Acc {
-    float v[T::MT][T::NT][32][4];
+  const bool va = allow_vectors && gemm_vector_ok(p.A.data(), p.lda);
+  const bool vb = allow_vectors && gemm_vector_ok(p.B.data(), p.ldb);
+  auto fill = [&](const GemmArgs& g, int64_t m0, int64_t n0, int64_t k0, int64_t, int64_t ke) {
+    std::fill(stage.begin(), stage.end(), NAN);
+    for (int tid = 0; tid < T::kThreads; ++tid)
+      gemm_load_stage<T, TA, TB, P>(g, stage.data(), m0, n0, k0, ke, tid, va, vb, copy);
   };
-  std::vector<Acc> acc(kWarps), sum(kWarps);
-  for (int64_t z = 0; z < gemm_groups(g); ++z)
-    for (int64_t m0 = 0; m0 < p.M; m0 += T::BM)
-      for (int64_t n0 = 0; n0 < p.N; n0 += T::BN) {
-        for (Acc& a : acc) std::memset(&a, 0, sizeof a);
-        for (Acc& a : sum) std::memset(&a, 0, sizeof a);
-        int64_t kb = 0, ke = 0;
-        gemm_group_k(g, z, kb, ke);
-        for (int64_t k0 = kb; k0 < ke; k0 += T::BK) {
-          std::fill(stage.begin(), stage.end(), NAN);
-          for (int tid = 0; tid < T::kThreads; ++tid)
-            gemm_load_stage<T, TA, TB, P>(g, stage.data(), m0, n0, k0, ke, tid, va, vb, copy);
-          const int steps = gemm_stage_steps<T, P>(k0, ke);
-          const bool ends = gemm_stage_ends_chunk<T>(k0, ke);
-          for (int w = 0; w < kWarps; ++w) {
-            int row0, col0;
-            gemm_warp_origin<T>(w, row0, col0);
-            if (m0 + row0 >= p.M || n0 + col0 >= p.N) continue;
-            for (int ks = 0; ks < steps; ++ks)
-              for (int i = 0; i < T::MT; ++i)
-                for (int j = 0; j < T::NT; ++j) {
-                  if constexpr (P == GemmPrecision::kBf16) {
-                    float a[32][8], b[32][4];
-                    for (int lane = 0; lane < 32; ++lane) {
-                      gemm_frag_a16<T, TA, TB>(stage.data(), lane, row0 + i * 16, ks * 16, a[lane]);
-                      gemm_frag_b16<T, TA, TB>(stage.data(), lane, col0 + j * 8, ks * 16, b[lane]);
-                      for (float& x : a[lane]) x = bf16_round_host(x);
-                      for (float& x : b[lane]) x = bf16_round_host(x);
-                    }
-                    mma16_model(acc[static_cast<size_t>(w)].v[i][j], a, b);
-                    continue;
-                  }
-                  float a_hi[32][4], a_lo[32][4], b_hi[32][2], b_lo[32][2];
-                  for (int lane = 0; lane < 32; ++lane) {
-                    float a[4], b[2];
-                    gemm_frag_a<T, TA, TB>(stage.data(), lane, row0 + i * 16, ks * 8, a);
-                    gemm_frag_b<T, TA, TB>(stage.data(), lane, col0 + j * 8, ks * 8, b);
-                    for (int q = 0; q < 4; ++q) tf32_split(a[q], a_hi[lane][q], a_lo[lane][q]);
-                    for (int q = 0; q < 2; ++q) tf32_split(b[q], b_hi[lane][q], b_lo[lane][q]);
-                  }
-                  float (&d)[32][4] = acc[static_cast<size_t>(w)].v[i][j];
-                  mma_model(d, a_lo, b_hi);
-                  mma_model(d, a_hi, b_lo);
-                  mma_model(d, a_hi, b_hi);
-                }
-            if (ends)
-              for (int i = 0; i < T::MT; ++i)
-                for (int j = 0; j < T::NT; ++j)
-                  for (int lane = 0; lane < 32; ++lane)
-                    gemm_end_chunk(g, acc[static_cast<size_t>(w)].v[i][j][lane],
-                                   sum[static_cast<size_t>(w)].v[i][j][lane], m0 + row0 + i * 16, n0 + col0 + j * 8,
-                                   lane, k0 / kGemmKChunk);
+  auto multiply = [&](int row0, int col0, int steps, WarpAcc<T>& acc) {
+    for (int ks = 0; ks < steps; ++ks)
+      for (int i = 0; i < T::MT; ++i)
+        for (int j = 0; j < T::NT; ++j) {
+          if constexpr (P == GemmPrecision::kBf16) {
+            float a[32][8], b[32][4];
+            for (int lane = 0; lane < 32; ++lane) {
+              gemm_frag_a16<T, TA, TB>(stage.data(), lane, row0 + i * 16, ks * 16, a[lane]);
+              gemm_frag_b16<T, TA, TB>(stage.data(), lane, col0 + j * 8, ks * 16, b[lane]);
+              for (float& x : a[lane]) x = bf16_round_host(x);
+              for (float& x : b[lane]) x = bf16_round_host(x);
+            }
+            mma16_model(acc.v[i][j], a, b);
+            continue;
           }
+          float a_hi[32][4], a_lo[32][4], b_hi[32][2], b_lo[32][2];
+          for (int lane = 0; lane < 32; ++lane) {
+            float a[4], b[2];
+            gemm_frag_a<T, TA, TB>(stage.data(), lane, row0 + i * 16, ks * 8, a);
+            gemm_frag_b<T, TA, TB>(stage.data(), lane, col0 + j * 8, ks * 8, b);
+            for (int q = 0; q < 4; ++q) tf32_split(a[q], a_hi[lane][q], a_lo[lane][q]);
+            for (int q = 0; q < 2; ++q) tf32_split(b[q], b_hi[lane][q], b_lo[lane][q]);
+          }
+          float (&d)[32][4] = acc.v[i][j];
+          mma_model(d, a_lo, b_hi);
+          mma_model(d, a_hi, b_lo);
+          mma_model(d, a_hi, b_hi);
         }
-        if (!gemm_whole_k(g)) continue;
-        for (int w = 0; w < kWarps; ++w) {
-          int row0, col0;
-          gemm_warp_origin<T>(w, row0, col0);
-          if (m0 + row0 >= p.M || n0 + col0 >= p.N) continue;
-          for (int i = 0; i < T::MT; ++i)
-            for (int j = 0; j < T::NT; ++j)
-              for (int lane = 0; lane < 32; ++lane)
-                gemm_store_frag(g, sum[static_cast<size_t>(w)].v[i][j][lane], m0 + row0 + i * 16, n0 + col0 + j * 8,
-                                lane);
-        }
-      }
-  if (!gemm_whole_k(g))
-    for (int64_t i = 0; i < p.M * p.N; ++i) gemm_reduce_element(g, i);
-  return C;
+  };
+  return run_grid<T>(p, P, group, fill, multiply);
 }
 
 template <class T, GemmPrecision P = GemmPrecision::kF32>
@@ -652,41 +402,6 @@ std::vector<float> emulate_any(const Problem& p, bool allow_vectors, HostCopy& c
   if (p.ta) return emulate<T, true, false, P>(p, allow_vectors, copy, group);
   if (p.tb) return emulate<T, false, true, P>(p, allow_vectors, copy, group);
   return emulate<T, false, false, P>(p, allow_vectors, copy, group);
-}
-
-// Elements of C that differ from the contract, plus any change to the columns of ldc past N.
-int64_t differing_from_contract(const Problem& p, const std::vector<float>& C,
-                                GemmPrecision precision = GemmPrecision::kF32) {
-  int64_t wrong = 0;
-  for (int64_t m = 0; m < p.M; ++m)
-    for (int64_t c = 0; c < p.ldc; ++c) {
-      const size_t at = static_cast<size_t>(m * p.ldc + c);
-      const float want = c >= p.N                                ? p.C0[at]
-                         : precision == GemmPrecision::kBf16 ? contract_element_bf16(p, m, c)
-                                                                 : contract_element(p, m, c);
-      wrong += bits(C[at]) != bits(want);
-    }
-  return wrong;
-}
-
-// max |C − exact| / (Σ|a·b| + |beta·C0|) over [M, N).
-double relative_error(const Problem& p, const std::vector<float>& C) {
-  double worst = 0;
-  for (int64_t m = 0; m < p.M; ++m)
-    for (int64_t n = 0; n < p.N; ++n) {
-      const size_t at = static_cast<size_t>(m * p.ldc + n);
-      double exact = 0, mag = 1e-30;
-      for (int64_t k = 0; k < p.K; ++k) {
-        const double t = static_cast<double>(p.a(m, k)) * p.b(k, n);
-        exact += t;
-        mag += std::fabs(t);
-      }
-      exact = p.alpha * exact + static_cast<double>(p.beta) * p.C0[at];
-      mag = std::fabs(p.alpha) * mag + std::fabs(static_cast<double>(p.beta) * p.C0[at]);
-      const double e = std::fabs(C[at] - exact) / mag;
-      if (!(e <= worst)) worst = std::isnan(e) ? INFINITY : e;
-    }
-  return worst;
 }
 
 struct Shape {

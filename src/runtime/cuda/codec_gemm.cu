@@ -1,14 +1,19 @@
-// The codec decoder's batch-invariant GEMM (conv_ops.h) on tensor cores: 3xTF32 mma.sync.m16n8k8
-// with the per-element arithmetic fixed by codec_elements.h and the tiles and launch policy of
-// codec_gemm_tiles.h; A and B go to shared memory through cp.async (16 bytes where aligned, else
-// 4) in a multi-stage pipeline, fragments are read from shared memory and split into hi and lo in
-// registers. A block walks one group of K chunks: holding them all it adds the chunk sums itself,
-// else it writes them for a second kernel that adds them in order. The tile and the group follow
-// the problem (enough warps to fill the SMs: large tiles for large products, split K chunks and
-// thin tiles for the products of a few streams), which changes the speed, never a bit.
+// The codec decoder's batch-invariant GEMM (conv_ops.h) on tensor cores: 3xTF32 mma.sync.m16n8k8,
+// or one bf16 mma.sync.m16n8k16 per 16 k, with the per-element arithmetic fixed by
+// codec_elements.h. Two data flows give the same bits:
+//   - the tiles of codec_gemm_tiles.h (both precisions, every size): A and B go to shared memory
+//     as f32 through cp.async (16 bytes where aligned, else 4) in a multi-stage pipeline, and
+//     fragments are read from shared memory and split (or rounded to bf16) in registers;
+//   - the wide tiles of codec_gemm_wide.h (bf16, the large products): each value is rounded to
+//     bf16 once, in shared memory, and fragments come by ldmatrix.
+// A block walks one group of K chunks: holding them all it adds the chunk sums itself, else it
+// writes them for a second kernel that adds them in order. The tile and the group follow the
+// problem (enough warps to fill the SMs: large tiles for large products, split K chunks and thin
+// tiles for the products of a few streams), which changes the speed, never a bit.
 #include <string>
 
 #include "runtime/cuda/codec_gemm_tiles.h"
+#include "runtime/cuda/codec_gemm_wide.h"
 #include "runtime/cuda/conv_ops.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/cuda_handles.h"
@@ -88,6 +93,35 @@ __device__ __forceinline__ void split_fragment(const float (&x)[kN], uint32_t (&
   }
 }
 
+// A warp's accumulators at the end of chunk `chunk` (gemm_end_chunk for each 16 × 8 tile of the
+// warp's tile at (m, n) of C), and its sums through the epilogue once every chunk is in.
+template <class T>
+__device__ __forceinline__ void warp_end_chunk(const GemmArgs& g, float (&acc)[T::MT][T::NT][4],
+                                               float (&sum)[T::MT][T::NT][4], int64_t m, int64_t n, int lane,
+                                               int64_t chunk) {
+#pragma unroll
+  for (int i = 0; i < T::MT; ++i)
+#pragma unroll
+    for (int j = 0; j < T::NT; ++j) gemm_end_chunk(g, acc[i][j], sum[i][j], m + i * 16, n + j * 8, lane, chunk);
+}
+template <class T>
+__device__ __forceinline__ void warp_store(const GemmArgs& g, const float (&sum)[T::MT][T::NT][4], int64_t m, int64_t n,
+                                           int lane) {
+#pragma unroll
+  for (int i = 0; i < T::MT; ++i)
+#pragma unroll
+    for (int j = 0; j < T::NT; ++j) gemm_store_frag(g, sum[i][j], m + i * 16, n + j * 8, lane);
+}
+template <class T>
+__device__ __forceinline__ void warp_zero(float (&acc)[T::MT][T::NT][4], float (&sum)[T::MT][T::NT][4]) {
+#pragma unroll
+  for (int i = 0; i < T::MT; ++i)
+#pragma unroll
+    for (int j = 0; j < T::NT; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = sum[i][j][q] = 0.0f;
+}
+
 // Block (blockIdx.x, blockIdx.y) computes C's tile at (BM·y, BN·x) for chunk group blockIdx.z. Stage
 // it of the group sits in buffer it % kStages; at iteration it the copies of stage it + kStages − 1
 // are issued into the buffer that iteration it − 1 read (every warp is past it: the barrier).
@@ -110,12 +144,7 @@ __global__ void __launch_bounds__(T::kThreads, kMinBlocks<T>) gemm_mma_kernel(Ge
   const bool idle = m0 + row0 >= g.M || n0 + col0 >= g.N;
 
   float acc[T::MT][T::NT][4], sum[T::MT][T::NT][4];
-#pragma unroll
-  for (int i = 0; i < T::MT; ++i)
-#pragma unroll
-    for (int j = 0; j < T::NT; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = sum[i][j][q] = 0.0f;
+  warp_zero<T>(acc, sum);
 
   AsyncCopy copy;
 #pragma unroll
@@ -179,21 +208,136 @@ __global__ void __launch_bounds__(T::kThreads, kMinBlocks<T>) gemm_mma_kernel(Ge
         }
       }
     }
-    if (gemm_stage_ends_chunk<T>(k0, k_end)) {
-      const int64_t chunk = k0 / kGemmKChunk;
-#pragma unroll
-      for (int i = 0; i < T::MT; ++i)
-#pragma unroll
-        for (int j = 0; j < T::NT; ++j)
-          gemm_end_chunk(g, acc[i][j], sum[i][j], m0 + row0 + i * 16, n0 + col0 + j * 8, lane, chunk);
-    }
+    if (gemm_stage_ends_chunk<T>(k0, k_end))
+      warp_end_chunk<T>(g, acc, sum, m0 + row0, n0 + col0, lane, k0 / kGemmKChunk);
   }
   cp_async_wait<0>();
   if (idle || !gemm_whole_k(g)) return;
+  warp_store<T>(g, sum, m0 + row0, n0 + col0, lane);
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// The wide bf16 tiles (codec_gemm_wide.h). Stage s is copied into ring slot s % kStages; at
+// iteration it the copies of stage it + kStages − 1 are issued into the slot of stage it − 1 (its
+// thread converted it before the last barrier), the warps multiply stage it from bf16 buffer
+// it % 2, and each thread converts its own values of stage it + 1, once its copies have landed,
+// into the other buffer (which every warp left at the last barrier).
+template <class T, bool TA, bool TB>
+__global__ void __launch_bounds__(T::kThreads, T::MT == 4 ? 1 : 2) gemm_wide_kernel(GemmArgs g, bool vec_a, bool vec_b) {
+  using S = WideStage<T, TA, TB>;
+  extern __shared__ __align__(16) unsigned char wide_smem[];
+  uint16_t* bufs = reinterpret_cast<uint16_t*>(wide_smem);
+  float* ring = reinterpret_cast<float*>(wide_smem + S::bf16_bytes);
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN, m0 = static_cast<int64_t>(blockIdx.y) * T::BM;
+  int64_t k_begin = 0, k_end = 0;
+  gemm_group_k(g, blockIdx.z, k_begin, k_end);
+  const int stages = static_cast<int>((k_end - k_begin + T::BK - 1) / T::BK);
+  int row0 = 0, col0 = 0;
+  gemm_warp_origin<T>(warp, row0, col0);
+  const bool idle = m0 + row0 >= g.M || n0 + col0 >= g.N;
+
+  float acc[T::MT][T::NT][4], sum[T::MT][T::NT][4];
+  warp_zero<T>(acc, sum);
+
+  AsyncCopy copy;
+  auto issue = [&](int s) {
+    const int64_t k0 = k_begin + static_cast<int64_t>(s) * T::BK;
+    const int slot = s % T::kStages;
+    if (wide_stage_inside<T>(g, m0, n0, k0, k_end, vec_a, vec_b)) {
 #pragma unroll
-  for (int i = 0; i < T::MT; ++i)
+      for (int e = 0; e < S::quads; ++e) {
+        const bool b = e >= S::a_quads;
+        const int q = b ? e - S::a_quads : e;
+        wide_copy_inside<T, TA, TB>(g, b, m0, n0, k0, tid, q, ring + wide_ring_at<T, TA, TB>(slot, b, tid, q), copy);
+      }
+      return;
+    }
 #pragma unroll
-    for (int j = 0; j < T::NT; ++j) gemm_store_frag(g, sum[i][j], m0 + row0 + i * 16, n0 + col0 + j * 8, lane);
+    for (int q = 0; q < S::a_quads; ++q)
+      wide_copy<T, TA, TB>(g, false, m0, n0, k0, k_end, tid, q, vec_a,
+                           ring + wide_ring_at<T, TA, TB>(slot, false, tid, q), copy);
+#pragma unroll
+    for (int q = 0; q < S::b_quads; ++q)
+      wide_copy<T, TA, TB>(g, true, m0, n0, k0, k_end, tid, q, vec_b, ring + wide_ring_at<T, TA, TB>(slot, true, tid, q),
+                           copy);
+  };
+  auto convert = [&](int s) {
+    const int slot = s % T::kStages;
+    uint16_t* buf = bufs + (s & 1) * S::elems;
+#pragma unroll
+    for (int e = 0; e < S::quads; ++e) {
+      const bool b = e >= S::a_quads;
+      const int q = b ? e - S::a_quads : e;
+      const float4 v = *reinterpret_cast<const float4*>(ring + wide_ring_at<T, TA, TB>(slot, b, tid, q));
+      *reinterpret_cast<uint2*>(buf + wide_store_at<T, TA, TB>(b, tid, q)) =
+          make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    if (s < stages) issue(s);
+    cp_async_commit();
+  }
+  cp_async_wait<T::kStages - 2>();
+  if (stages > 0) convert(0);
+  __syncthreads();
+  for (int it = 0; it < stages; ++it) {
+    if (it + T::kStages - 1 < stages) issue(it + T::kStages - 1);
+    cp_async_commit();
+    const uint16_t* st = bufs + (it & 1) * S::elems;
+    const int64_t k0 = k_begin + static_cast<int64_t>(it) * T::BK;
+    if (!idle) {
+      const int steps = gemm_stage_steps<T, GemmPrecision::kBf16>(k0, k_end);
+#pragma unroll
+      for (int ks = 0; ks < T::BK / 16; ++ks) {
+        if (ks >= steps) break;
+        uint32_t a[T::MT][4], b[T::NT][2];
+#pragma unroll
+        for (int i = 0; i < T::MT; ++i) {
+          const uint16_t* p = st + wide_a_lane<T, TA, TB>(lane, row0 + i * 16, ks * 16);
+          if constexpr (TA)
+            ldmatrix_x4_trans(a[i], p);
+          else
+            ldmatrix_x4(a[i], p);
+        }
+#pragma unroll
+        for (int j = 0; j < T::NT; j += 2) {
+          uint32_t r[4];
+          const uint16_t* p = st + wide_b_lane<T, TA, TB>(lane, col0 + j * 8, ks * 16);
+          if constexpr (TB)
+            ldmatrix_x4(r, p);
+          else
+            ldmatrix_x4_trans(r, p);
+          b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int i = 0; i < T::MT; ++i)
+#pragma unroll
+          for (int j = 0; j < T::NT; ++j) mma_bf16(acc[i][j], a[i], b[j]);
+      }
+      if (gemm_stage_ends_chunk<T>(k0, k_end))
+        warp_end_chunk<T>(g, acc, sum, m0 + row0, n0 + col0, lane, k0 / kGemmKChunk);
+    }
+    cp_async_wait<T::kStages - 2>();
+    if (it + 1 < stages) convert(it + 1);
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+  if (idle || !gemm_whole_k(g)) return;
+  warp_store<T>(g, sum, m0 + row0, n0 + col0, lane);
 }
 
 __global__ void gemm_reduce_kernel(GemmArgs g) {
@@ -232,6 +376,31 @@ Status launch_tiles(bool ta, bool tb, const GemmArgs& g, cudaStream_t s) {
   return launch_layout<T, GemmPrecision::kF32>(grid, ta, tb, g, va, vb, s);
 }
 
+template <class T, bool TA, bool TB>
+Status launch_wide(dim3 grid, const GemmArgs& g, bool vec_a, bool vec_b, cudaStream_t s) {
+  constexpr size_t bytes = WideStage<T, TA, TB>::smem_bytes;
+  static const cudaError_t attr = cudaFuncSetAttribute(gemm_wide_kernel<T, TA, TB>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  CHORUS_TRY(check(attr, "codec gemm: shared memory"));
+  gemm_wide_kernel<T, TA, TB><<<grid, T::kThreads, bytes, s>>>(g, vec_a, vec_b);
+  return check(cudaGetLastError(), "codec gemm");
+}
+
+template <class T>
+Status launch_wide_tiles(bool ta, bool tb, const GemmArgs& g, cudaStream_t s) {
+  if (g.precision != GemmPrecision::kBf16)
+    return make_error(ErrorCode::kInvalidArgument, "codec gemm: the wide tiles take bf16 operands only");
+  const int64_t bx = (g.N + T::BN - 1) / T::BN, by = (g.M + T::BM - 1) / T::BM, bz = gemm_groups(g);
+  if (bx > 0x7fffffffLL || by > 65535 || bz > 65535)
+    return make_error(ErrorCode::kOutOfRange, "codec gemm: matrix too large for one launch");
+  const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(by), static_cast<unsigned>(bz));
+  const bool va = gemm_vector_ok(g.A, g.lda), vb = gemm_vector_ok(g.B, g.ldb);
+  if (ta && tb) return launch_wide<T, true, true>(grid, g, va, vb, s);
+  if (ta) return launch_wide<T, true, false>(grid, g, va, vb, s);
+  if (tb) return launch_wide<T, false, true>(grid, g, va, vb, s);
+  return launch_wide<T, false, false>(grid, g, va, vb, s);
+}
+
 }  // namespace
 
 size_t gemm_partial_floats(int64_t M, int64_t N, int64_t K) { return static_cast<size_t>(gemm_partial_bound(M, N, K)); }
@@ -266,7 +435,14 @@ Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_
   GemmTile tile = GemmTile::kSmall;
   switch (path) {
     case GemmPath::kAuto:
-      tile = gemm_auto_tile(M, N, g.chunks, sm_count());
+      tile = precision == GemmPrecision::kBf16 ? gemm_auto_tile_bf16(M, N, g.chunks, sm_count())
+                                                : gemm_auto_tile(M, N, g.chunks, sm_count());
+      break;
+    case GemmPath::kWide:
+      tile = GemmTile::kWide;
+      break;
+    case GemmPath::kWide64:
+      tile = GemmTile::kWide64;
       break;
     case GemmPath::kLarge:
       tile = GemmTile::kLarge;
@@ -312,6 +488,12 @@ Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_
       break;
     case GemmTile::kThin32:
       CHORUS_TRY(launch_tiles<GemmThin32>(trans_a, trans_b, g, s));
+      break;
+    case GemmTile::kWide:
+      CHORUS_TRY(launch_wide_tiles<GemmWide>(trans_a, trans_b, g, s));
+      break;
+    case GemmTile::kWide64:
+      CHORUS_TRY(launch_wide_tiles<GemmWide64>(trans_a, trans_b, g, s));
       break;
   }
   if (gemm_whole_k(g)) return ok_status();

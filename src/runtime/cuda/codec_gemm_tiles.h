@@ -133,6 +133,10 @@ using GemmSmall = MmaTile<64, 64, 2, 2, 32, 3>;
 using GemmThin8 = MmaTile<16, 8, 1, 1, 32, 4>;
 using GemmThin16 = MmaTile<16, 16, 1, 1, 32, 4>;
 using GemmThin32 = MmaTile<16, 32, 1, 1, 32, 4>;
+// bf16 only (codec_gemm_wide.h): 8 warps of 64 × 32, or of 32 × 32 for fewer rows; three f32
+// stages in flight.
+using GemmWide = MmaTile<128, 128, 2, 4, 32, 3>;
+using GemmWide64 = MmaTile<64, 128, 2, 4, 32, 3>;
 
 // The thin tile's width for N columns.
 CHORUS_HD int gemm_thin_width(int64_t N) { return N <= 8 ? 8 : (N <= 16 ? 16 : 32); }
@@ -140,7 +144,7 @@ CHORUS_HD int gemm_thin_width(int64_t N) { return N <= 8 ? 8 : (N <= 16 ? 16 : 3
 // ---- launch policy ------------------------------------------------------------------------------
 // Host-side choice of the tile and of the chunk group (codec_gemm.cu); it sets the speed only.
 
-enum class GemmTile { kLarge, kSmall, kThin8, kThin16, kThin32 };
+enum class GemmTile { kLarge, kSmall, kThin8, kThin16, kThin32, kWide, kWide64 };
 
 // Blocks that hold only some chunks write every chunk sum to the scratch, chunks·M·N floats; a
 // product that would need more keeps its chunks in one block (such a product has tiles enough to
@@ -194,7 +198,17 @@ inline int64_t gemm_tile_count(int64_t M, int64_t N, int64_t bm, int64_t bn) {
 }
 
 inline int64_t gemm_tile_warps(GemmTile t) {
-  return t == GemmTile::kLarge ? GemmLarge::kThreads / 32 : (t == GemmTile::kSmall ? GemmSmall::kThreads / 32 : 1);
+  switch (t) {
+    case GemmTile::kLarge:
+      return GemmLarge::kThreads / 32;
+    case GemmTile::kSmall:
+      return GemmSmall::kThreads / 32;
+    case GemmTile::kWide:
+    case GemmTile::kWide64:
+      return GemmWide::kThreads / 32;
+    default:
+      return 1;
+  }
 }
 
 // Warps of one chunk group's launch.
@@ -208,6 +222,10 @@ inline int64_t gemm_launch_warps(GemmTile t, int64_t M, int64_t N) {
       return gemm_tile_count(M, N, 16, 8);
     case GemmTile::kThin16:
       return gemm_tile_count(M, N, 16, 16);
+    case GemmTile::kWide:
+      return gemm_tile_count(M, N, GemmWide::BM, GemmWide::BN) * gemm_tile_warps(t);
+    case GemmTile::kWide64:
+      return gemm_tile_count(M, N, GemmWide64::BM, GemmWide64::BN) * gemm_tile_warps(t);
     case GemmTile::kThin32:
       break;
   }

@@ -37,10 +37,11 @@ Status gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float a
             cudaStream_t s, GemmPrecision precision = GemmPrecision::kF32);
 // gemm on a given tile shape (kAuto: gemm's own choice by size), for tests that check that the
 // kernels agree bit for bit; every path takes every shape. kLarge: 128 × 64 tiles; kSmall: 64 × 64;
-// kThin8 / 16 / 32: 16 rows by 8, 16 or 32 columns; kThin: gemm's choice of those. `group`: the
+// kThin8 / 16 / 32: 16 rows by 8, 16 or 32 columns; kThin: gemm's choice of those; kWide /
+// kWide64: 128 or 64 rows by 128 (bf16 only: kInvalidArgument for f32). `group`: the
 // K chunks per block (0: gemm's choice; at least the chunk count: every block adds all of them
 // itself); a group short of the chunk count needs chunks·M·N floats of `partial`.
-enum class GemmPath { kAuto, kLarge, kSmall, kThin, kThin8, kThin16, kThin32 };
+enum class GemmPath { kAuto, kLarge, kSmall, kThin, kThin8, kThin16, kThin32, kWide, kWide64 };
 Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                     float* partial, size_t partial_floats, cudaStream_t s, int64_t group = 0,
