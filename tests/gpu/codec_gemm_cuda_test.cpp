@@ -21,6 +21,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/dtype.h"
 #include "gpu_test_util.h"
 #include "runtime/cuda/conv_ops.h"
 
@@ -449,6 +450,55 @@ TEST_P(GpuCodecGemm, RefusesATooSmallSplitScratch) {
                                      p.lda, B.as<const float>(), p.ldb, 0.0f, C.as<float>(), p.ldc, partial.as<float>(),
                                      pf - 1, nullptr, 1, p.precision);
   EXPECT_FALSE(s.ok());
+}
+
+// gemm_bf16_operands on operands rounded to bf16 here (core/dtype.h's f32_to_bf16, written apart
+// from the kernels) gives the bits of gemm on the f32 operands in bf16 precision, on both wide
+// tiles and gemm's choice, with K's chunks one, two or all per block; ragged M and edges of N and
+// K at multiples of 8, and the vocoder's shapes; sizes it cannot take are refused.
+TEST(GpuCodecGemmWide, Bf16OperandsGiveTheBitsOfRoundingInTheGemm) {
+  REQUIRE_GPU();
+  int cases = 0;
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{130, 136, 1032}, {1, 8, 8}, {64, 128, 256},
+                         {200, 520, 2056}, {96, 7680, 672}, {768, 1024, 5376}, {192, 2560, 1344}}) {
+    Problem p = random_problem(false, false, M, N, K, cases % 2 ? 0.75f : 1.0f, cases % 3 ? 0.0f : 0.5f,
+                               static_cast<uint32_t>(900 + cases), 0, 0);
+    p.precision = ops::GemmPrecision::kBf16;
+    SCOPED_TRACE(p.name());
+    const std::vector<float> want = run_on(ops::GemmPath::kWide, p);
+    std::vector<uint16_t> a16(p.A.size()), b16(p.B.size());
+    for (size_t i = 0; i < a16.size(); ++i) a16[i] = f32_to_bf16(p.A[i]);
+    for (size_t i = 0; i < b16.size(); ++i) b16[i] = f32_to_bf16(p.B[i]);
+    const cuda::DeviceBuffer dA = to_device(a16), dB = to_device(b16);
+    const size_t pf = ops::gemm_partial_floats(M, N, K);
+    const cuda::DeviceBuffer partial = poisoned(std::max<size_t>(pf, 1));
+    for (ops::GemmPath path : {ops::GemmPath::kAuto, ops::GemmPath::kWide, ops::GemmPath::kWide64})
+      for (int64_t group : {int64_t{0}, int64_t{1}, int64_t{2}}) {
+        const cuda::DeviceBuffer dC = to_device(p.C0);
+        const Status st = ops::gemm_bf16_operands(path, M, N, K, p.alpha, dA.as<const uint16_t>(), p.lda,
+                                                  dB.as<const uint16_t>(), p.ldb, p.beta, dC.as<float>(), p.ldc,
+                                                  partial.as<float>(), pf, nullptr, group);
+        ASSERT_TRUE(st.ok()) << st.error().to_string();
+        EXPECT_EQ(differing(to_host<float>(dC, p.C0.size()), want), 0) << path_name(path) << ", group " << group;
+      }
+    EXPECT_EQ(over_bound(p, want, 13), 0);
+    ++cases;
+  }
+  EXPECT_EQ(cases, 7);
+  // K or N off a multiple of 8, or a misaligned operand: refused, C untouched.
+  const Problem p = random_problem(false, false, 16, 12, 40, 1.0f, 0.0f, 3, 0, 0);
+  std::vector<uint16_t> a16(p.A.size() + 8), b16(p.B.size() + 8);
+  const cuda::DeviceBuffer dA = to_device(a16), dB = to_device(b16), dC = to_device(p.C0);
+  const size_t pf = ops::gemm_partial_floats(16, 16, 40);
+  const cuda::DeviceBuffer partial = poisoned(std::max<size_t>(pf, 1));
+  for (auto [N, K, shift] : {std::tuple<int64_t, int64_t, int>{12, 40, 0}, {16, 36, 0}, {16, 40, 1}}) {
+    const Status st = ops::gemm_bf16_operands(ops::GemmPath::kAuto, 16, N, K, 1.0f, dA.as<const uint16_t>() + shift, K,
+                                              dB.as<const uint16_t>(), N, 0.0f, dC.as<float>(), p.ldc,
+                                              partial.as<float>(), pf, nullptr);
+    ASSERT_FALSE(st.ok()) << "N=" << N << " K=" << K << " shift=" << shift;
+    EXPECT_EQ(st.error().code, ErrorCode::kInvalidArgument);
+  }
+  EXPECT_EQ(differing(to_host<float>(dC, p.C0.size()), p.C0), 0);
 }
 
 TEST(GpuCodecGemmWide, WideTilesRefuseF32) {

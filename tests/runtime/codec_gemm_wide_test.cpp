@@ -8,6 +8,7 @@
 // and chunk groups; and the policy picks the wide tiles for the codec's large products.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -296,6 +297,94 @@ TEST(CodecGemmWide, EachQuadHasItsOwnRingSlot) {
   expect_ring_partition<GemmWide, true, true>();
   expect_ring_partition<GemmWide64, false, true>();
   expect_ring_partition<GemmWide64, true, false>();
+}
+
+// gemm_bf16_operands' staging: every thread's chunks of a stage, copied as cp.async would, leave
+// the buffer holding A's and B's tiles exactly as stored (zero past M, N and the group's k), each
+// 16 bytes written once and the padding untouched, for inner and edge blocks and stages.
+template <class T>
+void expect_wide16_stage() {
+  using S = WideStage<T, false, false>;
+  const int64_t M = T::BM + 2, N = T::BN + 8, K = 1032;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> bits16(0, 0xfffe);
+  std::vector<uint16_t> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N));
+  for (uint16_t& x : A) x = static_cast<uint16_t>(bits16(rng));
+  for (uint16_t& x : B) x = static_cast<uint16_t>(bits16(rng));
+  GemmArgs g;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.A16 = A.data();
+  g.lda = K;
+  g.B16 = B.data();
+  g.ldb = N;
+  int checked = 0;
+  for (int64_t m0 : {int64_t{0}, int64_t{T::BM}})
+    for (int64_t n0 : {int64_t{0}, int64_t{T::BN}})
+      for (int64_t k0 : {int64_t{0}, int64_t{1024}}) {
+        std::vector<uint16_t> st(static_cast<size_t>(S::elems), 0xdeadu);
+        std::vector<int> writes(static_cast<size_t>(S::elems / 8), 0);
+        auto copy = [&](uint16_t* dst, const uint16_t* src, int bytes, int src_bytes) {
+          ASSERT_EQ(bytes, 16);
+          ASSERT_TRUE(src_bytes == 0 || src_bytes == 16);
+          ASSERT_EQ((dst - st.data()) % 8, 0) << "16-byte aligned destination";
+          if (src_bytes) {
+            const bool in_a = src >= A.data() && src < A.data() + A.size();
+            ASSERT_EQ((src - (in_a ? A.data() : B.data())) % 8, 0) << "16-byte aligned source";
+          }
+          ++writes[static_cast<size_t>((dst - st.data()) / 8)];
+          for (int e = 0; e < 8; ++e) dst[e] = src_bytes ? src[e] : 0;
+        };
+        for (int tid = 0; tid < T::kThreads; ++tid) {
+          for (int q = 0; q < Wide16Stage<T>::a_chunks; ++q) wide16_copy<T>(g, false, m0, n0, k0, K, tid, q, st.data(), copy);
+          for (int q = 0; q < Wide16Stage<T>::b_chunks; ++q) wide16_copy<T>(g, true, m0, n0, k0, K, tid, q, st.data(), copy);
+        }
+        for (int r = 0; r < T::BM; ++r)
+          for (int k = 0; k < S::a_ld; ++k) {
+            const uint16_t got = st[static_cast<size_t>(r * S::a_ld + k)];
+            if (k >= T::BK) {
+              ASSERT_EQ(got, 0xdeadu);
+              continue;
+            }
+            const bool in = m0 + r < M && k0 + k < K;
+            ASSERT_EQ(got, in ? A[static_cast<size_t>((m0 + r) * K + k0 + k)] : 0) << "A " << r << ", " << k;
+            ++checked;
+          }
+        for (int k = 0; k < T::BK; ++k)
+          for (int n = 0; n < S::b_ld; ++n) {
+            const uint16_t got = st[static_cast<size_t>(S::a_elems + k * S::b_ld + n)];
+            if (n >= T::BN) {
+              ASSERT_EQ(got, 0xdeadu);
+              continue;
+            }
+            const bool in = k0 + k < K && n0 + n < N;
+            ASSERT_EQ(got, in ? B[static_cast<size_t>((k0 + k) * N + n0 + n)] : 0) << "B " << k << ", " << n;
+            ++checked;
+          }
+        int tile_slots = 0;
+        for (int w : writes) {
+          ASSERT_LE(w, 1);
+          tile_slots += w;
+        }
+        EXPECT_EQ(tile_slots * 8, T::BM * T::BK + T::BK * T::BN);
+      }
+  EXPECT_EQ(checked, 8 * (T::BM * T::BK + T::BK * T::BN));
+}
+
+TEST(CodecGemmWide, Bf16OperandChunksFillTheStageAsStored) {
+  expect_wide16_stage<GemmWide>();
+  expect_wide16_stage<GemmWide64>();
+}
+
+// What gemm_bf16_operands takes: the wide tiles' products with K and N multiples of 8.
+TEST(CodecGemmWide, Bf16OperandsTakeTheWideProductsOfWholeChunks) {
+  EXPECT_TRUE(gemm_bf16_operands_fit(96, 245760, 672, 132));
+  EXPECT_TRUE(gemm_bf16_operands_fit(768, 4096, 5376, 132));
+  EXPECT_FALSE(gemm_bf16_operands_fit(768, 4100, 5376, 132));  // N off a multiple of 8
+  EXPECT_FALSE(gemm_bf16_operands_fit(768, 4096, 5372, 132));  // K likewise
+  EXPECT_FALSE(gemm_bf16_operands_fit(768, 32, 5376, 132));    // a thin product
+  EXPECT_FALSE(gemm_bf16_operands_fit(1, 245760, 672, 132));   // one row: thin
 }
 
 // Ragged edges against the tile in M and N, K within a chunk and not a multiple of the stage

@@ -90,6 +90,7 @@ void im2col_by_windows(const Im2col& a, int64_t width) {
       }
 }
 
+// Also as bf16 columns (Im2col::col16): the same values rounded to bf16 as core/dtype.h rounds.
 TEST(CodecStreamKernels, Im2colOfEveryStreamEqualsOnePassOverItsSequence) {
   for (bool time_major : {false, true}) {
     std::mt19937 rng(time_major ? 3 : 4);
@@ -101,7 +102,7 @@ TEST(CodecStreamKernels, Im2colOfEveryStreamEqualsOnePassOverItsSequence) {
     const Snake sn{alpha.data(), inv_beta.data()};
     auto act = [&](size_t b, int64_t c, int64_t t) { return snake_at(seq[b][c * T + t], alpha[c], inv_beta[c]); };
     Histories hist(3, static_cast<size_t>(cin * H), 5);
-    int64_t checked = 0, wrong = 0, step = 0;
+    int64_t checked = 0, wrong = 0, step = 0, checked16 = 0, wrong16 = 0;
     for_each_step([&](const std::vector<size_t>& streams, int64_t n, const std::vector<int64_t>& pos) {
       const int64_t S = static_cast<int64_t>(streams.size()), N = S * n;
       std::vector<float> x(static_cast<size_t>(cin * N));
@@ -139,11 +140,25 @@ TEST(CodecStreamKernels, Im2colOfEveryStreamEqualsOnePassOverItsSequence) {
                 wrong += col[static_cast<size_t>((c * K + k) * N + j * n + t)] != want;
                 ++checked;
               }
+        if (width != widths[0]) continue;
+        // With col16 the same columns go there rounded to bf16, and col is left alone.
+        std::vector<uint16_t> col16(col.size(), 0xffffu);
+        std::vector<float> untouched(col.size(), NAN);
+        a.col16 = col16.data();
+        a.col = untouched.data();
+        im2col_by_windows(a, width);
+        a.col16 = nullptr;
+        for (size_t i = 0; i < col.size(); ++i) {
+          wrong16 += col16[i] != f32_to_bf16(col[i]) || !std::isnan(untouched[i]);
+          ++checked16;
+        }
       }
       hist.flip(streams);
     });
     EXPECT_EQ(wrong, 0) << "time_major " << time_major;
     EXPECT_GT(checked, 1000);
+    EXPECT_EQ(wrong16, 0) << "time_major " << time_major;
+    EXPECT_GT(checked16, 1000);
   }
 }
 

@@ -54,6 +54,7 @@ Result<CudaDecoder> load_cuda_codec(const std::string&, CodecPrecision) { return
 #include <cstring>
 #include <filesystem>
 
+#include "core/dtype.h"
 #include "io/safetensors.h"
 #include "models/codec/decoder.h"
 #include "models/codec/decoder_model_cuda.h"
@@ -102,6 +103,18 @@ class Builder {
     return std::vector<float>(t.f32(), t.f32() + t.numel());
   }
   Result<const float*> tensor(const std::string& name) { return upload(host(name)); }
+  // The tensor rounded to bf16 (as cvt.rn on the device would), for codec_ops::gemm_bf16_operands.
+  Result<const uint16_t*> tensor_bf16(const std::string& name) {
+    const std::vector<float> v = host(name);
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+    CHORUS_ASSIGN(auto buf, cuda::DeviceBuffer::alloc(h.size() * sizeof(uint16_t)));
+    CHORUS_CUDA_TRY(cudaMemcpy(buf.data(), h.data(), h.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
+    m_.weight_bytes += buf.bytes();
+    const uint16_t* p = buf.as<const uint16_t>();
+    m_.owned.push_back(std::move(buf));
+    return p;
+  }
   Result<Snake> snake(const std::string& name) {
     std::vector<float> a = host(name + ".alpha"), b = host(name + ".beta");
     for (float& x : a) x = std::exp(x);
@@ -118,6 +131,9 @@ class Builder {
     c.kernel = kernel;
     c.dilation = dilation;
     CHORUS_ASSIGN(c.w, tensor(name + ".weight"));
+    if (m_.precision == CodecPrecision::kBf16 && kernel > 1) {
+      CHORUS_ASSIGN(c.w16, tensor_bf16(name + ".weight"));
+    }
     CHORUS_ASSIGN(c.b, tensor(name + ".bias"));
     c.hist = take(static_cast<size_t>(cin * c.history()));
     return c;

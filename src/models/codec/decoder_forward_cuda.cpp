@@ -104,9 +104,12 @@ ops::StreamHist hist(const Ctx& c, size_t offset) {
 // element-wise op). `pre`: SnakeBeta applied to the input first.
 Status conv(const Ctx& c, const DevConv& cv, const float* x, int64_t xcs, int64_t xts, int64_t steps, Snake pre,
             float* y) {
-  const int64_t N = c.streams * steps;
+  const int64_t N = c.streams * steps, K = cv.cin * cv.kernel;
   const float* in = x;
   int64_t ld = xcs;
+  // Many columns with bf16 products: the columns written as bf16 and multiplied as they are (the
+  // same bits as rounding them in the GEMM, half the bytes).
+  const bool bf16_columns = cv.w16 && ops::gemm_takes_bf16_operands(cv.cout, N, K);
   if (cv.kernel > 1 || pre.alpha || xts != 1) {
     ops::Im2col a;
     a.hist = hist(c, cv.hist);
@@ -120,11 +123,15 @@ Status conv(const Ctx& c, const DevConv& cv, const float* x, int64_t xcs, int64_
     a.dilation = cv.dilation;
     a.snake = pre;
     a.col = F(c.w.col);
+    if (bf16_columns) a.col16 = c.w.col.as<uint16_t>();
     CHORUS_TRY(ops::im2col_causal(a, c.st));
+    if (bf16_columns)
+      return ops::gemm_bf16_operands(ops::GemmPath::kAuto, cv.cout, N, K, 1.0f, cv.w16, K, a.col16, N, 0.0f, y, N,
+                                     F(c.w.partial), c.w.partial_floats, c.st);
     in = a.col;
     ld = N;
   }
-  return mm(c, false, false, cv.cout, N, cv.cin * cv.kernel, cv.w, cv.cin * cv.kernel, in, ld, 0.0f, y, N);
+  return mm(c, false, false, cv.cout, N, K, cv.w, K, in, ld, 0.0f, y, N);
 }
 
 // Transposed conv of channels-first x [cin, streams·steps] → y [cout, streams·steps·stride] (bias

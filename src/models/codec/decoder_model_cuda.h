@@ -28,6 +28,7 @@ using cuda::codec_ops::Snake;
 // [cin, (kernel − 1)·dilation] lives at `hist` floats into each state's history buffers.
 struct DevConv {
   const float* w = nullptr;
+  const uint16_t* w16 = nullptr;  // w rounded to bf16, for bf16 products of many columns (kernel > 1)
   const float* b = nullptr;
   int64_t cin = 0, cout = 0, kernel = 1, dilation = 1;
   size_t hist = 0;

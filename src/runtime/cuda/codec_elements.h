@@ -15,6 +15,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 #if defined(__CUDACC__)
 #define CHORUS_HD __host__ __device__ __forceinline__
 #define CHORUS_UNROLL _Pragma("unroll")
@@ -76,6 +78,17 @@ struct StreamHist {
 // x_b element (c, t) at x[c·xcs + (b·steps + t)·xts]. col [cin·kernel, streams·steps]:
 // col[(c·K + k)·N + b·steps + t] = padded_b(c, t + k·dilation); the stream's next history is the
 // last H columns of padded_b. SnakeBeta on x when snake.alpha (histories hold activated values).
+// x rounded to bf16 (nearest, ties to even: cvt.rn.bf16.f32 on the device), as its bit pattern.
+CHORUS_HD uint16_t bf16_rn_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  uint16_t r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
+  return r;
+#else
+  return ::chorus::f32_to_bf16(x);
+#endif
+}
+
 struct Im2col {
   StreamHist hist;
   const float* x = nullptr;
@@ -83,6 +96,7 @@ struct Im2col {
   int64_t cin = 0, steps = 0, streams = 0, kernel = 1, dilation = 1;
   Snake snake;
   float* col = nullptr;
+  uint16_t* col16 = nullptr;  // when set, the columns go here as bf16 (bf16_rn_bits), not to col
 };
 
 CHORUS_HD int64_t conv_history(int64_t kernel, int64_t dilation) { return (kernel - 1) * dilation; }
@@ -126,8 +140,11 @@ CHORUS_HD void im2col_window_store(const Im2col& a, int64_t w, int64_t threads, 
                                    const float* win) {
   const int64_t H = conv_history(a.kernel, a.dilation), t0 = w * threads, N = a.streams * a.steps;
   if (tid < im2col_window_own(a, w, threads)) {
-    float* out = a.col + c * a.kernel * N + b * a.steps + t0 + tid;
-    for (int64_t k = 0; k < a.kernel; ++k) out[k * N] = win[tid + k * a.dilation];
+    const int64_t at = c * a.kernel * N + b * a.steps + t0 + tid;
+    if (a.col16)
+      for (int64_t k = 0; k < a.kernel; ++k) a.col16[at + k * N] = bf16_rn_bits(win[tid + k * a.dilation]);
+    else
+      for (int64_t k = 0; k < a.kernel; ++k) a.col[at + k * N] = win[tid + k * a.dilation];
   }
   if (H > 0 && t0 + threads >= a.steps) {
     float* next = a.hist.out[b] + a.hist.offset + c * H;
@@ -322,6 +339,8 @@ struct GemmArgs {
   int64_t lda = 0;
   const float* B = nullptr;  // [K, N] (ldb) or, transposed, stored [N, K]
   int64_t ldb = 0;
+  const uint16_t* A16 = nullptr;  // gemm_bf16_operands: A [M, K] and B [K, N] as bf16 bits, in place
+  const uint16_t* B16 = nullptr;  // of A and B
   float* C = nullptr;  // [M, N] (ldc)
   int64_t ldc = 0;
   float* partial = nullptr;  // [chunks, M, N] chunk sums when group < chunks

@@ -5,7 +5,8 @@
 //     as f32 through cp.async (16 bytes where aligned, else 4) in a multi-stage pipeline, and
 //     fragments are read from shared memory and split (or rounded to bf16) in registers;
 //   - the wide tiles of codec_gemm_wide.h (bf16, the large products): each value is rounded to
-//     bf16 once, in shared memory, and fragments come by ldmatrix.
+//     bf16 once, in shared memory, and fragments come by ldmatrix; or, with operands already
+//     stored as bf16 (gemm_bf16_operands), copied straight into the fragments' buffers.
 // A block walks one group of K chunks: holding them all it adds the chunk sums itself, else it
 // writes them for a second kernel that adds them in order. The tile and the group follow the
 // problem (enough warps to fill the SMs: large tiles for large products, split K chunks and thin
@@ -93,6 +94,28 @@ __device__ __forceinline__ void split_fragment(const float (&x)[kN], uint32_t (&
   }
 }
 
+// Where a block and its warp stand: the block's tile origin in C, its chunk group's k range and
+// stage count, the warp's origin in the tile, and whether the warp lies wholly past C's edge (it
+// then only stages data for the others).
+template <class T>
+struct BlockPlace {
+  int tid, lane, warp;
+  int64_t n0, m0, k_begin = 0, k_end = 0;
+  int stages, row0 = 0, col0 = 0;
+  bool idle;
+  __device__ explicit BlockPlace(const GemmArgs& g)
+      : tid(static_cast<int>(threadIdx.x)),
+        lane(tid & 31),
+        warp(tid >> 5),
+        n0(static_cast<int64_t>(blockIdx.x) * T::BN),
+        m0(static_cast<int64_t>(blockIdx.y) * T::BM) {
+    gemm_group_k(g, blockIdx.z, k_begin, k_end);
+    stages = static_cast<int>((k_end - k_begin + T::BK - 1) / T::BK);
+    gemm_warp_origin<T>(warp, row0, col0);
+    idle = m0 + row0 >= g.M || n0 + col0 >= g.N;
+  }
+};
+
 // A warp's accumulators at the end of chunk `chunk` (gemm_end_chunk for each 16 × 8 tile of the
 // warp's tile at (m, n) of C), and its sums through the epilogue once every chunk is in.
 template <class T>
@@ -133,15 +156,7 @@ template <class T, bool TA, bool TB, GemmPrecision P>
 __global__ void __launch_bounds__(T::kThreads, kMinBlocks<T>) gemm_mma_kernel(GemmArgs g, bool vec_a, bool vec_b) {
   using S = GemmStage<T, TA, TB, P>;
   extern __shared__ __align__(16) float smem[];
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN, m0 = static_cast<int64_t>(blockIdx.y) * T::BM;
-  int64_t k_begin = 0, k_end = 0;
-  gemm_group_k(g, blockIdx.z, k_begin, k_end);
-  const int stages = static_cast<int>((k_end - k_begin + T::BK - 1) / T::BK);
-  int row0 = 0, col0 = 0;
-  gemm_warp_origin<T>(warp, row0, col0);
-  // A warp wholly past C's edge only stages data for the others.
-  const bool idle = m0 + row0 >= g.M || n0 + col0 >= g.N;
+  const BlockPlace<T> at(g);
 
   float acc[T::MT][T::NT][4], sum[T::MT][T::NT][4];
   warp_zero<T>(acc, sum);
@@ -149,22 +164,22 @@ __global__ void __launch_bounds__(T::kThreads, kMinBlocks<T>) gemm_mma_kernel(Ge
   AsyncCopy copy;
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < stages)
-      gemm_load_stage<T, TA, TB, P>(g, smem + s * S::floats, m0, n0, k_begin + s * T::BK, k_end, tid, vec_a, vec_b, copy);
+    if (s < at.stages)
+      gemm_load_stage<T, TA, TB, P>(g, smem + s * S::floats, at.m0, at.n0, at.k_begin + s * T::BK, at.k_end, at.tid, vec_a, vec_b, copy);
     cp_async_commit();
   }
-  for (int it = 0; it < stages; ++it) {
+  for (int it = 0; it < at.stages; ++it) {
     cp_async_wait<T::kStages - 2>();
     __syncthreads();
     const int next = it + T::kStages - 1;
-    if (next < stages)
-      gemm_load_stage<T, TA, TB, P>(g, smem + (next % T::kStages) * S::floats, m0, n0, k_begin + next * T::BK, k_end,
-                                 tid, vec_a, vec_b, copy);
+    if (next < at.stages)
+      gemm_load_stage<T, TA, TB, P>(g, smem + (next % T::kStages) * S::floats, at.m0, at.n0, at.k_begin + next * T::BK, at.k_end,
+                                 at.tid, vec_a, vec_b, copy);
     cp_async_commit();
-    if (idle) continue;
+    if (at.idle) continue;
     const float* st = smem + (it % T::kStages) * S::floats;
-    const int64_t k0 = k_begin + static_cast<int64_t>(it) * T::BK;
-    const int steps = gemm_stage_steps<T, P>(k0, k_end);
+    const int64_t k0 = at.k_begin + static_cast<int64_t>(it) * T::BK;
+    const int steps = gemm_stage_steps<T, P>(k0, at.k_end);
     if constexpr (P == GemmPrecision::kBf16) {
 #pragma unroll
       for (int ks = 0; ks < T::BK / 16; ++ks) {
@@ -173,14 +188,14 @@ __global__ void __launch_bounds__(T::kThreads, kMinBlocks<T>) gemm_mma_kernel(Ge
 #pragma unroll
         for (int j = 0; j < T::NT; ++j) {
           float v[4];
-          gemm_frag_b16<T, TA, TB>(st, lane, col0 + j * 8, ks * 16, v);
+          gemm_frag_b16<T, TA, TB>(st, at.lane, at.col0 + j * 8, ks * 16, v);
           pack_fragment<2>(v, b[j]);
         }
 #pragma unroll
         for (int i = 0; i < T::MT; ++i) {
           float v[8];
           uint32_t a[4];
-          gemm_frag_a16<T, TA, TB>(st, lane, row0 + i * 16, ks * 16, v);
+          gemm_frag_a16<T, TA, TB>(st, at.lane, at.row0 + i * 16, ks * 16, v);
           pack_fragment<4>(v, a);
 #pragma unroll
           for (int j = 0; j < T::NT; ++j) mma_bf16(acc[i][j], a, b[j]);
@@ -194,26 +209,26 @@ __global__ void __launch_bounds__(T::kThreads, kMinBlocks<T>) gemm_mma_kernel(Ge
 #pragma unroll
         for (int j = 0; j < T::NT; ++j) {
           float b[2];
-          gemm_frag_b<T, TA, TB>(st, lane, col0 + j * 8, ks * kGemmKStep, b);
+          gemm_frag_b<T, TA, TB>(st, at.lane, at.col0 + j * 8, ks * kGemmKStep, b);
           split_fragment(b, b_hi[j], b_lo[j]);
         }
 #pragma unroll
         for (int i = 0; i < T::MT; ++i) {
           float a[4];
           uint32_t a_hi[4], a_lo[4];
-          gemm_frag_a<T, TA, TB>(st, lane, row0 + i * 16, ks * kGemmKStep, a);
+          gemm_frag_a<T, TA, TB>(st, at.lane, at.row0 + i * 16, ks * kGemmKStep, a);
           split_fragment(a, a_hi, a_lo);
 #pragma unroll
           for (int j = 0; j < T::NT; ++j) mma_3xtf32(acc[i][j], a_hi, a_lo, b_hi[j], b_lo[j]);
         }
       }
     }
-    if (gemm_stage_ends_chunk<T>(k0, k_end))
-      warp_end_chunk<T>(g, acc, sum, m0 + row0, n0 + col0, lane, k0 / kGemmKChunk);
+    if (gemm_stage_ends_chunk<T>(k0, at.k_end))
+      warp_end_chunk<T>(g, acc, sum, at.m0 + at.row0, at.n0 + at.col0, at.lane, k0 / kGemmKChunk);
   }
   cp_async_wait<0>();
-  if (idle || !gemm_whole_k(g)) return;
-  warp_store<T>(g, sum, m0 + row0, n0 + col0, lane);
+  if (at.idle || !gemm_whole_k(g)) return;
+  warp_store<T>(g, sum, at.m0 + at.row0, at.n0 + at.col0, at.lane);
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* p) {
@@ -229,6 +244,40 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16
                : "r"(a));
 }
 
+// A warp's k-steps of one bf16 stage (WideStage layout): fragments by ldmatrix (.trans where the
+// stored rows are k), one mma per 16 × 8 tile and step.
+template <class T, bool TA, bool TB>
+__device__ __forceinline__ void wide_multiply(const uint16_t* st, int lane, int row0, int col0, int steps,
+                                              float (&acc)[T::MT][T::NT][4]) {
+#pragma unroll
+  for (int ks = 0; ks < T::BK / 16; ++ks) {
+    if (ks >= steps) break;
+    uint32_t a[T::MT][4], b[T::NT][2];
+#pragma unroll
+    for (int i = 0; i < T::MT; ++i) {
+      const uint16_t* p = st + wide_a_lane<T, TA, TB>(lane, row0 + i * 16, ks * 16);
+      if constexpr (TA)
+        ldmatrix_x4_trans(a[i], p);
+      else
+        ldmatrix_x4(a[i], p);
+    }
+#pragma unroll
+    for (int j = 0; j < T::NT; j += 2) {
+      uint32_t r[4];
+      const uint16_t* p = st + wide_b_lane<T, TA, TB>(lane, col0 + j * 8, ks * 16);
+      if constexpr (TB)
+        ldmatrix_x4(r, p);
+      else
+        ldmatrix_x4_trans(r, p);
+      b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
+    }
+#pragma unroll
+    for (int i = 0; i < T::MT; ++i)
+#pragma unroll
+      for (int j = 0; j < T::NT; ++j) mma_bf16(acc[i][j], a[i], b[j]);
+  }
+}
+
 // The wide bf16 tiles (codec_gemm_wide.h). Stage s is copied into ring slot s % kStages; at
 // iteration it the copies of stage it + kStages − 1 are issued into the slot of stage it − 1 (its
 // thread converted it before the last barrier), the warps multiply stage it from bf16 buffer
@@ -240,38 +289,31 @@ __global__ void __launch_bounds__(T::kThreads, T::MT == 4 ? 1 : 2) gemm_wide_ker
   extern __shared__ __align__(16) unsigned char wide_smem[];
   uint16_t* bufs = reinterpret_cast<uint16_t*>(wide_smem);
   float* ring = reinterpret_cast<float*>(wide_smem + S::bf16_bytes);
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN, m0 = static_cast<int64_t>(blockIdx.y) * T::BM;
-  int64_t k_begin = 0, k_end = 0;
-  gemm_group_k(g, blockIdx.z, k_begin, k_end);
-  const int stages = static_cast<int>((k_end - k_begin + T::BK - 1) / T::BK);
-  int row0 = 0, col0 = 0;
-  gemm_warp_origin<T>(warp, row0, col0);
-  const bool idle = m0 + row0 >= g.M || n0 + col0 >= g.N;
+  const BlockPlace<T> at(g);
 
   float acc[T::MT][T::NT][4], sum[T::MT][T::NT][4];
   warp_zero<T>(acc, sum);
 
   AsyncCopy copy;
   auto issue = [&](int s) {
-    const int64_t k0 = k_begin + static_cast<int64_t>(s) * T::BK;
+    const int64_t k0 = at.k_begin + static_cast<int64_t>(s) * T::BK;
     const int slot = s % T::kStages;
-    if (wide_stage_inside<T>(g, m0, n0, k0, k_end, vec_a, vec_b)) {
+    if (wide_stage_inside<T>(g, at.m0, at.n0, k0, at.k_end, vec_a, vec_b)) {
 #pragma unroll
       for (int e = 0; e < S::quads; ++e) {
         const bool b = e >= S::a_quads;
         const int q = b ? e - S::a_quads : e;
-        wide_copy_inside<T, TA, TB>(g, b, m0, n0, k0, tid, q, ring + wide_ring_at<T, TA, TB>(slot, b, tid, q), copy);
+        wide_copy_inside<T, TA, TB>(g, b, at.m0, at.n0, k0, at.tid, q, ring + wide_ring_at<T, TA, TB>(slot, b, at.tid, q), copy);
       }
       return;
     }
 #pragma unroll
     for (int q = 0; q < S::a_quads; ++q)
-      wide_copy<T, TA, TB>(g, false, m0, n0, k0, k_end, tid, q, vec_a,
-                           ring + wide_ring_at<T, TA, TB>(slot, false, tid, q), copy);
+      wide_copy<T, TA, TB>(g, false, at.m0, at.n0, k0, at.k_end, at.tid, q, vec_a,
+                           ring + wide_ring_at<T, TA, TB>(slot, false, at.tid, q), copy);
 #pragma unroll
     for (int q = 0; q < S::b_quads; ++q)
-      wide_copy<T, TA, TB>(g, true, m0, n0, k0, k_end, tid, q, vec_b, ring + wide_ring_at<T, TA, TB>(slot, true, tid, q),
+      wide_copy<T, TA, TB>(g, true, at.m0, at.n0, k0, at.k_end, at.tid, q, vec_b, ring + wide_ring_at<T, TA, TB>(slot, true, at.tid, q),
                            copy);
   };
   auto convert = [&](int s) {
@@ -281,63 +323,90 @@ __global__ void __launch_bounds__(T::kThreads, T::MT == 4 ? 1 : 2) gemm_wide_ker
     for (int e = 0; e < S::quads; ++e) {
       const bool b = e >= S::a_quads;
       const int q = b ? e - S::a_quads : e;
-      const float4 v = *reinterpret_cast<const float4*>(ring + wide_ring_at<T, TA, TB>(slot, b, tid, q));
-      *reinterpret_cast<uint2*>(buf + wide_store_at<T, TA, TB>(b, tid, q)) =
+      const float4 v = *reinterpret_cast<const float4*>(ring + wide_ring_at<T, TA, TB>(slot, b, at.tid, q));
+      *reinterpret_cast<uint2*>(buf + wide_store_at<T, TA, TB>(b, at.tid, q)) =
           make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
     }
   };
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < stages) issue(s);
+    if (s < at.stages) issue(s);
     cp_async_commit();
   }
   cp_async_wait<T::kStages - 2>();
-  if (stages > 0) convert(0);
+  if (at.stages > 0) convert(0);
   __syncthreads();
-  for (int it = 0; it < stages; ++it) {
-    if (it + T::kStages - 1 < stages) issue(it + T::kStages - 1);
+  for (int it = 0; it < at.stages; ++it) {
+    if (it + T::kStages - 1 < at.stages) issue(it + T::kStages - 1);
     cp_async_commit();
     const uint16_t* st = bufs + (it & 1) * S::elems;
-    const int64_t k0 = k_begin + static_cast<int64_t>(it) * T::BK;
-    if (!idle) {
-      const int steps = gemm_stage_steps<T, GemmPrecision::kBf16>(k0, k_end);
-#pragma unroll
-      for (int ks = 0; ks < T::BK / 16; ++ks) {
-        if (ks >= steps) break;
-        uint32_t a[T::MT][4], b[T::NT][2];
-#pragma unroll
-        for (int i = 0; i < T::MT; ++i) {
-          const uint16_t* p = st + wide_a_lane<T, TA, TB>(lane, row0 + i * 16, ks * 16);
-          if constexpr (TA)
-            ldmatrix_x4_trans(a[i], p);
-          else
-            ldmatrix_x4(a[i], p);
-        }
-#pragma unroll
-        for (int j = 0; j < T::NT; j += 2) {
-          uint32_t r[4];
-          const uint16_t* p = st + wide_b_lane<T, TA, TB>(lane, col0 + j * 8, ks * 16);
-          if constexpr (TB)
-            ldmatrix_x4(r, p);
-          else
-            ldmatrix_x4_trans(r, p);
-          b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
-        }
-#pragma unroll
-        for (int i = 0; i < T::MT; ++i)
-#pragma unroll
-          for (int j = 0; j < T::NT; ++j) mma_bf16(acc[i][j], a[i], b[j]);
-      }
-      if (gemm_stage_ends_chunk<T>(k0, k_end))
-        warp_end_chunk<T>(g, acc, sum, m0 + row0, n0 + col0, lane, k0 / kGemmKChunk);
+    const int64_t k0 = at.k_begin + static_cast<int64_t>(it) * T::BK;
+    if (!at.idle) {
+      wide_multiply<T, TA, TB>(st, at.lane, at.row0, at.col0, gemm_stage_steps<T, GemmPrecision::kBf16>(k0, at.k_end), acc);
+      if (gemm_stage_ends_chunk<T>(k0, at.k_end))
+        warp_end_chunk<T>(g, acc, sum, at.m0 + at.row0, at.n0 + at.col0, at.lane, k0 / kGemmKChunk);
     }
     cp_async_wait<T::kStages - 2>();
-    if (it + 1 < stages) convert(it + 1);
+    if (it + 1 < at.stages) convert(it + 1);
     __syncthreads();
   }
   cp_async_wait<0>();
-  if (idle || !gemm_whole_k(g)) return;
-  warp_store<T>(g, sum, m0 + row0, n0 + col0, lane);
+  if (at.idle || !gemm_whole_k(g)) return;
+  warp_store<T>(g, sum, at.m0 + at.row0, at.n0 + at.col0, at.lane);
+}
+
+// cp.async of 16 bytes with a source size (zero-filled past it), bf16 values.
+struct AsyncCopy16 {
+  __device__ void operator()(uint16_t* dst, const uint16_t* src, int bytes, int src_bytes) const {
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    (void)bytes;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+  }
+};
+
+// The wide tiles on bf16 operands (gemm_bf16_operands): stage it sits in buffer it % kStages; at
+// iteration it the copies of stage it + kStages − 1 go into the buffer that iteration it − 1 read
+// (every warp is past it: the barrier).
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, T::MT == 4 ? 1 : 2) gemm_wide16_kernel(GemmArgs g) {
+  using S = WideStage<T, false, false>;
+  using W = Wide16Stage<T>;
+  extern __shared__ __align__(16) unsigned char wide_smem[];
+  uint16_t* bufs = reinterpret_cast<uint16_t*>(wide_smem);
+  const BlockPlace<T> at(g);
+
+  float acc[T::MT][T::NT][4], sum[T::MT][T::NT][4];
+  warp_zero<T>(acc, sum);
+
+  AsyncCopy16 copy;
+  auto issue = [&](int s) {
+    const int64_t k0 = at.k_begin + static_cast<int64_t>(s) * T::BK;
+    uint16_t* st = bufs + (s % T::kStages) * S::elems;
+#pragma unroll
+    for (int q = 0; q < W::a_chunks; ++q) wide16_copy<T>(g, false, at.m0, at.n0, k0, at.k_end, at.tid, q, st, copy);
+#pragma unroll
+    for (int q = 0; q < W::b_chunks; ++q) wide16_copy<T>(g, true, at.m0, at.n0, k0, at.k_end, at.tid, q, st, copy);
+  };
+#pragma unroll
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    if (s < at.stages) issue(s);
+    cp_async_commit();
+  }
+  for (int it = 0; it < at.stages; ++it) {
+    cp_async_wait<T::kStages - 2>();
+    __syncthreads();
+    if (it + T::kStages - 1 < at.stages) issue(it + T::kStages - 1);
+    cp_async_commit();
+    if (at.idle) continue;
+    const int64_t k0 = at.k_begin + static_cast<int64_t>(it) * T::BK;
+    wide_multiply<T, false, false>(bufs + (it % T::kStages) * S::elems, at.lane, at.row0, at.col0,
+                                   gemm_stage_steps<T, GemmPrecision::kBf16>(k0, at.k_end), acc);
+    if (gemm_stage_ends_chunk<T>(k0, at.k_end))
+      warp_end_chunk<T>(g, acc, sum, at.m0 + at.row0, at.n0 + at.col0, at.lane, k0 / kGemmKChunk);
+  }
+  cp_async_wait<0>();
+  if (at.idle || !gemm_whole_k(g)) return;
+  warp_store<T>(g, sum, at.m0 + at.row0, at.n0 + at.col0, at.lane);
 }
 
 __global__ void gemm_reduce_kernel(GemmArgs g) {
@@ -401,6 +470,32 @@ Status launch_wide_tiles(bool ta, bool tb, const GemmArgs& g, cudaStream_t s) {
   return launch_wide<T, false, false>(grid, g, va, vb, s);
 }
 
+template <class T>
+Status launch_wide16(const GemmArgs& g, cudaStream_t s) {
+  const int64_t bx = (g.N + T::BN - 1) / T::BN, by = (g.M + T::BM - 1) / T::BM, bz = gemm_groups(g);
+  if (bx > 0x7fffffffLL || by > 65535 || bz > 65535)
+    return make_error(ErrorCode::kOutOfRange, "codec gemm: matrix too large for one launch");
+  constexpr size_t bytes = Wide16Stage<T>::smem_bytes;
+  if constexpr (bytes > 48 * 1024) {
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(gemm_wide16_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    CHORUS_TRY(check(attr, "codec gemm: shared memory"));
+  }
+  const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(by), static_cast<unsigned>(bz));
+  gemm_wide16_kernel<T><<<grid, T::kThreads, bytes, s>>>(g);
+  return check(cudaGetLastError(), "codec gemm");
+}
+
+// The chunk sums of a launch that spread them over blocks, added in order (nothing otherwise).
+Status reduce_chunks(const GemmArgs& g, cudaStream_t s) {
+  if (gemm_whole_k(g)) return ok_status();
+  const int64_t total = g.M * g.N;
+  if ((total + 255) / 256 > 0x7fffffffLL)
+    return make_error(ErrorCode::kOutOfRange, "codec gemm: matrix too large for one reduce launch");
+  gemm_reduce_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, s>>>(g);
+  return check(cudaGetLastError(), "codec gemm reduce");
+}
+
 }  // namespace
 
 size_t gemm_partial_floats(int64_t M, int64_t N, int64_t K) { return static_cast<size_t>(gemm_partial_bound(M, N, K)); }
@@ -410,6 +505,54 @@ Status gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float a
             cudaStream_t s, GemmPrecision precision) {
   return gemm_on_path(GemmPath::kAuto, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, partial,
                       partial_floats, s, 0, precision);
+}
+
+bool gemm_takes_bf16_operands(int64_t M, int64_t N, int64_t K) {
+  return gemm_bf16_operands_fit(M, N, K, sm_count());
+}
+
+Status gemm_bf16_operands(GemmPath path, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
+                          const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc, float* partial,
+                          size_t partial_floats, cudaStream_t s, int64_t group) {
+  if (M < 0 || N < 0 || K < 0 || group < 0)
+    return make_error(ErrorCode::kInvalidArgument, "codec gemm: negative dimension or chunk group");
+  if (M == 0 || N == 0) return ok_status();
+  auto aligned = [](const uint16_t* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  if (K % 8 != 0 || N % 8 != 0 || lda % 8 != 0 || ldb % 8 != 0 || lda < K || ldb < N || !aligned(A) || !aligned(B))
+    return make_error(ErrorCode::kInvalidArgument,
+                      "codec gemm on bf16 operands: K, N and the leading dimensions must be multiples of 8 and the "
+                      "operands 16-byte aligned");
+  GemmArgs g;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.A16 = A;
+  g.lda = lda;
+  g.B16 = B;
+  g.ldb = ldb;
+  g.C = C;
+  g.ldc = ldc;
+  g.chunks = gemm_chunks(K);
+  g.precision = GemmPrecision::kBf16;
+  GemmTile tile = GemmTile::kWide64;
+  if (path == GemmPath::kWide)
+    tile = GemmTile::kWide;
+  else if (path == GemmPath::kAuto && gemm_auto_tile_bf16(M, N, g.chunks, sm_count()) == GemmTile::kWide)
+    tile = GemmTile::kWide;
+  else if (path != GemmPath::kAuto && path != GemmPath::kWide64)
+    return make_error(ErrorCode::kInvalidArgument, "codec gemm on bf16 operands: the wide tiles only");
+  g.group = group == 0 ? gemm_group(tile, M, N, g.chunks, sm_count()) : (group < g.chunks ? group : g.chunks);
+  if (!gemm_whole_k(g)) {
+    const size_t need = static_cast<size_t>(g.chunks * M * N);
+    if (!partial || partial_floats < need)
+      return make_error(ErrorCode::kInternal, "codec gemm: split-K scratch too small (" + std::to_string(partial_floats) +
+                                                  " floats, " + std::to_string(need) + " needed)");
+    g.partial = partial;
+  }
+  CHORUS_TRY(tile == GemmTile::kWide ? launch_wide16<GemmWide>(g, s) : launch_wide16<GemmWide64>(g, s));
+  return reduce_chunks(g, s);
 }
 
 Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -496,12 +639,7 @@ Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_
       CHORUS_TRY(launch_wide_tiles<GemmWide64>(trans_a, trans_b, g, s));
       break;
   }
-  if (gemm_whole_k(g)) return ok_status();
-  const int64_t total = M * N;
-  if ((total + 255) / 256 > 0x7fffffffLL)
-    return make_error(ErrorCode::kOutOfRange, "codec gemm: matrix too large for one reduce launch");
-  gemm_reduce_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, s>>>(g);
-  return check(cudaGetLastError(), "codec gemm reduce");
+  return reduce_chunks(g, s);
 }
 
 }  // namespace chorus::cuda::codec_ops

@@ -172,6 +172,51 @@ CHORUS_HD int wide_b_lane(int lane, int col0, int kk) {
   return S::a_elems + (kk + r + 8 * (j & 1)) * S::b_ld + col0 + 8 * (j >> 1);
 }
 
+// ---- bf16 operands in global memory (gemm_bf16_operands) ----------------------------------------
+// A [M, K] and B [K, N] stored as bf16, neither transposed: no rounding pass, so each thread copies
+// 16-byte chunks of 8 values straight into the stage's buffer (the layout of WideStage<T, false,
+// false>), kStages buffers in flight. K, N and the leading dimensions are multiples of 8 and the
+// operands 16-byte aligned (the caller checks), so a chunk lies wholly inside or wholly outside.
+
+template <class T>
+struct Wide16Stage {
+  using S = WideStage<T, false, false>;
+  static constexpr int a_chunks = T::BM * T::BK / 8 / T::kThreads, b_chunks = T::BK * T::BN / 8 / T::kThreads;
+  static constexpr size_t smem_bytes = static_cast<size_t>(T::kStages) * S::elems * sizeof(uint16_t);
+  static_assert(a_chunks * 8 * T::kThreads == T::BM * T::BK && b_chunks * 8 * T::kThreads == T::BK * T::BN,
+                "every thread copies whole chunks");
+  static_assert(S::elems % 8 == 0 && smem_bytes <= 227 * 1024, "buffers on 16 bytes, within one block's share");
+};
+
+// Chunk q of thread tid in a tile of INNER-wide rows: its row and first column.
+template <int INNER, int THREADS>
+CHORUS_HD void wide16_chunk(int tid, int q, int& row, int& col) {
+  const int e = tid + q * THREADS;
+  row = e / (INNER / 8);
+  col = e % (INNER / 8) * 8;
+}
+
+// Thread tid's chunk q of A (b = false) or B of the stage at k0 (of a group ending at k_end) for
+// the block at (m0, n0), into `stage` (one buffer): copy(dst, src, 16, 16), or (dst, A16 or B16,
+// 16, 0) to zero-fill a chunk outside the operand.
+template <class T, class Copy>
+CHORUS_HD void wide16_copy(const GemmArgs& g, bool b, int64_t m0, int64_t n0, int64_t k0, int64_t k_end, int tid, int q,
+                           uint16_t* stage, Copy& copy) {
+  using S = WideStage<T, false, false>;
+  int o = 0, i = 0;
+  if (!b) {
+    wide16_chunk<T::BK, T::kThreads>(tid, q, o, i);
+    const int64_t m = m0 + o, k = k0 + i;
+    const bool in = m < g.M && k < k_end;
+    copy(stage + o * S::a_ld + i, in ? g.A16 + m * g.lda + k : g.A16, 16, in ? 16 : 0);
+  } else {
+    wide16_chunk<T::BN, T::kThreads>(tid, q, o, i);
+    const int64_t k = k0 + o, n = n0 + i;
+    const bool in = k < k_end && n < g.N;
+    copy(stage + S::a_elems + o * S::b_ld + i, in ? g.B16 + k * g.ldb + n : g.B16, 16, in ? 16 : 0);
+  }
+}
+
 // ---- launch policy for bf16 -----------------------------------------------------------------
 
 // The bf16 tile by size: thin for few rows or columns (as f32); 128 × 128 when its tiles give
@@ -186,6 +231,13 @@ inline GemmTile gemm_auto_tile_bf16(int64_t M, int64_t N, int64_t chunks, int64_
   const int64_t z = gemm_may_split(M, N, chunks) ? chunks : 1;
   if (gemm_launch_warps(GemmTile::kWide64, M, N) * z >= gemm_target_warps(sms)) return GemmTile::kWide64;
   return gemm_auto_tile(M, N, chunks, sms);
+}
+
+// Whether gemm_bf16_operands takes a product: the bf16 policy puts it on a wide tile, and its
+// sizes allow whole 16-byte chunks (A [M, K] and B [K, N] unpadded).
+inline bool gemm_bf16_operands_fit(int64_t M, int64_t N, int64_t K, int64_t sms) {
+  const GemmTile t = gemm_auto_tile_bf16(M, N, gemm_chunks(K), sms);
+  return (t == GemmTile::kWide || t == GemmTile::kWide64) && K % 8 == 0 && N % 8 == 0 && K > 0;
 }
 
 }  // namespace chorus::cuda::codec_ops

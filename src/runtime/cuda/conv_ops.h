@@ -47,8 +47,21 @@ Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_
                     float* partial, size_t partial_floats, cudaStream_t s, int64_t group = 0,
                     GemmPrecision precision = GemmPrecision::kF32);
 
+// gemm with bf16 operands already rounded and stored as bf16 bits (bf16_rn_bits): C = alpha·A·B +
+// beta·C, A [M, K] (lda) and B [K, N] (ldb) neither transposed, on the wide tiles (path kAuto,
+// kWide or kWide64; `group` as gemm_on_path's). The same bits as gemm(kBf16) on the f32 values
+// they were rounded from, at half the bytes and without the rounding pass. K, N and the leading
+// dimensions must be multiples of 8 and A and B 16-byte aligned (kInvalidArgument otherwise).
+// gemm_takes_bf16_operands: whether a product of these sizes belongs there (gemm's bf16 policy
+// picks a wide tile for it, and K and N are multiples of 8).
+bool gemm_takes_bf16_operands(int64_t M, int64_t N, int64_t K);
+Status gemm_bf16_operands(GemmPath path, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
+                          const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc, float* partial,
+                          size_t partial_floats, cudaStream_t s, int64_t group = 0);
+
 // Batched streaming convolutions (codec_elements.h has the semantics and layouts): im2col of a
-// causal stride-1 conv, a depthwise causal conv, the output stage of a transposed conv.
+// causal stride-1 conv (its columns as f32, or as bf16 with Im2col::col16), a depthwise causal
+// conv, the output stage of a transposed conv.
 Status im2col_causal(const Im2col& a, cudaStream_t s);
 Status depthwise_causal(const Depthwise& a, cudaStream_t s);
 Status transposed_conv_output(const TconvOut& a, cudaStream_t s);
