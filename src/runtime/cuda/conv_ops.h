@@ -1,8 +1,9 @@
 // CUDA kernels of the speech-codec decoder (models/codec/decoder_cuda.h): streaming causal
 // convolutions, transposed convolutions, SnakeBeta, the decoder transformer's sliding-window
 // attention over per-stream ring-buffer KV caches, a batch-invariant GEMM, and the small
-// row/column ops around them. Everything is f32 (weights too) and asynchronous on the given
-// stream; nothing synchronises with the host.
+// row/column ops around them. Everything is f32 (weights too), but for the bf16 columns and
+// weights of gemm_bf16_operands, and asynchronous on the given stream; nothing synchronises with
+// the host.
 //
 // Every kernel works on a batch of streams stepped together (codec_elements.h: stream b owns
 // columns [b·steps, (b+1)·steps) of channels-first data and rows [b·n, (b+1)·n) of time-major
