@@ -280,7 +280,7 @@ CHORUS_HD void rope_store_element(const RopeStore& a, int64_t idx) {
 
 // ---- batch-invariant GEMM on tensor cores (3xTF32) ----------------------------------------------
 // Row-major C[M, N] = alpha·op(A)[M, K]·op(B)[K, N] + beta·C. The arithmetic of one element
-// c(m, n), the same in every kernel (codec_gemm.cu, codec_gemm_tiles.h):
+// c(m, n), the same in every kernel (codec_gemm.cu, codec_gemm_wide.cu, codec_gemm_tiles.h):
 //   - K is cut into chunks of kGemmKChunk (a constant, so the cut depends on K alone);
 //   - a chunk's sum starts at +0 and takes ceil(length / 8) k-steps of kGemmKStep = 8 in
 //     ascending k, the values past the chunk's end being zero;

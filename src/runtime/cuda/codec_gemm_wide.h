@@ -1,9 +1,9 @@
-// The wide tiles of the codec GEMM's bf16 precision (codec_gemm.cu), as functions of one thread or
-// one lane, so that the CPU tests (tests/runtime/codec_gemm_wide_test.cpp) run the kernel's data
-// flow on machines without a GPU. The arithmetic of an element is codec_elements.h's bf16 contract
-// (k-steps of 16 per chunk, operands rounded to bf16 with cvt.rn), so these tiles give the same
-// bits as the other tiles; what differs is the data flow, built for products large enough to keep
-// the tensor cores busy:
+// The wide tiles of the codec GEMM's bf16 precision (codec_gemm_wide.cu), as functions of one
+// thread or one lane, so that the CPU tests (tests/runtime/codec_gemm_wide_test.cpp) run the
+// kernels' data flow on machines without a GPU. The arithmetic of an element is codec_elements.h's
+// bf16 contract (k-steps of 16 per chunk, operands rounded to bf16 with cvt.rn), so these tiles
+// give the same bits as the other tiles; what differs is the data flow, built for products large
+// enough to keep the tensor cores busy:
 //   - each thread copies its share of a stage's A and B as f32 (cp.async, 16 bytes where aligned)
 //     into its own slots of a ring of kStages stages in shared memory, so that that many stages
 //     are in flight; once a stage has arrived the thread rounds its own values to bf16 and stores
