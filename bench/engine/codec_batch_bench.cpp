@@ -95,7 +95,7 @@ Result<std::string> codec_batch_bench(const CodecBatchBenchOptions& o) {
   const int64_t Q = dec.num_quantizers(), steps = o.warmup + o.frames;
   const double frame_ms = 1000.0 * static_cast<double>(dec.samples_per_frame()) / static_cast<double>(dec.sample_rate());
   appendf(rep, "device           %s\n", dev.c_str());
-  appendf(rep, "codec            %s: %.1f MiB of f32 weights, %.2f MiB of state per stream, steps of up to %lld "
+  appendf(rep, "codec            %s: %.1f MiB of weights, %.2f MiB of state per stream, steps of up to %lld "
                "frames per batched pass\n",
           o.model.c_str(), static_cast<double>(dec.weight_bytes()) / (1 << 20),
           static_cast<double>(dec.state_bytes()) / (1 << 20), static_cast<long long>(codec::CudaDecoder::kBatchFrames));

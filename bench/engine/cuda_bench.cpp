@@ -66,7 +66,7 @@ Result<std::string> cuda_bench(const CudaBenchOptions& o, const RequestShape& sh
   appendf(rep, "single stream    %lld frames: %.3f ms per frame (wall, host included); %s\n", (long long)F,
           one.step_ms, device_split(second_ms, first_ms, second, first).c_str());
   appendf(rep, "codec            %.3f ms per frame on the GPU (wall, one frame per call; frame 0 %.3f ms; %.1f MiB of "
-               "f32 weights + one stream state %.1f MiB); %.3f ms per frame on the CPU (frame 0 %.3f ms)\n",
+               "weights + one stream state %.1f MiB); %.3f ms per frame on the CPU (frame 0 %.3f ms)\n",
           gc.mean_ms, gc.first_ms, static_cast<double>(gpu_codec.weight_bytes()) / (1024.0 * 1024.0),
           static_cast<double>(codec_bytes - gpu_codec.weight_bytes()) / (1024.0 * 1024.0), cc.mean_ms, cc.first_ms);
   appendf(rep, "real-time factor %.4f generation only (%.0fx faster than real time); %.4f with the GPU codec in series, "

@@ -3,7 +3,8 @@
 // time for any N equals one pass over the sequence (within float tolerance of the CPU decoder, the
 // reference). Exact ("full") mode only.
 //
-// One immutable CudaDecoder (f32 weights on the device, cheap to copy, shared by all streams)
+// One immutable CudaDecoder (f32 weights on the device, with bf16 copies of the convolutions'
+// when loaded with bf16 products; cheap to copy, shared by all streams)
 // serves any number of CudaDecoderStates; each state owns only its device histories (conv inputs,
 // transposed-conv overlaps, ring-buffer KV of the last window − 1 positions per layer, positions
 // continuing across calls), a few MB (state_bytes()). The scratch and the CUDA streams belong to
