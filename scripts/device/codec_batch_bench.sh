@@ -3,7 +3,7 @@
 # after `ninja -C build-cuda chorus`), or .devcarry/gpu carried: the GPU codec alone at real size,
 # one new frame per stream per step as the serving scheduler decodes, one decode() per stream versus
 # one batched decode_batch() for all streams, at 1/8/32/64/128 streams (STREAMS to change them;
-# FRAMES timed steps each). The codec is the real-size one make-tiny writes (random weights; the
+# FRAMES timed steps each; PRECISION=bf16, or f32,bf16, for the bf16 products). The codec is the real-size one make-tiny writes (random weights; the
 # cost does not depend on them). Prints the report and leaves it in $OUT/codec_batch.txt.
 set -euo pipefail
 out=${OUT:-/tmp/gpu_out}
@@ -16,4 +16,4 @@ dir=/tmp/q0.6b
 [ -d "$dir" ] || "$bin" make-tiny --variant custom_voice --dims real-0.6b --seed 1 --out "$dir" > /dev/null
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 "$bin" bench --device cuda --model "$dir" --codec-streams "${STREAMS:-1,8,32,64,128}" \
-  --codec-frames "${FRAMES:-16}" --warmup 3 | tee "$out/codec_batch.txt"
+  --codec-frames "${FRAMES:-16}" --codec-precision "${PRECISION:-f32}" --warmup 3 | tee "$out/codec_batch.txt"
