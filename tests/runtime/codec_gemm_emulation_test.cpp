@@ -404,57 +404,13 @@ std::vector<float> emulate_any(const Problem& p, bool allow_vectors, HostCopy& c
   return emulate<T, false, false, P>(p, allow_vectors, copy, group);
 }
 
-struct Shape {
-  int64_t M, N, K;
-};
-
-// Every tile shape, every transpose, both copy widths: exactly the contract's operands in the
-// contract's order (bit for bit on the model), so the product to f32 accuracy (bf16: to the
-// operands' rounding, about 2^-8, and not better, or they were not rounded). Over several chunks
-// also with one chunk and two chunks per block (the sums through the scratch and the reduce).
+// Every tile shape in both precisions (check_tile_cases); the cp.async copies all aligned.
 template <class T, GemmPrecision P>
 void check_tile_in(const char* name, const std::vector<Shape>& shapes, uint32_t seed) {
-  const bool bf16 = P == GemmPrecision::kBf16;
-  int cases = 0, split_cases = 0;
-  for (const Shape& s : shapes)
-    for (int layout = 0; layout < 4; ++layout)
-      for (bool aligned : {false, true}) {
-        const bool ta = layout & 1, tb = layout & 2;
-        // Aligned: leading dimensions padded to multiples of 4, so gemm_vector_ok allows 16-byte
-        // copies (the vectors' base is new'd memory, 16-byte aligned).
-        const int64_t wa = ta ? s.M : s.K, wb = tb ? s.K : s.N;
-        const int pad_a = static_cast<int>(aligned ? (4 - wa % 4) % 4 : (wa % 4 == 1 ? 2 : 3));
-        const int pad_b = static_cast<int>(aligned ? (4 - wb % 4) % 4 : (wb % 4 == 3 ? 2 : 1));
-        Problem p = make_problem(ta, tb, s.M, s.N, s.K, cases % 2 ? 0.5f : 0.0f, seed + static_cast<uint32_t>(cases),
-                                 pad_a, pad_b);
-        if (cases % 3 == 1) p.alpha = -0.75f;
-        SCOPED_TRACE(std::string(name) + (bf16 ? " bf16" : " f32") + " M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) +
-                     " K=" + std::to_string(s.K) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
-                     " aligned=" + std::to_string(aligned));
-        HostCopy copy;
-        const std::vector<float> C = emulate_any<T, P>(p, true, copy);
-        EXPECT_EQ(copy.misaligned, 0);
-        if (aligned && s.K > 0 && gemm_vector_ok(p.A.data(), p.lda) && gemm_vector_ok(p.B.data(), p.ldb)) {
-          EXPECT_GT(copy.vector_copies, 0);
-        }
-        if (!aligned) {
-          EXPECT_EQ(copy.vector_copies, 0);
-        }
-        EXPECT_EQ(differing_from_contract(p, C, P), 0);
-        EXPECT_LT(relative_error(p, C), bf16 ? 1.1 * std::ldexp(1.0, -7) : 1e-6);
-        if (bf16 && s.K > 0) {
-          EXPECT_GT(relative_error(p, C), 1e-5);
-        }
-        if (gemm_chunks(s.K) > 1)
-          for (int64_t group : {1, 2}) {
-            const std::vector<float> split = emulate_any<T, P>(p, true, copy, group);
-            EXPECT_EQ(differing_from_contract(p, split, P), 0) << "group " << group;
-            ++split_cases;
-          }
-        ++cases;
-      }
-  EXPECT_EQ(cases, static_cast<int>(shapes.size()) * 8);
-  EXPECT_GT(split_cases, 0);
+  check_tile_cases<HostCopy>(
+      name, P, shapes, seed,
+      [](const Problem& p, HostCopy& copy, int64_t group) { return emulate_any<T, P>(p, true, copy, group); },
+      [](const HostCopy& copy) { EXPECT_EQ(copy.misaligned, 0); });
 }
 
 template <class T>

@@ -68,8 +68,8 @@ struct Problem {
 };
 
 // `pad_a`, `pad_b`: added to the leading dimensions (a multiple of 4 keeps rows 16-byte aligned).
-inline Problem make_problem(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float beta, uint32_t seed, int pad_a = 3,
-                     int pad_b = 5) {
+inline Problem make_problem(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float beta, uint32_t seed,
+                            int pad_a = 3, int pad_b = 5) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   Problem p;
@@ -216,7 +216,7 @@ inline float contract_element(const Problem& p, int64_t m, int64_t n) {
 
 // Elements of C that differ from the contract, plus any change to the columns of ldc past N.
 inline int64_t differing_from_contract(const Problem& p, const std::vector<float>& C,
-                                GemmPrecision precision = GemmPrecision::kF32) {
+                                       GemmPrecision precision = GemmPrecision::kF32) {
   int64_t wrong = 0;
   for (int64_t m = 0; m < p.M; ++m)
     for (int64_t c = 0; c < p.ldc; ++c) {

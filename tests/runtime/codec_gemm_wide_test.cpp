@@ -225,50 +225,13 @@ std::vector<float> emulate_any(const Problem& p, bool allow_vectors, RingCopy& c
   return C;
 }
 
-struct Shape {
-  int64_t M, N, K;
-};
-
 template <class T>
 void check_tile(const char* name, const std::vector<Shape>& shapes, uint32_t seed) {
-  int cases = 0, split_cases = 0, inside_cases = 0;
-  for (const Shape& s : shapes)
-    for (int layout = 0; layout < 4; ++layout)
-      for (bool aligned : {false, true}) {
-        const bool ta = layout & 1, tb = layout & 2;
-        const int64_t wa = ta ? s.M : s.K, wb = tb ? s.K : s.N;
-        const int pad_a = static_cast<int>(aligned ? (4 - wa % 4) % 4 : (wa % 4 == 1 ? 2 : 3));
-        const int pad_b = static_cast<int>(aligned ? (4 - wb % 4) % 4 : (wb % 4 == 3 ? 2 : 1));
-        Problem p = make_problem(ta, tb, s.M, s.N, s.K, cases % 2 ? 0.5f : 0.0f, seed + static_cast<uint32_t>(cases),
-                                 pad_a, pad_b);
-        if (cases % 3 == 1) p.alpha = -0.75f;
-        SCOPED_TRACE(std::string(name) + " M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) +
-                     " K=" + std::to_string(s.K) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
-                     " aligned=" + std::to_string(aligned));
-        RingCopy copy;
-        const std::vector<float> C = emulate_any<T>(p, true, copy);
-        if (aligned && s.K > 0 && gemm_vector_ok(p.A.data(), p.lda) && gemm_vector_ok(p.B.data(), p.ldb)) {
-          EXPECT_GT(copy.vector_copies, 0);
-        }
-        if (!aligned) {
-          EXPECT_EQ(copy.vector_copies, 0);
-        }
-        inside_cases += copy.inside > 0;
-        EXPECT_EQ(differing_from_contract(p, C, GemmPrecision::kBf16), 0);
-        EXPECT_LT(relative_error(p, C), 1.1 * std::ldexp(1.0, -7));
-        if (s.K > 0) {
-          EXPECT_GT(relative_error(p, C), 1e-5);  // the operands were rounded to bf16
-        }
-        if (gemm_chunks(s.K) > 1)
-          for (int64_t group : {1, 2}) {
-            EXPECT_EQ(differing_from_contract(p, emulate_any<T>(p, true, copy, group), GemmPrecision::kBf16), 0)
-                << "group " << group;
-            ++split_cases;
-          }
-        ++cases;
-      }
-  EXPECT_EQ(cases, static_cast<int>(shapes.size()) * 8);
-  EXPECT_GT(split_cases, 0);
+  int inside_cases = 0;
+  check_tile_cases<RingCopy>(
+      name, GemmPrecision::kBf16, shapes, seed,
+      [](const Problem& p, RingCopy& copy, int64_t group) { return emulate_any<T>(p, true, copy, group); },
+      [&](const RingCopy& copy) { inside_cases += copy.inside > 0; });
   EXPECT_GT(inside_cases, 0);  // the unchecked copies of whole stages were exercised too
 }
 

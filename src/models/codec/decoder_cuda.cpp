@@ -87,12 +87,13 @@ class Builder {
  public:
   Builder(const io::Checkpoint& ckpt, CudaDecoderModel& m) : ckpt_(ckpt), m_(m) {}
 
-  Result<const float*> upload(const std::vector<float>& v) {
-    if (v.empty()) return static_cast<const float*>(nullptr);
-    CHORUS_ASSIGN(auto buf, cuda::DeviceBuffer::alloc(v.size() * sizeof(float)));
-    CHORUS_CUDA_TRY(cudaMemcpy(buf.data(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+  template <class T>
+  Result<const T*> upload(const std::vector<T>& v) {
+    if (v.empty()) return static_cast<const T*>(nullptr);
+    CHORUS_ASSIGN(auto buf, cuda::DeviceBuffer::alloc(v.size() * sizeof(T)));
+    CHORUS_CUDA_TRY(cudaMemcpy(buf.data(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
     m_.weight_bytes += buf.bytes();
-    const float* p = buf.as<const float>();
+    const T* p = buf.template as<const T>();
     m_.owned.push_back(std::move(buf));
     return p;
   }
@@ -108,12 +109,7 @@ class Builder {
     const std::vector<float> v = host(name);
     std::vector<uint16_t> h(v.size());
     for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
-    CHORUS_ASSIGN(auto buf, cuda::DeviceBuffer::alloc(h.size() * sizeof(uint16_t)));
-    CHORUS_CUDA_TRY(cudaMemcpy(buf.data(), h.data(), h.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
-    m_.weight_bytes += buf.bytes();
-    const uint16_t* p = buf.as<const uint16_t>();
-    m_.owned.push_back(std::move(buf));
-    return p;
+    return upload(h);
   }
   Result<Snake> snake(const std::string& name) {
     std::vector<float> a = host(name + ".alpha"), b = host(name + ".beta");

@@ -73,11 +73,6 @@ struct StreamHist {
   int64_t offset = 0;
 };
 
-// ---- im2col of a causal, stride-1 convolution ---------------------------------------------------
-// Per stream b: padded_b = [hist_b | act(x_b)] with hist_b [cin, H], H = (kernel − 1)·dilation, and
-// x_b element (c, t) at x[c·xcs + (b·steps + t)·xts]. col [cin·kernel, streams·steps]:
-// col[(c·K + k)·N + b·steps + t] = padded_b(c, t + k·dilation); the stream's next history is the
-// last H columns of padded_b. SnakeBeta on x when snake.alpha (histories hold activated values).
 // x rounded to bf16 (nearest, ties to even: cvt.rn.bf16.f32 on the device), as its bit pattern.
 CHORUS_HD uint16_t bf16_rn_bits(float x) {
 #if defined(__CUDA_ARCH__)
@@ -89,6 +84,11 @@ CHORUS_HD uint16_t bf16_rn_bits(float x) {
 #endif
 }
 
+// ---- im2col of a causal, stride-1 convolution ---------------------------------------------------
+// Per stream b: padded_b = [hist_b | act(x_b)] with hist_b [cin, H], H = (kernel − 1)·dilation, and
+// x_b element (c, t) at x[c·xcs + (b·steps + t)·xts]. col [cin·kernel, streams·steps]:
+// col[(c·K + k)·N + b·steps + t] = padded_b(c, t + k·dilation); the stream's next history is the
+// last H columns of padded_b. SnakeBeta on x when snake.alpha (histories hold activated values).
 struct Im2col {
   StreamHist hist;
   const float* x = nullptr;

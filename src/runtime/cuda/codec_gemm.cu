@@ -151,6 +151,21 @@ Status launch_tiles(bool ta, bool tb, const GemmArgs& g, cudaStream_t s) {
 
 namespace gemm_kernels {
 
+GemmArgs product_args(int64_t M, int64_t N, int64_t K, float alpha, float beta, float* C, int64_t ldc,
+                      GemmPrecision precision) {
+  GemmArgs g;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.C = C;
+  g.ldc = ldc;
+  g.chunks = gemm_chunks(K);
+  g.precision = precision;
+  return g;
+}
+
 Status spread_chunks(GemmArgs& g, GemmTile tile, int64_t group, float* partial, size_t partial_floats) {
   g.group = group == 0 ? gemm_group(tile, g.M, g.N, g.chunks, sm_count()) : (group < g.chunks ? group : g.chunks);
   if (gemm_whole_k(g)) return ok_status();
@@ -189,20 +204,11 @@ Status gemm_on_path(GemmPath path, bool trans_a, bool trans_b, int64_t M, int64_
   if (M < 0 || N < 0 || K < 0) return make_error(ErrorCode::kInvalidArgument, "codec gemm: negative dimension");
   if (group < 0) return make_error(ErrorCode::kInvalidArgument, "codec gemm: negative chunk group");
   if (M == 0 || N == 0) return ok_status();
-  GemmArgs g;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.alpha = alpha;
-  g.beta = beta;
+  GemmArgs g = gemm_kernels::product_args(M, N, K, alpha, beta, C, ldc, precision);
   g.A = A;
   g.lda = lda;
   g.B = B;
   g.ldb = ldb;
-  g.C = C;
-  g.ldc = ldc;
-  g.chunks = gemm_chunks(K);
-  g.precision = precision;
   GemmTile tile = GemmTile::kSmall;
   switch (path) {
     case GemmPath::kAuto:

@@ -150,6 +150,10 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16
 
 // The wide tiles' launches (codec_gemm_wide.cu) for gemm_on_path: `tile` kWide or kWide64.
 Status launch_wide_tiles(GemmTile tile, bool ta, bool tb, const GemmArgs& g, cudaStream_t s);
+// A product's arguments but for its operands (the caller's A and B, or A16 and B16, and their
+// leading dimensions): sizes, alpha, beta, C, the chunk count, the precision.
+GemmArgs product_args(int64_t M, int64_t N, int64_t K, float alpha, float beta, float* C, int64_t ldc,
+                      GemmPrecision precision);
 // g.group from `group` (0: gemm_group's choice for the tile) and, when a block holds fewer than
 // all chunks, g.partial (kInternal when the scratch is too small).
 Status spread_chunks(GemmArgs& g, GemmTile tile, int64_t group, float* partial, size_t partial_floats);

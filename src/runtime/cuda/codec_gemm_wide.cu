@@ -249,20 +249,11 @@ Status gemm_bf16_operands(GemmPath path, int64_t M, int64_t N, int64_t K, float 
     return make_error(ErrorCode::kInvalidArgument,
                       "codec gemm on bf16 operands: K, N and the leading dimensions must be multiples of 8 and the "
                       "operands 16-byte aligned");
-  GemmArgs g;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.alpha = alpha;
-  g.beta = beta;
+  GemmArgs g = gemm_kernels::product_args(M, N, K, alpha, beta, C, ldc, GemmPrecision::kBf16);
   g.A16 = A;
   g.lda = lda;
   g.B16 = B;
   g.ldb = ldb;
-  g.C = C;
-  g.ldc = ldc;
-  g.chunks = gemm_chunks(K);
-  g.precision = GemmPrecision::kBf16;
   GemmTile tile = GemmTile::kWide64;
   if (path == GemmPath::kWide)
     tile = GemmTile::kWide;
