@@ -12,6 +12,7 @@ Result<std::string> codec_batch_bench(const CodecBatchBenchOptions&) {
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "bench/engine/runs_cuda.h"
@@ -77,6 +78,18 @@ double snr_db(const std::vector<std::vector<float>>& ref, const std::vector<std:
   return diff == 0 ? INFINITY : 10.0 * std::log10(sig / diff);
 }
 
+// FNV-1a over the samples' bits: equal digests across builds or runs say the samples are the same.
+uint64_t digest(const std::vector<std::vector<float>>& pcm) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& s : pcm)
+    for (float v : s) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, sizeof bits);
+      for (int i = 0; i < 4; ++i) h = (h ^ ((bits >> (8 * i)) & 0xffu)) * 0x100000001b3ull;
+    }
+  return h;
+}
+
 }  // namespace
 
 Result<std::string> codec_batch_bench(const CodecBatchBenchOptions& o) {
@@ -133,6 +146,7 @@ Result<std::string> codec_batch_bench(const CodecBatchBenchOptions& o) {
       if (!o.batched_only) appendf(rep, ": %.1fx", ms[0] / ms[1]);
       appendf(rep, "; batched keeps %.0f streams real time", frame_ms / per_frame);
       if (!o.batched_only) appendf(rep, "; samples %s", pcm[0] == pcm[1] ? "identical" : "DIFFER");
+      appendf(rep, "; digest %016llx", static_cast<unsigned long long>(digest(pcm[1])));
       if (pi == 0) {
         first = std::move(pcm[1]);
       } else {
