@@ -131,9 +131,9 @@ struct LoadOptions {
   // its steps (cuda::LinearWorkspace::every_row_tensor; the Breeze text encoder runs per request).
   // Off, steps of up to 8 rows per layer take the matrix-vector kernels and larger ones cuBLAS,
   // whose roundings differ, and a draw near a tie can then differ from the same stream's solo run.
-  // The price, on an H200 with 0.6B static batches, the kernel against cuBLAS: a step of 10.3 / 42.6
-  // / 45.1 ms at 64 / 128 / 256 streams against 8.2 / 9.7 / 13.2 (docs/cuda.md). Quantised weights
-  // keep the matrix-vector kernels for few rows either way.
+  // The price, on an H100 with 0.6B static batches, the kernels against cuBLAS: a step of 8.7 /
+  // 13.0 / 19.1 ms at 64 / 128 / 256 streams against 8.1 / 9.8 / 13.4 (docs/cuda.md). Quantised
+  // weights keep the matrix-vector kernels for few rows either way.
   bool batch_invariant = false;
   // CUDA: each frame as two graphs (the depth walk, then the backbone step) instead of one, so the
   // model's stage times give their device times apart (`chorus bench --split-frames`); a little slower.

@@ -1,7 +1,8 @@
 // The tensor-core linear kernel (runtime/cuda/linear_tensor.cu): a row's outputs are bit for bit the
 // same whatever rows share the launch, how many, where the row sits in its tile, and whether the
-// launch spreads K's chunks over blocks (launches of up to 64 rows) or not. That is what a stream's
-// codes rest on when it joins a batch of any size (LoadOptions::batch_invariant).
+// launch spreads K's chunks over blocks (launches of up to 64 rows) or not, or stages tiles of many
+// rows through shared memory (more than 64). That is what a stream's codes rest on when it joins a
+// batch of any size (LoadOptions::batch_invariant).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,9 +26,12 @@ struct Shapes {
 // row (qkv-like store with norm and bias, residual add, SwiGLU with norm).
 std::vector<float> run_rows(cuda::LinearWorkspace& ws, int path, const std::vector<float>& x,
                             const std::vector<float>& g, const Bf16Matrix (&w)[4], const cuda::DeviceBuffer (&bias)[3],
-                            const std::vector<float>& residual, const Shapes& s, int64_t start, int64_t M, bool bf16) {
-  const int64_t K = s.K;
-  const std::vector<float> xs(x.begin() + start * K, x.begin() + (start + M) * K);
+                            const std::vector<float>& residual, const Shapes& s, int64_t start, int64_t M, bool bf16,
+                            int64_t pad = 0) {
+  const int64_t K = s.K, ldx = K + pad;
+  // pad: rows ldx = K + pad apart.
+  std::vector<float> xs(static_cast<size_t>(M * ldx), NAN);
+  for (int64_t m = 0; m < M; ++m) std::copy_n(x.begin() + (start + m) * K, K, xs.begin() + m * ldx);
   const auto dx = to_device(xs), dg = to_device(g);
   const int64_t n_store = s.N[0] + s.N[1] + s.N[2];
   auto d_store = poisoned(static_cast<size_t>(M * n_store));
@@ -37,7 +41,7 @@ std::vector<float> run_rows(cuda::LinearWorkspace& ws, int path, const std::vect
   const auto over_rows = [&] {  // what the three launches share
     cuda::LinearArgs a;
     a.x = dx.as<float>();
-    a.ldx = K;
+    a.ldx = ldx;
     a.M = M;
     a.bf16 = bf16;
     return a;
@@ -119,9 +123,14 @@ TEST(GpuLinearTensor, ARowsOutputsDoNotDependOnItsBatch) {
       // Row counts from 1 up (tiles of 8, 16 and 32 rows), starting at rows that put each row
       // elsewhere in its tile; up to 64 rows the launches spread the chunks (K > 256), past that
       // they do not.
-      for (const auto& [M, start] : {std::pair<int64_t, int64_t>{1, 7}, {3, 100}, {8, 291}, {13, 50}, {40, 0},
-                                    {64, 200}, {100, 123}, {257, 1}}) {
-        const auto part = run_rows(*ws, cuda::kLinearAuto, x, g, w, bias, residual, s, start, M, bf16);
+      // Past 64 rows the tiled kernel; pad 1: input rows that are not 16-byte aligned.
+      struct Part {
+        int64_t M, start, pad;
+      };
+      for (const Part& pt : {Part{1, 7, 0}, Part{3, 100, 0}, Part{8, 291, 0}, Part{13, 50, 0}, Part{40, 0, 0},
+                             Part{64, 200, 0}, Part{100, 123, 0}, Part{257, 1, 0}, Part{100, 150, 1}, Part{65, 3, 1}}) {
+        const int64_t M = pt.M, start = pt.start;
+        const auto part = run_rows(*ws, cuda::kLinearAuto, x, g, w, bias, residual, s, start, M, bf16, pt.pad);
         ASSERT_EQ(part.size(), per_row * M);
         for (size_t i = 0; i < part.size(); ++i) {
           const size_t at = start * per_row + i;

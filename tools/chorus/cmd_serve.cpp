@@ -141,7 +141,7 @@ chorus::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--max-queue", o->max_queue, "Requests waiting per model before 429")->capture_default_str();
   sub.add_flag("--batch-invariant", o->batch_invariant,
                "CUDA: a request gets the same codes alone or in any batch (a row-invariant tensor-core kernel "
-               "at every row count; slower: 3-4x the step time at 128+ streams). Without it, steps of up to 8 "
+               "at every row count; slower: 1.3-1.4x the step time at 128+ streams). Without it, steps of up to 8 "
                "rows per layer take the matrix-vector kernels and larger ones cuBLAS, whose roundings differ, "
                "so a draw near a tie may depend on which requests share a step");
   sub.add_option("--threads", o->threads, "HTTP I/O threads")->capture_default_str();

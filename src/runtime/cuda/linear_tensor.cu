@@ -39,6 +39,14 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
 
 __device__ __forceinline__ uint4 load16(const uint16_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 
+// One 32-k step of one accumulator: lane group t's 16 bytes of the two weight rows (wa: feature g,
+// wb: g + 8) and of the input row (b), k + 8t .. k + 8t + 7, into the two mma as the contract above
+// assigns them.
+__device__ __forceinline__ void mma_step(float (&d)[4], const uint4& wa, const uint4& wb, const uint4& b) {
+  mma(d, wa.x, wb.x, wa.y, wb.y, b.x, b.y);
+  mma(d, wa.z, wb.z, wa.w, wb.w, b.z, b.w);
+}
+
 // Which segment feature f (of the concatenated outputs) belongs to, and its row in that segment.
 __device__ __forceinline__ int segment_of(const TensorLinearArgs& p, int64_t& f) {
   int si = 0;
@@ -127,16 +135,9 @@ __global__ void __launch_bounds__(kWarps * 32) tensor_linear_kernel(TensorLinear
         if constexpr (LO2) bl2 = in ? load16(xl2[r] + k) : zero;
 #pragma unroll
         for (int j = 0; j < NW; ++j) {
-          mma(hi[j][r], wa[j].x, wb[j].x, wa[j].y, wb[j].y, bh.x, bh.y);
-          mma(hi[j][r], wa[j].z, wb[j].z, wa[j].w, wb[j].w, bh.z, bh.w);
-          if constexpr (LO) {
-            mma(lo[j][r], wa[j].x, wb[j].x, wa[j].y, wb[j].y, bl.x, bl.y);
-            mma(lo[j][r], wa[j].z, wb[j].z, wa[j].w, wb[j].w, bl.z, bl.w);
-          }
-          if constexpr (LO2) {
-            mma(lo2[j][r], wa[j].x, wb[j].x, wa[j].y, wb[j].y, bl2.x, bl2.y);
-            mma(lo2[j][r], wa[j].z, wb[j].z, wa[j].w, wb[j].w, bl2.z, bl2.w);
-          }
+          mma_step(hi[j][r], wa[j], wb[j], bh);
+          if constexpr (LO) mma_step(lo[j][r], wa[j], wb[j], bl);
+          if constexpr (LO2) mma_step(lo2[j][r], wa[j], wb[j], bl2);
         }
       }
     }
@@ -189,6 +190,224 @@ __global__ void tensor_reduce_kernel(TensorLinearArgs p, int nw, int n_chunks) {
   }
 }
 
+// ---- many rows: block tiles staged through shared memory ----
+// Launches of more than kTensorSplitRows rows: each block stages 64 features (of each of its NW
+// matrices) and 16·RT rows of the inputs through shared memory, 64 k at a time, with cp.async
+// (kTiledStages in flight), and its 8 warps (4 along the features, 2 along the rows) read their
+// fragments from there with the same 16-byte loads tensor_linear_kernel makes from global memory:
+// the same operands in the same mma slots, the same mma order in each accumulator and the same
+// chunk sums, so the same bits for every output; the operands are read from memory once per block
+// instead of once per warp.
+constexpr int kTiledStages = 3;
+constexpr int kTiledK = 64;  // k per stage: two 32-k steps
+constexpr int kTiledFeatures = 64;
+
+// bf16 element (row, k) of a stage tile of 64-k rows: 16-byte chunk k / 8, with the halves of odd
+// rows swapped, so the two rows a quarter-warp reads (g and g + 1, the same chunks) fall in
+// different banks.
+__device__ __forceinline__ int tiled_at(int row, int k) {
+  return row * kTiledK + (((k >> 3) ^ ((row & 1) << 2)) << 3) + (k & 7);
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+__device__ __forceinline__ uint4 lds16(const uint16_t* p) { return *reinterpret_cast<const uint4*>(p); }
+
+template <int RT, int NW>
+struct TiledWarp {
+  static constexpr int BR = 16 * RT;                 // rows per block
+  static constexpr int WROWS = NW * kTiledFeatures;  // weight rows of a stage
+  float hi[NW][RT][4], lo[NW][RT][4], tot[NW][RT][4];
+  int tid, wf, wr, g, t;
+  int64_t fb, rb;  // the block's first feature and row
+
+  __device__ TiledWarp() {
+    tid = static_cast<int>(threadIdx.x);
+    const int warp = tid >> 5, lane = tid & 31;
+    g = lane >> 2;
+    t = lane & 3;
+    wf = warp & 3;
+    wr = warp >> 2;
+    fb = static_cast<int64_t>(blockIdx.y) * kTiledFeatures;
+    rb = static_cast<int64_t>(blockIdx.x) * BR;
+#pragma unroll
+    for (int a = 0; a < NW; ++a)
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) hi[a][r][i] = lo[a][r][i] = tot[a][r][i] = 0.0f;
+  }
+
+  // This thread's weight copies each stage: chunk tid & 7 of weight rows tid/8 + 32i (null past
+  // the features: zero-filled).
+  static constexpr int WCOPIES = WROWS / 32;
+  __device__ void weight_rows(const TensorLinearArgs& p, const uint16_t* (&w)[WCOPIES]) const {
+#pragma unroll
+    for (int i = 0; i < WCOPIES; ++i) {
+      const int row = (tid >> 3) + 32 * i;
+      int64_t n = fb + row % kTiledFeatures;
+      w[i] = nullptr;
+      if (n < p.features) {
+        const int si = NW == 2 ? row / kTiledFeatures : segment_of(p, n);
+        w[i] = p.seg[si].w + n * p.K;
+      }
+    }
+  }
+  __device__ void copy_weights(const TensorLinearArgs& p, const uint16_t* const (&w)[WCOPIES], uint16_t* st,
+                               int64_t k0) const {
+    const int c = tid & 7;
+    const int64_t k = k0 + 8 * c;
+#pragma unroll
+    for (int i = 0; i < WCOPIES; ++i) {
+      const bool ok = k < p.K && w[i];  // K is a multiple of 8: a chunk is wholly inside or outside
+      cp_async16(st + tiled_at((tid >> 3) + 32 * i, 8 * c), ok ? w[i] + k : p.seg[0].w, ok);
+    }
+  }
+
+  // The mma of one stage (w: its weight tile, xh / xl: its input parts, BR rows), its 32-k steps up
+  // to K as tensor_linear_kernel's, then the chunk's end when a chunk ends with the stage.
+  template <bool LO>
+  __device__ void stage(const uint16_t* w, const uint16_t* xh, const uint16_t* xl, int s, int n_stages, int64_t K) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (static_cast<int64_t>(s) * kTiledK + 32 * h >= K) break;
+      const int k = 32 * h + 8 * t;
+      uint4 wa[NW], wb[NW];
+#pragma unroll
+      for (int a = 0; a < NW; ++a) {
+        const int row = a * kTiledFeatures + wf * 16 + g;
+        wa[a] = lds16(w + tiled_at(row, k));
+        wb[a] = lds16(w + tiled_at(row + 8, k));
+      }
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        const int row = wr * 8 * RT + 8 * r + g;
+        const uint4 bh = lds16(xh + tiled_at(row, k));
+        uint4 bl = make_uint4(0, 0, 0, 0);
+        if constexpr (LO) bl = lds16(xl + tiled_at(row, k));
+#pragma unroll
+        for (int a = 0; a < NW; ++a) {
+          mma_step(hi[a][r], wa[a], wb[a], bh);
+          if constexpr (LO) mma_step(lo[a][r], wa[a], wb[a], bl);
+        }
+      }
+    }
+    constexpr int kStagesPerChunk = static_cast<int>(kTensorChunk / kTiledK);
+    if ((s + 1) % kStagesPerChunk != 0 && s + 1 != n_stages) return;
+    const bool first = s < kStagesPerChunk;
+#pragma unroll
+    for (int a = 0; a < NW; ++a)
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float v = LO ? hi[a][r][i] + lo[a][r][i] : hi[a][r][i];
+          tot[a][r][i] = first ? v : tot[a][r][i] + v;
+          hi[a][r][i] = lo[a][r][i] = 0.0f;
+        }
+  }
+
+  // c[i] of a 16 × 8 tile: feature g + 8·(i >> 1), row 2t + (i & 1).
+  __device__ void emit_all(const TensorLinearArgs& p) const {
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t f = fb + wf * 16 + g + 8 * (i >> 1);
+        const int64_t m = rb + wr * 8 * RT + 8 * r + 2 * t + (i & 1);
+        if (f < p.features && m < p.M) emit(p, m, f, tot[0][r][i], tot[NW - 1][r][i]);
+      }
+  }
+};
+
+template <int RT, int NW, bool LO>
+constexpr size_t tiled_smem_bytes() {
+  return static_cast<size_t>(kTiledStages) * (NW * kTiledFeatures + (LO ? 2 : 1) * 16 * RT) * kTiledK * sizeof(uint16_t);
+}
+
+// The inputs already split (p.xhi, p.xlo).
+template <int RT, int NW, bool LO>
+__global__ void __launch_bounds__(256, 2) tensor_tiled_kernel(TensorLinearArgs p) {
+  using W = TiledWarp<RT, NW>;
+  constexpr int STAGE = (W::WROWS + (LO ? 2 : 1) * W::BR) * kTiledK;
+  extern __shared__ __align__(16) uint16_t smem[];
+  W w;
+  const uint16_t* wsrc[W::WCOPIES];
+  w.weight_rows(p, wsrc);
+  // This thread's input copies: chunk tid & 7 of rows tid/8 + 32i (−1 past the block or M).
+  constexpr int XCOPIES = (W::BR + 31) / 32;
+  int64_t xoff[XCOPIES];
+#pragma unroll
+  for (int i = 0; i < XCOPIES; ++i) {
+    const int row = (w.tid >> 3) + 32 * i;
+    xoff[i] = row < W::BR && w.rb + row < p.M ? (w.rb + row) * p.K : -1;
+  }
+  const int n_stages = static_cast<int>((p.K + kTiledK - 1) / kTiledK);
+  auto issue = [&](int s) {
+    uint16_t* st = smem + (s % kTiledStages) * STAGE;
+    const int64_t k0 = static_cast<int64_t>(s) * kTiledK;
+    w.copy_weights(p, wsrc, st, k0);
+    const int c = w.tid & 7;
+    const int64_t k = k0 + 8 * c;
+#pragma unroll
+    for (int i = 0; i < XCOPIES; ++i) {
+      const int row = (w.tid >> 3) + 32 * i;
+      if (row >= W::BR) continue;
+      const bool ok = k < p.K && xoff[i] >= 0;
+      const int64_t off = ok ? xoff[i] + k : 0;
+      cp_async16(st + (W::WROWS * kTiledK) + tiled_at(row, 8 * c), p.xhi + off, ok);
+      if constexpr (LO) cp_async16(st + (W::WROWS + W::BR) * kTiledK + tiled_at(row, 8 * c), p.xlo + off, ok);
+    }
+  };
+  dev::pdl_wait();
+#pragma unroll
+  for (int s = 0; s < kTiledStages - 1; ++s) {
+    if (s < n_stages) issue(s);
+    cp_async_commit();
+  }
+  for (int s = 0; s < n_stages; ++s) {
+    cp_async_wait<kTiledStages - 2>();
+    __syncthreads();
+    if (s + kTiledStages - 1 < n_stages) issue(s + kTiledStages - 1);
+    cp_async_commit();
+    const uint16_t* st = smem + (s % kTiledStages) * STAGE;
+    w.template stage<LO>(st, st + W::WROWS * kTiledK, st + (W::WROWS + W::BR) * kTiledK, s, n_stages, p.K);
+  }
+  cp_async_wait<0>();
+  w.emit_all(p);
+}
+
+template <int RT, int NW, bool LO>
+cudaError_t launch_tiled(const TensorLinearArgs& p, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((p.M + 16 * RT - 1) / (16 * RT)),
+                  static_cast<unsigned>((p.features + kTiledFeatures - 1) / kTiledFeatures));
+  constexpr size_t bytes = tiled_smem_bytes<RT, NW, LO>();
+  static const cudaError_t attr = cudaFuncSetAttribute(tensor_tiled_kernel<RT, NW, LO>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (attr != cudaSuccess) return attr;
+  return launch(tensor_tiled_kernel<RT, NW, LO>, grid, dim3(256), bytes, s, p);
+}
+
+// Rows per block: the most (fewest reloads of the weights) that still give every SM a block; two
+// matrices (SwiGLU) hold twice the accumulators, so at most 32.
+template <int NW, bool LO>
+cudaError_t launch_tiled_rows(const TensorLinearArgs& p, cudaStream_t s) {
+  const int64_t fblocks = (p.features + kTiledFeatures - 1) / kTiledFeatures, sms = sm_count();
+  const auto blocks = [&](int64_t rows) { return (p.M + rows - 1) / rows * fblocks; };
+  if constexpr (NW == 1)
+    if (blocks(64) >= sms) return launch_tiled<4, NW, LO>(p, s);
+  if (blocks(32) >= sms) return launch_tiled<2, NW, LO>(p, s);
+  return launch_tiled<1, NW, LO>(p, s);
+}
+
 template <int NR, int NW, bool LO, bool LO2 = false>
 cudaError_t launch_rows(const TensorLinearArgs& p, bool split, int n_chunks, cudaStream_t s) {
   const dim3 block(kWarps * 32);
@@ -232,6 +451,10 @@ cudaError_t tensor_linear(const TensorLinearArgs& p, int64_t partial_floats, cud
   const int64_t warps = (p.features + 15) / 16 * ((p.M + 8 * nr - 1) / (8 * nr));
   const bool split = n_chunks > 1 && p.M <= kTensorSplitRows && warps < 4 * sm_count() && p.partial &&
                      p.M * n_chunks * nw * p.features <= partial_floats;
+  if (!p.xlo2 && p.M > kTensorSplitRows) {
+    if (nw == 2) return p.lo_zero ? launch_tiled_rows<2, false>(p, s) : launch_tiled_rows<2, true>(p, s);
+    return p.lo_zero ? launch_tiled_rows<1, false>(p, s) : launch_tiled_rows<1, true>(p, s);
+  }
   if (p.xlo2) {  // at most 8 rows: one row tile
     if (nw == 2) return launch_rows<1, 2, true, true>(p, split, n_chunks, s);
     return launch_rows<1, 1, true, true>(p, split, n_chunks, s);
