@@ -1,10 +1,10 @@
 // The GPU codec's batched streaming kernels (runtime/cuda/codec_elements.h) run on the CPU, one
 // call of the per-element function per thread: im2col of a causal conv, the depthwise conv, the
-// transposed conv's output stage and the rope / ring store. Streams start at different points (a
-// solo prefix of a different length each, then steps of all of them together, some shorter and
-// some longer than the history), and after every step each stream's values must be those of one
-// pass over its whole sequence, computed here from the definitions; ring stores must land in the
-// stream's own ring rows and nowhere else.
+// transposed conv's output stage, the per-channel op and the rope / ring store. Streams start at
+// different points (a solo prefix of a different length each, then steps of all of them together,
+// some shorter and some longer than the history), and after every step each stream's values must
+// be those of one pass over its whole sequence, computed here from the definitions; ring stores
+// must land in the stream's own ring rows and nowhere else.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -304,6 +304,52 @@ TEST(CodecStreamKernels, RopeStoreWritesEachStreamsOwnRingRows) {
   EXPECT_EQ(wrong, 0);
   // Each stream: n rows of k and of v in the chosen layer, nothing else.
   EXPECT_EQ(written, 3 * n * 2 * kvd);
+}
+
+// The per-channel op, from its definition: bias, SnakeBeta, residual and clamp on a strided [C, T]
+// view; with y16 the same values rounded to bf16 as core/dtype.h rounds them, and y left alone.
+TEST(CodecStreamKernels, ChannelOpFollowsItsDefinitionInF32AndBf16) {
+  std::mt19937 rng(11);
+  const int64_t C = 5, T = 37;
+  const std::vector<float> x = random_vec(rng, static_cast<size_t>(C * T), -4.0f, 4.0f);
+  const std::vector<float> bias = random_vec(rng, C), res = random_vec(rng, static_cast<size_t>(C * T));
+  const std::vector<float> alpha = random_vec(rng, C, 0.5f, 1.5f), inv_beta = random_vec(rng, C, 0.2f, 1.0f);
+  int64_t checked = 0, wrong = 0, clamped = 0;
+  for (bool time_major : {false, true})
+    for (bool clamp : {false, true}) {
+      ChannelOp op;
+      op.x = x.data();
+      op.xcs = time_major ? 1 : T;
+      op.xts = time_major ? C : 1;
+      op.ycs = T;  // out channels-first whatever the input's layout
+      op.yts = 1;
+      op.channels = C;
+      op.steps = T;
+      op.bias = bias.data();
+      op.snake = Snake{alpha.data(), inv_beta.data()};
+      op.residual = res.data();
+      op.clamp = clamp;
+      std::vector<float> y(static_cast<size_t>(C * T), NAN), y_after16(y.size(), NAN);
+      std::vector<uint16_t> y16(y.size(), 0xffffu);
+      op.y = y.data();
+      for (int64_t i = 0; i < C * T; ++i) channel_element(op, i);
+      op.y = y_after16.data();
+      op.y16 = y16.data();
+      for (int64_t i = 0; i < C * T; ++i) channel_element(op, i);
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t t = 0; t < T; ++t) {
+          float v = x[static_cast<size_t>(c * op.xcs + t * op.xts)] + bias[c];
+          v = snake_at(v, alpha[c], inv_beta[c]) + res[static_cast<size_t>(c * T + t)];
+          if (clamp) v = std::min(1.0f, std::max(-1.0f, v));
+          clamped += clamp && std::fabs(v) == 1.0f;
+          const size_t at = static_cast<size_t>(c * T + t);
+          wrong += y[at] != v || y16[at] != f32_to_bf16(v) || !std::isnan(y_after16[at]);
+          ++checked;
+        }
+    }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(checked, 4 * C * T);
+  EXPECT_GT(clamped, 10);  // the clamp was exercised
 }
 
 TEST(CodecStreamKernels, AttentionWindowStartsAtTheWindowOrZero) {

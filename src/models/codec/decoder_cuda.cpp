@@ -104,11 +104,13 @@ class Builder {
     return std::vector<float>(t.f32(), t.f32() + t.numel());
   }
   Result<const float*> tensor(const std::string& name) { return upload(host(name)); }
-  // The tensor rounded to bf16 (as cvt.rn on the device would), for codec_ops::gemm_bf16_operands.
-  Result<const uint16_t*> tensor_bf16(const std::string& name) {
+  // The tensor rounded to bf16 (as cvt.rn on the device would), for codec_ops::gemm_bf16_operands;
+  // with `rows` > 0, the [rows, cols] matrix stored transposed ([cols, rows]).
+  Result<const uint16_t*> tensor_bf16(const std::string& name, int64_t rows = 0) {
     const std::vector<float> v = host(name);
     std::vector<uint16_t> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+    const size_t r = rows > 0 ? static_cast<size_t>(rows) : 1, cols = v.size() / r;
+    for (size_t i = 0; i < v.size(); ++i) h[rows > 0 ? i % cols * r + i / cols : i] = f32_to_bf16(v[i]);
     return upload(h);
   }
   Result<Snake> snake(const std::string& name) {
@@ -127,7 +129,7 @@ class Builder {
     c.kernel = kernel;
     c.dilation = dilation;
     CHORUS_ASSIGN(c.w, tensor(name + ".weight"));
-    if (m_.precision == CodecPrecision::kBf16 && kernel > 1) {
+    if (m_.precision == CodecPrecision::kBf16) {
       CHORUS_ASSIGN(c.w16, tensor_bf16(name + ".weight"));
     }
     CHORUS_ASSIGN(c.b, tensor(name + ".bias"));
@@ -143,6 +145,9 @@ class Builder {
     c.kernel = kernel;
     c.stride = stride;
     CHORUS_ASSIGN(c.w, tensor(name + ".weight"));
+    if (m_.precision == CodecPrecision::kBf16) {
+      CHORUS_ASSIGN(c.w16t, tensor_bf16(name + ".weight", cin));
+    }
     CHORUS_ASSIGN(c.b, tensor(name + ".bias"));
     c.hist = take(kernel > stride ? static_cast<size_t>(cout * kernel) : 0);
     return c;

@@ -99,17 +99,30 @@ ops::StreamHist hist(const Ctx& c, size_t offset) {
   return ops::StreamHist{c.arrays.hist_in, c.arrays.hist_out, static_cast<int64_t>(offset)};
 }
 
+// Where the channel op before a 1×1 conv or a transposed conv writes its output as bf16 for
+// gemm_bf16_operands (the same bits as rounding it in the GEMM, half the bytes): the column
+// buffer, free between the convolutions; null where the product stays on f32 inputs (f32 products,
+// or sizes gemm_takes_bf16_operands refuses).
+uint16_t* bf16_input(const Ctx& c, const uint16_t* w16, int64_t M, int64_t N, int64_t K) {
+  return w16 && ops::gemm_takes_bf16_operands(M, N, K) ? c.w.col.as<uint16_t>() : nullptr;
+}
+
 // Causal conv of channels-first x [cin, streams·steps] (element (c, col) at x[c·xcs + col·xts]) →
 // y [cout, streams·steps] without its bias (the caller adds it, usually fused into the next
-// element-wise op). `pre`: SnakeBeta applied to the input first.
+// element-wise op). `pre`: SnakeBeta applied to the input first. x16: a 1×1 conv's input already
+// as bf16 [cin, streams·steps] (from bf16_input), in place of x.
 Status conv(const Ctx& c, const DevConv& cv, const float* x, int64_t xcs, int64_t xts, int64_t steps, Snake pre,
-            float* y) {
+            float* y, const uint16_t* x16 = nullptr) {
   const int64_t N = c.streams * steps, K = cv.cin * cv.kernel;
+  if (x16 && (cv.kernel != 1 || pre.alpha || xts != 1))
+    return make_error(ErrorCode::kInternal, "codec conv: bf16 inputs are for plain 1×1 convs");
+  if (x16)
+    return ops::gemm_bf16_operands(ops::GemmPath::kAuto, cv.cout, N, K, 1.0f, cv.w16, K, x16, N, 0.0f, y, N,
+                                   F(c.w.partial), c.w.partial_floats, c.st);
   const float* in = x;
   int64_t ld = xcs;
-  // Many columns with bf16 products: the columns written as bf16 and multiplied as they are (the
-  // same bits as rounding them in the GEMM, half the bytes).
-  const bool bf16_columns = cv.w16 && ops::gemm_takes_bf16_operands(cv.cout, N, K);
+  // Many columns with bf16 products: the columns written as bf16 and multiplied as they are.
+  const bool bf16_columns = cv.kernel > 1 && cv.w16 && ops::gemm_takes_bf16_operands(cv.cout, N, K);
   if (cv.kernel > 1 || pre.alpha || xts != 1) {
     ops::Im2col a;
     a.hist = hist(c, cv.hist);
@@ -135,10 +148,15 @@ Status conv(const Ctx& c, const DevConv& cv, const float* x, int64_t xcs, int64_
 }
 
 // Transposed conv of channels-first x [cin, streams·steps] → y [cout, streams·steps·stride] (bias
-// included).
-Status conv_t(const Ctx& c, const DevConvT& cv, const float* x, int64_t steps, float* y) {
+// included). x16: x already as bf16 (from bf16_input), in place of x.
+Status conv_t(const Ctx& c, const DevConvT& cv, const float* x, int64_t steps, float* y,
+              const uint16_t* x16 = nullptr) {
   const int64_t rows = cv.cout * cv.kernel, N = c.streams * steps;
-  CHORUS_TRY(mm(c, true, false, rows, N, cv.cin, cv.w, rows, x, N, 0.0f, F(c.w.z), N));
+  if (x16)
+    CHORUS_TRY(ops::gemm_bf16_operands(ops::GemmPath::kAuto, rows, N, cv.cin, 1.0f, cv.w16t, cv.cin, x16, N, 0.0f,
+                                       F(c.w.z), N, F(c.w.partial), c.w.partial_floats, c.st));
+  else
+    CHORUS_TRY(mm(c, true, false, rows, N, cv.cin, cv.w, rows, x, N, 0.0f, F(c.w.z), N));
   ops::TconvOut a;
   if (cv.kernel > cv.stride) a.hist = hist(c, cv.hist);
   a.z = F(c.w.z);
@@ -269,9 +287,10 @@ Status vocoder(const Ctx& c, float* x, int64_t n, const std::array<float*, Batch
     sn.steps = cols;
     sn.bias = pending_bias;
     sn.snake = b.act;
+    sn.y16 = bf16_input(c, b.up.w16t, b.up.cout * b.up.kernel, cols, b.up.cin);
     CHORUS_TRY(ops::channel_op(sn, c.st));
     pending_bias = nullptr;
-    CHORUS_TRY(conv_t(c, b.up, act, steps, up));
+    CHORUS_TRY(conv_t(c, b.up, act, steps, up, sn.y16));
     a = up;
     ch = b.up.cout;
     steps *= b.up.stride;
@@ -286,8 +305,10 @@ Status vocoder(const Ctx& c, float* x, int64_t n, const std::array<float*, Batch
       op.steps = ucols;
       op.bias = u.conv1.b;
       op.snake = u.act2;
+      op.y16 = bf16_input(c, u.conv2.w16, u.conv2.cout, ucols, u.conv2.cin);
       CHORUS_TRY(ops::channel_op(op, c.st));
-      CHORUS_TRY(conv(c, u.conv2, c1, ucols, 1, steps, Snake{}, c2));
+      CHORUS_TRY(conv(c, u.conv2, c1, ucols, 1, steps, Snake{}, c2, op.y16));
+      op.y16 = nullptr;
       op.x = c2;
       op.y = a;
       op.bias = u.conv2.b;

@@ -28,7 +28,7 @@ using cuda::codec_ops::Snake;
 // [cin, (kernel − 1)·dilation] lives at `hist` floats into each state's history buffers.
 struct DevConv {
   const float* w = nullptr;
-  const uint16_t* w16 = nullptr;  // w rounded to bf16, for bf16 products of many columns (kernel > 1)
+  const uint16_t* w16 = nullptr;  // w rounded to bf16 (bf16 products): codec_ops::gemm_bf16_operands' A
   const float* b = nullptr;
   int64_t cin = 0, cout = 0, kernel = 1, dilation = 1;
   size_t hist = 0;
@@ -39,6 +39,7 @@ struct DevConv {
 // input column of Wᵀ·x ([cout·kernel]) lives at `hist`.
 struct DevConvT {
   const float* w = nullptr;
+  const uint16_t* w16t = nullptr;  // Wᵀ [cout·kernel, cin] rounded to bf16 (bf16 products), as w16
   const float* b = nullptr;
   int64_t cin = 0, cout = 0, kernel = 1, stride = 1;
   size_t hist = 0;

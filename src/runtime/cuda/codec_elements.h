@@ -220,6 +220,36 @@ CHORUS_HD void tconv_element(const TconvOut& a, int64_t i) {
   }
 }
 
+// ---- per-channel element-wise op on [C, T] data ----------------------------------------------------
+// x(c, t) at x[c·xcs + t·xts], y likewise: v = x + bias[c] (when bias), then SnakeBeta (when
+// snake.alpha), then v += residual (when set, channels-first [C, T]), then clamp to [−1, 1] (when
+// clamp; NaN stays NaN). With y16 the result goes there as bf16 (bf16_rn_bits, y's layout) and y is
+// not written: the input of a product with bf16 operands (gemm_bf16_operands), the same bits as
+// rounding the f32 value in the GEMM.
+struct ChannelOp {
+  const float* x = nullptr;
+  int64_t xcs = 0, xts = 0;
+  float* y = nullptr;
+  uint16_t* y16 = nullptr;
+  int64_t ycs = 0, yts = 0;
+  int64_t channels = 0, steps = 0;
+  const float* bias = nullptr;
+  Snake snake;
+  const float* residual = nullptr;
+  bool clamp = false;
+};
+
+CHORUS_HD void channel_element(const ChannelOp& op, int64_t i) {
+  const int64_t c = i / op.steps, t = i % op.steps;
+  float v = op.x[c * op.xcs + t * op.xts];
+  if (op.bias) v += op.bias[c];
+  if (op.snake.alpha) v = snake_at(v, op.snake.alpha[c], op.snake.inv_beta[c]);
+  if (op.residual) v += op.residual[i];
+  if (op.clamp) v = v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v);
+  if (op.y16) op.y16[c * op.ycs + t * op.yts] = bf16_rn_bits(v);
+  else op.y[c * op.ycs + t * op.yts] = v;
+}
+
 // ---- the decoder transformer's attention ring, per stream ----------------------------------------
 // Stream b keeps every layer's keys and values in one buffer base[b]: [layer][k|v][capacity[b]][kv_dim],
 // position p in row p mod capacity[b]; its rows of this step are at positions pos0[b] + i.

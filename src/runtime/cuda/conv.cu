@@ -39,14 +39,7 @@ __global__ void transposed_output_kernel(TconvOut a, int64_t total) {
 
 __global__ void channel_op_kernel(ChannelOp op) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= op.channels * op.steps) return;
-  const int64_t c = i / op.steps, t = i % op.steps;
-  float v = op.x[c * op.xcs + t * op.xts];
-  if (op.bias) v += op.bias[c];
-  if (op.snake.alpha) v = snake_at(v, op.snake.alpha[c], op.snake.inv_beta[c]);
-  if (op.residual) v += op.residual[i];
-  if (op.clamp) v = v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v);
-  op.y[c * op.ycs + t * op.yts] = v;
+  if (i < op.channels * op.steps) channel_element(op, i);
 }
 
 Status launched(const char* what) { return check(cudaGetLastError(), what); }

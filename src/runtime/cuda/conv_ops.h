@@ -67,20 +67,8 @@ Status im2col_causal(const Im2col& a, cudaStream_t s);
 Status depthwise_causal(const Depthwise& a, cudaStream_t s);
 Status transposed_conv_output(const TconvOut& a, cudaStream_t s);
 
-// Per-channel element-wise op on [C, T] data, x(c, t) at x[c·xcs + t·xts], y likewise:
-//   v = x + bias[c] (when bias), then SnakeBeta (when snake.alpha), then v += residual (when set,
-//   channels-first [C, T]), then clamp to [−1, 1] (when clamp; NaN stays NaN).
-struct ChannelOp {
-  const float* x = nullptr;
-  int64_t xcs = 0, xts = 0;
-  float* y = nullptr;
-  int64_t ycs = 0, yts = 0;
-  int64_t channels = 0, steps = 0;
-  const float* bias = nullptr;
-  Snake snake;
-  const float* residual = nullptr;
-  bool clamp = false;
-};
+// The per-channel element-wise op of codec_elements.h (ChannelOp: bias, SnakeBeta, residual, clamp;
+// f32 or bf16 out).
 Status channel_op(const ChannelOp& op, cudaStream_t s);
 
 // ---- decoder transformer and latent stages (time-major rows [T, C] unless stated) ---------------
