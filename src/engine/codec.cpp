@@ -1,5 +1,7 @@
 #include "engine/codec.h"
 
+#include <mutex>
+
 #include "models/codec/codec_folder.h"
 #include "models/codec/decoder_cuda.h"
 
@@ -9,7 +11,7 @@ namespace {
 
 // One stream of either decoder: both stream with the same calls.
 template <class Decoder, class State>
-class DecoderStream final : public CodecStream {
+class DecoderStream : public CodecStream {
  public:
   using StateType = State;
   DecoderStream(const Decoder* d, State s) : d_(d), s_(std::move(s)) {}
@@ -70,6 +72,29 @@ class CpuCodec final : public Codec {
 
 using GpuStream = DecoderStream<codec::CudaDecoder, codec::CudaDecoderState>;
 
+// Decoder states of ended streams, kept for the next streams: a state is ~6 MiB of device memory at
+// real size, and a cudaFree per ended request would wait for the whole device (the generator's
+// frame in flight included) on the scheduler's thread. At most kKeptStates are kept.
+struct KeptStates {
+  static constexpr size_t kKeptStates = 64;
+  std::mutex mu;
+  std::vector<codec::CudaDecoderState> states;
+};
+
+// A GPU stream whose state goes back to the kept states when it ends.
+class KeptGpuStream final : public GpuStream {
+ public:
+  KeptGpuStream(const codec::CudaDecoder* d, codec::CudaDecoderState s, std::shared_ptr<KeptStates> kept)
+      : GpuStream(d, std::move(s)), kept_(std::move(kept)) {}
+  ~KeptGpuStream() override {
+    std::lock_guard<std::mutex> lock(kept_->mu);
+    if (kept_->states.size() < KeptStates::kKeptStates) kept_->states.push_back(std::move(state()));
+  }
+
+ private:
+  std::shared_ptr<KeptStates> kept_;
+};
+
 class GpuCodec final : public Codec {
  public:
   explicit GpuCodec(codec::CudaDecoder d) : d_(std::move(d)) {}
@@ -81,10 +106,26 @@ class GpuCodec final : public Codec {
   Result<std::unique_ptr<CodecStream>> new_stream(codec::DecodeMode mode) const override {
     if (mode != codec::DecodeMode::kExact)
       return make_error(ErrorCode::kUnsupported, "the GPU codec decodes in the exact (full) mode only");
-    CHORUS_ASSIGN(codec::CudaDecoderState s, d_.new_state());
-    return std::unique_ptr<CodecStream>(new GpuStream(&d_, std::move(s)));
+    codec::CudaDecoderState s;
+    {
+      std::lock_guard<std::mutex> lock(kept_->mu);
+      if (!kept_->states.empty()) {
+        s = std::move(kept_->states.back());
+        kept_->states.pop_back();
+      }
+    }
+    if (s.valid()) {
+      CHORUS_TRY(d_.reset(s));  // a fresh stream again: histories zeroed, positions back to 0
+    } else {
+      CHORUS_ASSIGN(s, d_.new_state());
+    }
+    return std::unique_ptr<CodecStream>(new KeptGpuStream(&d_, std::move(s), kept_));
   }
   bool on_gpu() const override { return true; }
+  size_t kept_states() const override {
+    std::lock_guard<std::mutex> lock(kept_->mu);
+    return kept_->states.size();
+  }
   std::vector<Status> decode_streams(std::span<CodecStream* const> streams, std::span<const int32_t* const> codes,
                                      std::span<const int64_t> frames,
                                      std::span<std::vector<float>* const> outs) const override {
@@ -107,6 +148,7 @@ class GpuCodec final : public Codec {
 
  private:
   codec::CudaDecoder d_;
+  std::shared_ptr<KeptStates> kept_ = std::make_shared<KeptStates>();
 };
 
 }  // namespace

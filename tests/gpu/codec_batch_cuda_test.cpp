@@ -340,7 +340,8 @@ TEST(GpuCodecBatchCapacity, MoreStreamsThanOneStepHolds) {
 }
 
 // The Synthesizer on the GPU decodes each step's frames of all requests in one batched pass; each
-// request's audio must be the offline decode of its own codes.
+// request's audio must be the offline decode of its own codes. A second wave of requests runs on
+// the decoder states the first wave's streams left (reset for reuse), with the same check.
 TEST(GpuCodecBatchEngine, SynthesizerAudioIsTheOfflineDecodeOfEachRequestsCodes) {
   REQUIRE_GPU();
   const std::string dir = test::reference_path("qwen3_tts/models/tiny_custom_voice");
@@ -350,49 +351,56 @@ TEST(GpuCodecBatchEngine, SynthesizerAudioIsTheOfflineDecodeOfEachRequestsCodes)
   ASSERT_TRUE(model.ok()) << model.error().to_string();
   ASSERT_TRUE((*model)->has_codec() && (*model)->codec().on_gpu());
   engine::Synthesizer synth(*model);
+  auto offline = codec::load_cuda_codec(dir);
+  ASSERT_TRUE(offline.ok()) << offline.error().to_string();
+  const int64_t Q = offline->num_quantizers();
   constexpr int kRequests = 12;
   struct Got {
     std::vector<int32_t> codes;
     std::vector<float> pcm;
   };
-  std::vector<Got> got(kRequests);
-  std::vector<std::shared_ptr<engine::Synthesis>> jobs;
-  for (int i = 0; i < kRequests; ++i) {
-    engine::SynthesisRequest r = test::golden_request(*test::gen_cases()[0], false);
-    r.sampler = {};
-    r.depth_sampler = {};
-    r.sampler.greedy = false;
-    r.depth_sampler.greedy = false;
-    r.seed = 900 + static_cast<uint64_t>(i);
-    r.max_frames = r.min_frames = 8 + (i * 7) % 30;
-    Got& g = got[static_cast<size_t>(i)];
-    auto j = synth.submit(r, [&g](const engine::AudioChunk& c) {
-      g.codes.insert(g.codes.end(), c.codes, c.codes + c.frames * c.codebooks);
-      g.pcm.insert(g.pcm.end(), c.samples, c.samples + c.count);
-      return ok_status();
-    });
-    ASSERT_TRUE(j.ok()) << j.error().to_string();
-    jobs.push_back(*j);
-    std::this_thread::sleep_for(std::chrono::milliseconds(3 * (i % 4)));
-  }
-  auto offline = codec::load_cuda_codec(dir);
-  ASSERT_TRUE(offline.ok()) << offline.error().to_string();
-  const int64_t Q = offline->num_quantizers();
-  for (int i = 0; i < kRequests; ++i) {
-    auto s = jobs[static_cast<size_t>(i)]->wait();
-    ASSERT_TRUE(s.ok()) << s.error().to_string();
-    const Got& g = got[static_cast<size_t>(i)];
-    const int64_t frames = static_cast<int64_t>(g.codes.size()) / Q;
-    ASSERT_EQ(frames, s->frames);
-    auto st = offline->new_state();
-    ASSERT_TRUE(st.ok());
-    std::vector<float> want;
-    ASSERT_TRUE(offline->decode(*st, g.codes.data(), frames, want).ok());
-    EXPECT_TRUE(same_bits(g.pcm, want)) << "request " << i << " (" << frames << " frames)";
-    double peak = 0;
-    for (float v : want) peak = std::max(peak, static_cast<double>(std::fabs(v)));
-    EXPECT_GT(peak, 1e-4) << "request " << i << ": silent";
-  }
+  const auto wave = [&](uint64_t seed) {
+    std::vector<Got> got(kRequests);
+    std::vector<std::shared_ptr<engine::Synthesis>> jobs;
+    for (int i = 0; i < kRequests; ++i) {
+      engine::SynthesisRequest r = test::golden_request(*test::gen_cases()[0], false);
+      r.sampler = {};
+      r.depth_sampler = {};
+      r.sampler.greedy = false;
+      r.depth_sampler.greedy = false;
+      r.seed = seed + static_cast<uint64_t>(i);
+      r.max_frames = r.min_frames = 8 + (i * 7) % 30;
+      Got& g = got[static_cast<size_t>(i)];
+      auto j = synth.submit(r, [&g](const engine::AudioChunk& c) {
+        g.codes.insert(g.codes.end(), c.codes, c.codes + c.frames * c.codebooks);
+        g.pcm.insert(g.pcm.end(), c.samples, c.samples + c.count);
+        return ok_status();
+      });
+      ASSERT_TRUE(j.ok()) << j.error().to_string();
+      jobs.push_back(*j);
+      std::this_thread::sleep_for(std::chrono::milliseconds(3 * (i % 4)));
+    }
+    for (int i = 0; i < kRequests; ++i) {
+      auto s = jobs[static_cast<size_t>(i)]->wait();
+      ASSERT_TRUE(s.ok()) << s.error().to_string();
+      const Got& g = got[static_cast<size_t>(i)];
+      const int64_t frames = static_cast<int64_t>(g.codes.size()) / Q;
+      ASSERT_EQ(frames, s->frames);
+      auto st = offline->new_state();
+      ASSERT_TRUE(st.ok());
+      std::vector<float> want;
+      ASSERT_TRUE(offline->decode(*st, g.codes.data(), frames, want).ok());
+      EXPECT_TRUE(same_bits(g.pcm, want)) << "seed " << seed << ", request " << i << " (" << frames << " frames)";
+      double peak = 0;
+      for (float v : want) peak = std::max(peak, static_cast<double>(std::fabs(v)));
+      EXPECT_GT(peak, 1e-4) << "request " << i << ": silent";
+    }
+  };
+  wave(900);
+  // Every stream of the first wave has ended and left its state for the next ones.
+  EXPECT_EQ((*model)->codec().kept_states(), static_cast<size_t>(kRequests));
+  wave(1900);
+  EXPECT_EQ((*model)->codec().kept_states(), static_cast<size_t>(kRequests));
 }
 
 }  // namespace

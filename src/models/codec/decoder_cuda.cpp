@@ -329,8 +329,11 @@ Status CudaDecoder::reset(CudaDecoderState& state) const {
   StreamHistory* s = state.impl_.get();
   if (!s || s->model != model_) return make_error(ErrorCode::kInvalidArgument, "decoder state was not made by this decoder");
   // Only the histories need zeros: ring KV rows are always written before a query can see them.
+  // As in new_state, the fills run on this thread's default stream, and only it is waited for (not
+  // the whole device: the decoder's own streams do not wait for it, and no decode of this state is
+  // running, since decode and decode_batch return after their work).
   for (auto& h : s->hist) CHORUS_CUDA_TRY(cudaMemset(h.data(), 0, h.bytes()));
-  CHORUS_CUDA_TRY(cudaDeviceSynchronize());
+  CHORUS_CUDA_TRY(cudaStreamSynchronize(nullptr));
   s->parity = 0;
   s->next_pos = s->frames = 0;
   s->finished = s->broken = false;
