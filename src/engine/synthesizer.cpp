@@ -294,11 +294,13 @@ void Synthesizer::finish(Job& j, Status status) {
   j.stats.prompt_rows = j.stream->prompt_rows();
   j.stats.audio_s = model_->info().frame_rate > 0 ? static_cast<double>(j.stats.frames) / model_->info().frame_rate : 0;
   j.stats.total_s = since(j.submitted);
+  const auto t0 = Clock::now();
   j.codec.reset();
   j.stream.reset();
-  if (j.admitted) {  // before the waiter wakes, so load() never counts a request that has ended
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    --running_count_;
+    counters_.release_s += since(t0);
+    if (j.admitted) --running_count_;  // before the waiter wakes, so load() never counts a request that has ended
   }
   Result<SynthesisStats> result = status.ok() ? Result<SynthesisStats>(j.stats) : Result<SynthesisStats>(status.error());
   {

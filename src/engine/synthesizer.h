@@ -150,11 +150,12 @@ class Synthesizer {
     double queued_audio_s = 0;  // at the waiting requests' frame limits
   };
   Load load() const;
-  // Where the scheduler's time went since the start: frame steps of the generator, and the codec's
-  // decoding (with the chunk callbacks) after each.
+  // Where the scheduler's time went since the start: frame steps of the generator, the codec's
+  // decoding (with the chunk callbacks) after each, and giving back the codec and generator state of
+  // ended requests (a GPU codec state freed waits for the whole device).
   struct Counters {
     int64_t steps = 0;
-    double generate_s = 0, decode_s = 0;
+    double generate_s = 0, decode_s = 0, release_s = 0;
   };
   Counters counters() const;
   // Seconds after which a refused request may be tried again: the time the running requests need to

@@ -145,6 +145,7 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
   if (const int64_t steps = c1.steps - c0.steps; steps > 0) {
     p.generate_ms = (c1.generate_s - c0.generate_s) * 1e3 / static_cast<double>(steps);
     p.decode_ms = (c1.decode_s - c0.decode_s) * 1e3 / static_cast<double>(steps);
+    p.release_ms = (c1.release_s - c0.release_s) * 1e3 / static_cast<double>(steps);
     p.step_ms = wall * 1e3 / static_cast<double>(steps);
   }
 

@@ -143,8 +143,9 @@ void print_point(const Point& p) {
                             " mismatches").c_str()
                          : "");
   if (p.step_ms > 0)
-    std::printf("  scheduler: a step every %.2f ms: generation %.2f ms, codec and delivery %.2f ms\n", p.step_ms,
-                p.generate_ms, p.decode_ms);
+    std::printf("  scheduler: a step every %.2f ms: generation %.2f ms, codec and delivery %.2f ms, ending requests "
+                "%.2f ms\n",
+                p.step_ms, p.generate_ms, p.decode_ms, p.release_ms);
 }
 
 nlohmann::json to_json(const Point& p) {
@@ -155,7 +156,7 @@ nlohmann::json to_json(const Point& p) {
           {"underrun_requests_pct", p.underrun_pct},
           {"late_frames_pct", p.late_frames_pct}, {"peak_rss_mib", p.rss_mib}, {"verified", p.verified},
           {"verify_mismatches", p.verify_mismatches}, {"step_ms", p.step_ms}, {"generate_ms", p.generate_ms},
-          {"decode_ms", p.decode_ms}, {"guided_requests", p.guided}};
+          {"decode_ms", p.decode_ms}, {"release_ms", p.release_ms}, {"guided_requests", p.guided}};
 }
 
 std::string guidance_problem(const ServeBenchOptions& o) {

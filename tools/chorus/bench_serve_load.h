@@ -57,7 +57,7 @@ struct Point {
   double rate = 0, duration = 0, audio_s_per_s = 0, mean_streams = 0, ttfa_p50 = 0, ttfa_p90 = 0, ttfa_p99 = 0;
   double gap_p99_ms = 0, gap_max_ms = 0, underrun_pct = 0, late_frames_pct = 0, rss_mib = 0;
   // In process only: the scheduler's mean step and its parts (0 through HTTP).
-  double step_ms = 0, generate_ms = 0, decode_ms = 0;
+  double step_ms = 0, generate_ms = 0, decode_ms = 0, release_ms = 0;
   int max_streams = 0;
   int64_t requests = 0, refused = 0, failed = 0, verified = 0, verify_mismatches = 0;
   int64_t guided = 0;  // requests with classifier-free guidance
