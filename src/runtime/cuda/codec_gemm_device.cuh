@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "runtime/cuda/device_util.cuh"
 #include "runtime/cuda/codec_gemm_tiles.h"
 
 namespace chorus::cuda::codec_ops::gemm_kernels {
@@ -18,23 +19,20 @@ namespace chorus::cuda::codec_ops::gemm_kernels {
 struct AsyncCopy {
   CHORUS_HD void operator()(float* dst, const float* src, int bytes, int src_bytes) const {
 #if defined(__CUDA_ARCH__)
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    if (bytes == 16)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
-    else
+    if (bytes == 16) {
+      dev::cp_async16(dst, src, src_bytes);
+    } else {
+      const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
       asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+    }
 #else
     (void)dst, (void)src, (void)bytes, (void)src_bytes;
 #endif
   }
 };
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
+using dev::cp_async_commit;
+using dev::cp_async_wait;
 
 // d += a·b on a 16 × 8 × 8 tile (operands as tf32 bit patterns, fragments as codec_gemm_tiles.h).
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {

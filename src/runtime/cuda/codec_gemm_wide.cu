@@ -131,9 +131,8 @@ __global__ void __launch_bounds__(T::kThreads, T::MT == 4 ? 1 : 2) gemm_wide_ker
 // cp.async of 16 bytes with a source size (zero-filled past it), bf16 values.
 struct AsyncCopy16 {
   __device__ void operator()(uint16_t* dst, const uint16_t* src, int bytes, int src_bytes) const {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     (void)bytes;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+    dev::cp_async16(dst, src, src_bytes);
   }
 };
 

@@ -1,4 +1,4 @@
-// Device-side helpers shared by the kernels: warp and block reductions, bf16 unpacking.
+// Device-side helpers shared by the kernels: cp.async, warp and block reductions, bf16 unpacking.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -7,6 +7,20 @@
 #include <cstdint>
 
 namespace chorus::cuda::dev {
+
+// ---- cp.async: copies to shared memory in flight beside the threads' work ----------------------
+// 16 bytes from global to shared memory through L2 only (.cg); the bytes past src_bytes are zero
+// (src_bytes 0: nothing is read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most kPending of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
 
 __device__ __forceinline__ float bf16_bits_to_f32(uint32_t h) { return __uint_as_float(h << 16); }
 

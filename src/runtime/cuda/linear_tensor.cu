@@ -209,16 +209,6 @@ __device__ __forceinline__ int tiled_at(int row, int k) {
   return row * kTiledK + (((k >> 3) ^ ((row & 1) << 2)) << 3) + (k & 7);
 }
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
 __device__ __forceinline__ uint4 lds16(const uint16_t* p) { return *reinterpret_cast<const uint4*>(p); }
 
 template <int RT, int NW>
@@ -268,7 +258,7 @@ struct TiledWarp {
 #pragma unroll
     for (int i = 0; i < WCOPIES; ++i) {
       const bool ok = k < p.K && w[i];  // K is a multiple of 8: a chunk is wholly inside or outside
-      cp_async16(st + tiled_at((tid >> 3) + 32 * i, 8 * c), ok ? w[i] + k : p.seg[0].w, ok);
+      dev::cp_async16(st + tiled_at((tid >> 3) + 32 * i, 8 * c), ok ? w[i] + k : p.seg[0].w, ok ? 16 : 0);
     }
   }
 
@@ -333,7 +323,7 @@ constexpr size_t tiled_smem_bytes() {
   return static_cast<size_t>(kTiledStages) * (NW * kTiledFeatures + (LO ? 2 : 1) * 16 * RT) * kTiledK * sizeof(uint16_t);
 }
 
-// The inputs already split (p.xhi, p.xlo).
+// Over the inputs split by linear.cu (p.xhi, p.xlo).
 template <int RT, int NW, bool LO>
 __global__ void __launch_bounds__(256, 2) tensor_tiled_kernel(TensorLinearArgs p) {
   using W = TiledWarp<RT, NW>;
@@ -363,25 +353,26 @@ __global__ void __launch_bounds__(256, 2) tensor_tiled_kernel(TensorLinearArgs p
       if (row >= W::BR) continue;
       const bool ok = k < p.K && xoff[i] >= 0;
       const int64_t off = ok ? xoff[i] + k : 0;
-      cp_async16(st + (W::WROWS * kTiledK) + tiled_at(row, 8 * c), p.xhi + off, ok);
-      if constexpr (LO) cp_async16(st + (W::WROWS + W::BR) * kTiledK + tiled_at(row, 8 * c), p.xlo + off, ok);
+      dev::cp_async16(st + (W::WROWS * kTiledK) + tiled_at(row, 8 * c), p.xhi + off, ok ? 16 : 0);
+      if constexpr (LO)
+        dev::cp_async16(st + (W::WROWS + W::BR) * kTiledK + tiled_at(row, 8 * c), p.xlo + off, ok ? 16 : 0);
     }
   };
   dev::pdl_wait();
 #pragma unroll
   for (int s = 0; s < kTiledStages - 1; ++s) {
     if (s < n_stages) issue(s);
-    cp_async_commit();
+    dev::cp_async_commit();
   }
   for (int s = 0; s < n_stages; ++s) {
-    cp_async_wait<kTiledStages - 2>();
+    dev::cp_async_wait<kTiledStages - 2>();
     __syncthreads();
     if (s + kTiledStages - 1 < n_stages) issue(s + kTiledStages - 1);
-    cp_async_commit();
+    dev::cp_async_commit();
     const uint16_t* st = smem + (s % kTiledStages) * STAGE;
     w.template stage<LO>(st, st + W::WROWS * kTiledK, st + (W::WROWS + W::BR) * kTiledK, s, n_stages, p.K);
   }
-  cp_async_wait<0>();
+  dev::cp_async_wait<0>();
   w.emit_all(p);
 }
 
