@@ -72,11 +72,11 @@ class CpuCodec final : public Codec {
 
 using GpuStream = DecoderStream<codec::CudaDecoder, codec::CudaDecoderState>;
 
-// Decoder states of ended streams, kept for the next streams: a state is ~6 MiB of device memory at
-// real size, and a cudaFree per ended request would wait for the whole device (the generator's
-// frame in flight included) on the scheduler's thread. At most kKeptStates are kept.
+// Decoder states of ended streams, kept for the next streams until the codec goes: a cudaFree per
+// ended request would wait for the whole device (the generator's frame in flight included) on the
+// scheduler's thread, ~14 ms each at real size. So the states (~6 MiB each) number at most the
+// most streams this codec ever had at once, and memory at that peak stays reserved for the next.
 struct KeptStates {
-  static constexpr size_t kKeptStates = 64;
   std::mutex mu;
   std::vector<codec::CudaDecoderState> states;
 };
@@ -88,7 +88,7 @@ class KeptGpuStream final : public GpuStream {
       : GpuStream(d, std::move(s)), kept_(std::move(kept)) {}
   ~KeptGpuStream() override {
     std::lock_guard<std::mutex> lock(kept_->mu);
-    if (kept_->states.size() < KeptStates::kKeptStates) kept_->states.push_back(std::move(state()));
+    kept_->states.push_back(std::move(state()));
   }
 
  private:

@@ -40,8 +40,8 @@ class Codec {
 
   // Whether the codec runs on a GPU (beside a generator that may share it).
   virtual bool on_gpu() const { return false; }
-  // Decoder states of ended streams kept for new ones (the GPU codec keeps up to 64, reset before
-  // reuse; each holds state device memory).
+  // Decoder states of ended streams kept for new ones (the GPU codec keeps every one until it is
+  // destroyed, reset before reuse; each holds state device memory).
   virtual size_t kept_states() const { return 0; }
   // Decodes codes[i] [frames[i], num_quantizers] of streams[i] (streams of this codec, each at
   // most once) and appends to *outs[i] exactly what streams[i]->decode() would append, with
