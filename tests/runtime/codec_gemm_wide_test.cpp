@@ -58,7 +58,7 @@ std::vector<uint16_t> labelled_stage(int64_t (*label)(bool, int, int)) {
   return st;
 }
 
-// A label that encodes (operand, outer, inner) in 16 bits: the tiles are at most 128 × 40.
+// A label that encodes (operand, outer, inner) in 16 bits: outer and inner stay under 128.
 int64_t label_of(bool b, int o, int i) { return (b ? 0x8000 : 0) | (o << 7) | i; }
 
 template <class T, bool TA, bool TB>
@@ -133,6 +133,8 @@ TEST(CodecGemmWide, LdmatrixDeliversTheMmaFragmentsWithoutBankConflicts) {
   expect_fragments<GemmWide, true, true>();
   expect_fragments<GemmWide64, false, false>();
   expect_fragments<GemmWide64, true, true>();
+  expect_fragments<GemmWide16, false, false>();
+  expect_fragments<GemmWide16x64, false, false>();
 }
 
 // cp.async on the host: copies src_bytes and zero-fills the rest of `bytes`. Counts 16-byte
@@ -336,8 +338,8 @@ void expect_wide16_stage() {
 }
 
 TEST(CodecGemmWide, Bf16OperandChunksFillTheStageAsStored) {
-  expect_wide16_stage<GemmWide>();
-  expect_wide16_stage<GemmWide64>();
+  expect_wide16_stage<GemmWide16>();
+  expect_wide16_stage<GemmWide16x64>();
 }
 
 // What gemm_bf16_operands takes: the wide tiles' products with K and N multiples of 8.

@@ -137,6 +137,10 @@ using GemmThin32 = MmaTile<16, 32, 1, 1, 32, 4>;
 // stages in flight.
 using GemmWide = MmaTile<128, 128, 2, 4, 32, 3>;
 using GemmWide64 = MmaTile<64, 128, 2, 4, 32, 3>;
+// The wide tiles on operands stored as bf16 (gemm_bf16_operands): the same shapes with stages of
+// 64 k, so that a barrier comes every four k-steps.
+using GemmWide16 = MmaTile<128, 128, 2, 4, 64, 3>;
+using GemmWide16x64 = MmaTile<64, 128, 2, 4, 64, 3>;
 
 // The thin tile's width for N columns.
 CHORUS_HD int gemm_thin_width(int64_t N) { return N <= 8 ? 8 : (N <= 16 ? 16 : 32); }

@@ -184,6 +184,7 @@ __global__ void __launch_bounds__(T::kThreads, T::MT == 4 ? 1 : 2) gemm_wide16_k
 template <class T, bool TA, bool TB>
 Status launch_wide(dim3 grid, const GemmArgs& g, bool vec_a, bool vec_b, cudaStream_t s) {
   constexpr size_t bytes = WideStage<T, TA, TB>::smem_bytes;
+  static_assert(bytes <= 227 * 1024, "the buffers and the ring within one block's share");
   static const cudaError_t attr = cudaFuncSetAttribute(gemm_wide_kernel<T, TA, TB>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   CHORUS_TRY(check(attr, "codec gemm: shared memory"));
@@ -261,7 +262,7 @@ Status gemm_bf16_operands(GemmPath path, int64_t M, int64_t N, int64_t K, float 
   else if (path != GemmPath::kAuto && path != GemmPath::kWide64)
     return make_error(ErrorCode::kInvalidArgument, "codec gemm on bf16 operands: the wide tiles only");
   CHORUS_TRY(gemm_kernels::spread_chunks(g, tile, group, partial, partial_floats));
-  CHORUS_TRY(tile == GemmTile::kWide ? launch_wide16<GemmWide>(g, s) : launch_wide16<GemmWide64>(g, s));
+  CHORUS_TRY(tile == GemmTile::kWide ? launch_wide16<GemmWide16>(g, s) : launch_wide16<GemmWide16x64>(g, s));
   return gemm_kernels::reduce_chunks(g, s);
 }
 

@@ -41,7 +41,7 @@ struct WideStage {
   static_assert(a_quads * 4 * T::kThreads == a_outer * a_inner && b_quads * 4 * T::kThreads == b_outer * b_inner,
                 "every thread stages whole quads");
   static_assert(T::MT >= 1 && T::NT % 2 == 0, "ldmatrix.x4 reads two 8-column B tiles");
-  static_assert(bf16_bytes % 16 == 0 && smem_bytes <= 227 * 1024, "the ring on 16 bytes, within one block's share");
+  static_assert(bf16_bytes % 16 == 0, "the ring on 16 bytes");
 };
 
 // Quad q (< a_quads or b_quads) of thread tid in a tile of INNER-wide rows: its row and first
