@@ -553,5 +553,27 @@ TEST(CodecGemmPolicy, OneStreamsProductsAreSpreadOverTheChunks) {
   }
 }
 
+// The order of a grid's tiles: the blocks of a grid (dispatched x first, then y) take every tile
+// exactly once, and the row tiles of one column tile are dispatched one after another (so a
+// column tile of B is read while the L2 still holds it).
+TEST(CodecGemmPolicy, BlocksTakeEveryTileOnceWithAColumnsRowTilesTogether) {
+  const std::pair<int64_t, int64_t> grids[] = {{1, 1}, {1, 1920}, {3, 640}, {6, 32}, {64, 1}, {7, 5}};
+  for (auto [row_tiles, col_tiles] : grids) {
+    SCOPED_TRACE(std::to_string(row_tiles) + " × " + std::to_string(col_tiles));
+    std::vector<int> taken(static_cast<size_t>(row_tiles * col_tiles), 0);
+    // The grid as the launchers shape it: x over column tiles, y over row tiles.
+    for (int64_t y = 0; y < row_tiles; ++y)
+      for (int64_t x = 0; x < col_tiles; ++x) {
+        const int64_t order = y * col_tiles + x;
+        int64_t m = -1, n = -1;
+        gemm_tile_of_block(order, row_tiles, m, n);
+        ASSERT_TRUE(m >= 0 && m < row_tiles && n >= 0 && n < col_tiles);
+        ++taken[static_cast<size_t>(m * col_tiles + n)];
+        EXPECT_EQ(n, order / row_tiles) << "block " << order << " is off its column tile's run";
+      }
+    for (int t : taken) ASSERT_EQ(t, 1);
+  }
+}
+
 }  // namespace
 }  // namespace chorus::cuda::codec_ops

@@ -25,9 +25,10 @@ namespace {
 
 using namespace gemm_kernels;
 
-// Block (blockIdx.x, blockIdx.y) computes C's tile at (BM·y, BN·x) for chunk group blockIdx.z. Stage
-// it of the group sits in buffer it % kStages; at iteration it the copies of stage it + kStages − 1
-// are issued into the buffer that iteration it − 1 read (every warp is past it: the barrier).
+// A grid of (column tiles, row tiles, chunk groups); each block computes its tile (BlockPlace) for
+// chunk group blockIdx.z. Stage it of the group sits in buffer it % kStages; at iteration it the
+// copies of stage it + kStages − 1 are issued into the buffer that iteration it − 1 read (every
+// warp is past it: the barrier).
 // Blocks per SM the registers must allow: the 4-warp tile fits four in shared memory.
 template <class T>
 constexpr int kMinBlocks = T::kThreads == 128 ? 4 : 2;

@@ -82,21 +82,21 @@ __device__ __forceinline__ void split_fragment(const float (&x)[kN], uint32_t (&
   }
 }
 
-// Where a block and its warp stand: the block's tile origin in C, its chunk group's k range and
-// stage count, the warp's origin in the tile, and whether the warp lies wholly past C's edge (it
-// then only stages data for the others).
+// Where a block and its warp stand: the block's tile origin in C (gemm_tile_of_block), its chunk
+// group's k range and stage count, the warp's origin in the tile, and whether the warp lies wholly
+// past C's edge (it then only stages data for the others).
 template <class T>
 struct BlockPlace {
   int tid, lane, warp;
-  int64_t n0, m0, k_begin = 0, k_end = 0;
+  int64_t n0 = 0, m0 = 0, k_begin = 0, k_end = 0;
   int stages, row0 = 0, col0 = 0;
   bool idle;
   __device__ explicit BlockPlace(const GemmArgs& g)
-      : tid(static_cast<int>(threadIdx.x)),
-        lane(tid & 31),
-        warp(tid >> 5),
-        n0(static_cast<int64_t>(blockIdx.x) * T::BN),
-        m0(static_cast<int64_t>(blockIdx.y) * T::BM) {
+      : tid(static_cast<int>(threadIdx.x)), lane(tid & 31), warp(tid >> 5) {
+    int64_t mt = 0, nt = 0;
+    gemm_tile_of_block(static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x, gridDim.y, mt, nt);
+    m0 = mt * T::BM;
+    n0 = nt * T::BN;
     gemm_group_k(g, blockIdx.z, k_begin, k_end);
     stages = static_cast<int>((k_end - k_begin + T::BK - 1) / T::BK);
     gemm_warp_origin<T>(warp, row0, col0);

@@ -145,6 +145,17 @@ using GemmWide16x64 = MmaTile<64, 128, 2, 4, 64, 3>;
 // The thin tile's width for N columns.
 CHORUS_HD int gemm_thin_width(int64_t N) { return N <= 8 ? 8 : (N <= 16 ? 16 : 32); }
 
+// ---- the order of a grid's tiles ----------------------------------------------------------------
+
+// Tile (m, n) of a grid of gridDim.y × gridDim.x tiles for the block the GPU starts `order`-th
+// (it starts them x first, then y): the row tiles of one column tile run next to each other, so
+// they read that column tile of B (the codec's columns: up to hundreds of MB, past the L2) while
+// the L2 still holds it, instead of B once per row tile from memory. A (the weights) is small.
+CHORUS_HD void gemm_tile_of_block(int64_t order, int64_t row_tiles, int64_t& m_tile, int64_t& n_tile) {
+  m_tile = order % row_tiles;
+  n_tile = order / row_tiles;
+}
+
 // ---- launch policy ------------------------------------------------------------------------------
 // Host-side choice of the tile and of the chunk group (codec_gemm.cu); it sets the speed only.
 
