@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -90,6 +91,19 @@ void im2col_by_windows(const Im2col& a, int64_t width) {
       }
 }
 
+// The same for the two-steps-a-thread launch (im2col_pairs_kernel): blocks of `threads` threads
+// owning 2·threads steps.
+void im2col_by_window_pairs(const Im2col& a, int64_t threads) {
+  for (int64_t b = 0; b < a.streams; ++b)
+    for (int64_t c = 0; c < a.cin; ++c)
+      for (int64_t w = 0; w < im2col_windows(a.steps, 2 * threads); ++w) {
+        std::vector<float> win(static_cast<size_t>(im2col_window_span(a, w, 2 * threads)));
+        for (size_t p = 0; p < win.size(); ++p)
+          win[p] = im2col_window_value(a, w, 2 * threads, c, b, static_cast<int64_t>(p));
+        for (int64_t tid = 0; tid < threads; ++tid) im2col_window_store_pairs(a, w, threads, c, b, tid, win.data());
+      }
+}
+
 // Also as bf16 columns (Im2col::col16): the same values rounded to bf16 as core/dtype.h rounds.
 TEST(CodecStreamKernels, Im2colOfEveryStreamEqualsOnePassOverItsSequence) {
   for (bool time_major : {false, true}) {
@@ -102,7 +116,7 @@ TEST(CodecStreamKernels, Im2colOfEveryStreamEqualsOnePassOverItsSequence) {
     const Snake sn{alpha.data(), inv_beta.data()};
     auto act = [&](size_t b, int64_t c, int64_t t) { return snake_at(seq[b][c * T + t], alpha[c], inv_beta[c]); };
     Histories hist(3, static_cast<size_t>(cin * H), 5);
-    int64_t checked = 0, wrong = 0, step = 0, checked16 = 0, wrong16 = 0;
+    int64_t checked = 0, wrong = 0, step = 0, checked16 = 0, wrong16 = 0, checked_pairs = 0;
     for_each_step([&](const std::vector<size_t>& streams, int64_t n, const std::vector<int64_t>& pos) {
       const int64_t S = static_cast<int64_t>(streams.size()), N = S * n;
       std::vector<float> x(static_cast<size_t>(cin * N));
@@ -152,6 +166,29 @@ TEST(CodecStreamKernels, Im2colOfEveryStreamEqualsOnePassOverItsSequence) {
           wrong16 += col16[i] != f32_to_bf16(col[i]) || !std::isnan(untouched[i]);
           ++checked16;
         }
+        if (n % 2 != 0) continue;
+        // Two steps a thread where the steps are even: the same bf16 columns, in blocks of the
+        // launch's width and of narrower ones (several windows per stream).
+        // Their next histories too: each stream's as the one-step-a-thread run just wrote it.
+        std::vector<std::vector<float>> next;
+        for (int64_t j = 0; j < S; ++j) next.emplace_back(hist.out[j], hist.out[j] + hist.offset + cin * H);
+        for (int64_t threads : {im2col_window_threads(n / 2), int64_t{1}}) {
+          std::vector<uint16_t> pairs(col.size(), 0xffffu);
+          for (int64_t j = 0; j < S; ++j) std::fill(hist.out[j], hist.out[j] + hist.offset + cin * H, NAN);
+          a.col16 = pairs.data();
+          im2col_by_window_pairs(a, threads);
+          a.col16 = nullptr;
+          for (size_t i = 0; i < col.size(); ++i) {
+            wrong16 += pairs[i] != col16[i];
+            ++checked_pairs;
+          }
+          for (int64_t j = 0; j < S; ++j)
+            for (int64_t i = hist.offset; i < hist.offset + cin * H; ++i) {
+              const float want = next[static_cast<size_t>(j)][static_cast<size_t>(i)];
+              wrong16 += std::memcmp(&hist.out[j][i], &want, sizeof want) != 0;
+              ++checked_pairs;
+            }
+        }
       }
       hist.flip(streams);
     });
@@ -159,6 +196,7 @@ TEST(CodecStreamKernels, Im2colOfEveryStreamEqualsOnePassOverItsSequence) {
     EXPECT_GT(checked, 1000);
     EXPECT_EQ(wrong16, 0) << "time_major " << time_major;
     EXPECT_GT(checked16, 1000);
+    EXPECT_GT(checked_pairs, 200);
   }
 }
 
@@ -350,6 +388,88 @@ TEST(CodecStreamKernels, ChannelOpFollowsItsDefinitionInF32AndBf16) {
   EXPECT_EQ(wrong, 0);
   EXPECT_EQ(checked, 4 * C * T);
   EXPECT_GT(clamped, 10);  // the clamp was exercised
+}
+
+// The four-step path: channel_quad writes what channel_element writes, in f32 and bf16, with and
+// without each part of the op, on channels-first views with padded rows; and it is taken only
+// where its 16-byte (8 for bf16) accesses stay aligned on every quad.
+TEST(CodecStreamKernels, ChannelQuadsWriteWhatTheElementsWrite) {
+  std::mt19937 rng(12);
+  const int64_t C = 6, T = 40, xcs = T + 4, ycs = T + 8;
+  alignas(16) static float x[C * xcs], res[C * T], y_elem[C * ycs], y_quad[C * ycs];
+  alignas(16) static uint16_t h_elem[C * ycs], h_quad[C * ycs];
+  const std::vector<float> xs = random_vec(rng, static_cast<size_t>(C * xcs), -4.0f, 4.0f);
+  const std::vector<float> rs = random_vec(rng, static_cast<size_t>(C * T));
+  std::copy(xs.begin(), xs.end(), x);
+  std::copy(rs.begin(), rs.end(), res);
+  const std::vector<float> bias = random_vec(rng, C), alpha = random_vec(rng, C, 0.5f, 1.5f),
+                           inv_beta = random_vec(rng, C, 0.2f, 1.0f);
+  int64_t compared = 0, differ = 0;
+  for (int parts = 0; parts < 16; ++parts)
+    for (bool bf16 : {false, true}) {
+      ChannelOp op;
+      op.x = x;
+      op.xcs = xcs;
+      op.xts = 1;
+      op.ycs = ycs;
+      op.yts = 1;
+      op.channels = C;
+      op.steps = T;
+      if (parts & 1) op.bias = bias.data();
+      if (parts & 2) op.snake = Snake{alpha.data(), inv_beta.data()};
+      if (parts & 4) op.residual = res;
+      op.clamp = (parts & 8) != 0;
+      std::fill(std::begin(y_elem), std::end(y_elem), -7.0f);
+      std::fill(std::begin(y_quad), std::end(y_quad), -7.0f);
+      std::fill(std::begin(h_elem), std::end(h_elem), uint16_t{0xffff});
+      std::fill(std::begin(h_quad), std::end(h_quad), uint16_t{0xffff});
+      ChannelOp q = op;
+      op.y = y_elem;
+      q.y = y_quad;
+      if (bf16) op.y16 = h_elem, q.y16 = h_quad;
+      ASSERT_TRUE(channel_quads_fit(q));
+      for (int64_t i = 0; i < C * T; ++i) channel_element(op, i);
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t t = 0; t < T; t += 4) channel_quad(q, c, t);
+      for (int64_t j = 0; j < C * ycs; ++j) {
+        differ += std::memcmp(&y_elem[j], &y_quad[j], sizeof(float)) != 0 || h_elem[j] != h_quad[j];
+        ++compared;
+      }
+      // Padding untouched by both, and the written values really are the op's (not the fill).
+      EXPECT_EQ(y_quad[T + 2], -7.0f);
+      if (bf16) EXPECT_NE(h_quad[ycs + 3], 0xffff);
+      else EXPECT_NE(y_quad[ycs + 3], -7.0f);
+    }
+  EXPECT_EQ(differ, 0);
+  EXPECT_EQ(compared, 32 * C * ycs);
+
+  ChannelOp op;
+  op.x = x;
+  op.y = y_quad;
+  op.xcs = xcs;
+  op.ycs = ycs;
+  op.xts = op.yts = 1;
+  op.channels = C;
+  op.steps = T;
+  EXPECT_TRUE(channel_quads_fit(op));
+  ChannelOp bad = op;
+  bad.xts = C;  // time-major input
+  EXPECT_FALSE(channel_quads_fit(bad));
+  bad = op;
+  bad.steps = T - 2;
+  EXPECT_FALSE(channel_quads_fit(bad));
+  bad = op;
+  bad.x = x + 1;  // off 16 bytes
+  EXPECT_FALSE(channel_quads_fit(bad));
+  bad = op;
+  bad.ycs = ycs + 2;  // later channels' rows off 16 bytes
+  EXPECT_FALSE(channel_quads_fit(bad));
+  bad = op;
+  bad.residual = res + 2;
+  EXPECT_FALSE(channel_quads_fit(bad));
+  bad = op;
+  bad.y16 = h_quad + 2;  // 4 bytes in: off 8 bytes
+  EXPECT_FALSE(channel_quads_fit(bad));
 }
 
 TEST(CodecStreamKernels, AttentionWindowStartsAtTheWindowOrZero) {

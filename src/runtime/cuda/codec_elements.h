@@ -14,6 +14,7 @@
 #include <math.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.h"
 
@@ -152,6 +153,34 @@ CHORUS_HD void im2col_window_store(const Im2col& a, int64_t w, int64_t threads, 
   }
 }
 
+// With bf16 columns, an even step count and col16 on 4 bytes, a thread writes two consecutive
+// steps' taps, one 4-byte store per tap: a block of `threads` threads then owns 2·threads steps
+// (the window functions above with 2·threads as the block's steps).
+CHORUS_HD bool im2col_pairs_fit(const Im2col& a) {
+  return a.col16 && a.steps % 2 == 0 && (reinterpret_cast<uintptr_t>(a.col16) & 3u) == 0;
+}
+CHORUS_HD void im2col_window_store_pairs(const Im2col& a, int64_t w, int64_t threads, int64_t c, int64_t b,
+                                         int64_t tid, const float* win) {
+  const int64_t per_block = 2 * threads, H = conv_history(a.kernel, a.dilation), t0 = w * per_block;
+  const int64_t N = a.streams * a.steps, j = 2 * tid;
+  if (j < im2col_window_own(a, w, per_block)) {
+    const int64_t at = c * a.kernel * N + b * a.steps + t0 + j;
+    for (int64_t k = 0; k < a.kernel; ++k) {
+      const uint32_t pair = bf16_rn_bits(win[j + k * a.dilation]) |
+                            static_cast<uint32_t>(bf16_rn_bits(win[j + 1 + k * a.dilation])) << 16;
+#if defined(__CUDA_ARCH__)
+      *reinterpret_cast<uint32_t*>(a.col16 + at + k * N) = pair;
+#else
+      std::memcpy(a.col16 + at + k * N, &pair, sizeof pair);
+#endif
+    }
+  }
+  if (H > 0 && t0 + per_block >= a.steps) {
+    float* next = a.hist.out[b] + a.hist.offset + c * H;
+    for (int64_t i = tid; i < H; i += threads) next[i] = win[a.steps - t0 + i];
+  }
+}
+
 // ---- depthwise causal conv (groups = channels), x and y channels-first [C, streams·steps] ----------
 // y[c, b·steps + t] = bias[c] + Σ_k w[c, k]·padded_b(c, t + k·dilation), the history as im2col's.
 struct Depthwise {
@@ -239,15 +268,68 @@ struct ChannelOp {
   bool clamp = false;
 };
 
-CHORUS_HD void channel_element(const ChannelOp& op, int64_t i) {
-  const int64_t c = i / op.steps, t = i % op.steps;
-  float v = op.x[c * op.xcs + t * op.xts];
+// The output for input v of channel c, r being the residual's value there (when op has one).
+CHORUS_HD float channel_value(const ChannelOp& op, int64_t c, float v, float r) {
   if (op.bias) v += op.bias[c];
   if (op.snake.alpha) v = snake_at(v, op.snake.alpha[c], op.snake.inv_beta[c]);
-  if (op.residual) v += op.residual[i];
+  if (op.residual) v += r;
   if (op.clamp) v = v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v);
+  return v;
+}
+
+CHORUS_HD void channel_element(const ChannelOp& op, int64_t i) {
+  const int64_t c = i / op.steps, t = i % op.steps;
+  const float v = channel_value(op, c, op.x[c * op.xcs + t * op.xts], op.residual ? op.residual[i] : 0.0f);
   if (op.y16) op.y16[c * op.ycs + t * op.yts] = bf16_rn_bits(v);
   else op.y[c * op.ycs + t * op.yts] = v;
+}
+
+// Four consecutive steps at once (the codec's channels-first activations): whether op allows it,
+// i.e. unit steps along t, whole quads per channel, and x, y (or y16) and the residual aligned
+// for 16-byte (8 for y16) accesses at every quad.
+inline bool channel_quads_fit(const ChannelOp& op) {
+  auto on = [](const void* p, uintptr_t to) { return (reinterpret_cast<uintptr_t>(p) & (to - 1)) == 0; };
+  return op.xts == 1 && op.yts == 1 && op.steps % 4 == 0 && op.xcs % 4 == 0 && op.ycs % 4 == 0 && on(op.x, 16) &&
+         (op.y16 ? on(op.y16, 8) : on(op.y, 16)) && (!op.residual || on(op.residual, 16));
+}
+
+// Steps t .. t + 3 of channel c (t a multiple of 4; channel_quads_fit): channel_element's values,
+// loaded and stored four at a time.
+CHORUS_HD void channel_quad(const ChannelOp& op, int64_t c, int64_t t) {
+  float x[4], r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const int64_t i = c * op.steps + t;
+#if defined(__CUDA_ARCH__)
+  const float4 xv = *reinterpret_cast<const float4*>(op.x + c * op.xcs + t);
+  x[0] = xv.x, x[1] = xv.y, x[2] = xv.z, x[3] = xv.w;
+  if (op.residual) {
+    const float4 rv = *reinterpret_cast<const float4*>(op.residual + i);
+    r[0] = rv.x, r[1] = rv.y, r[2] = rv.z, r[3] = rv.w;
+  }
+#else
+  for (int j = 0; j < 4; ++j) {
+    x[j] = op.x[c * op.xcs + t + j];
+    if (op.residual) r[j] = op.residual[i + j];
+  }
+#endif
+  float v[4];
+  for (int j = 0; j < 4; ++j) v[j] = channel_value(op, c, x[j], r[j]);
+  const int64_t at = c * op.ycs + t;
+  if (op.y16) {
+    const uint32_t lo = bf16_rn_bits(v[0]) | static_cast<uint32_t>(bf16_rn_bits(v[1])) << 16;
+    const uint32_t hi = bf16_rn_bits(v[2]) | static_cast<uint32_t>(bf16_rn_bits(v[3])) << 16;
+#if defined(__CUDA_ARCH__)
+    *reinterpret_cast<uint2*>(op.y16 + at) = make_uint2(lo, hi);
+#else
+    const uint32_t both[2] = {lo, hi};
+    std::memcpy(op.y16 + at, both, sizeof both);
+#endif
+    return;
+  }
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<float4*>(op.y + at) = make_float4(v[0], v[1], v[2], v[3]);
+#else
+  for (int j = 0; j < 4; ++j) op.y[at + j] = v[j];
+#endif
 }
 
 // ---- the decoder transformer's attention ring, per stream ----------------------------------------
