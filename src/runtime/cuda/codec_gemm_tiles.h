@@ -148,7 +148,7 @@ CHORUS_HD int gemm_thin_width(int64_t N) { return N <= 8 ? 8 : (N <= 16 ? 16 : 3
 // ---- the order of a grid's tiles ----------------------------------------------------------------
 
 // Tile (m, n) of a grid of gridDim.y × gridDim.x tiles for the block the GPU starts `order`-th
-// (it starts them x first, then y): the row tiles of one column tile run next to each other, so
+// (GPUs start them x first, then y, in practice): the row tiles of one column tile run together, so
 // they read that column tile of B (the codec's columns: up to hundreds of MB, past the L2) while
 // the L2 still holds it, instead of B once per row tile from memory. A (the weights) is small.
 CHORUS_HD void gemm_tile_of_block(int64_t order, int64_t row_tiles, int64_t& m_tile, int64_t& n_tile) {
