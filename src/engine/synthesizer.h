@@ -152,7 +152,7 @@ class Synthesizer {
   Load load() const;
   // Where the scheduler's time went since the start: frame steps of the generator, the codec's
   // decoding (with the chunk callbacks) after each, and giving back the codec and generator state of
-  // ended requests (a GPU codec state freed waits for the whole device).
+  // ended requests (anything there that waits for the device shows in release_s).
   struct Counters {
     int64_t steps = 0;
     double generate_s = 0, decode_s = 0, release_s = 0;

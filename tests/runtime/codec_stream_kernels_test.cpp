@@ -80,27 +80,22 @@ void for_each_step(Fn fn) {
 }
 
 // conv.cu's im2col launch run on the host, block by block: each block's window staged, then its
-// threads' stores, with `width` threads per block.
-void im2col_by_windows(const Im2col& a, int64_t width) {
+// threads' stores, with `width` threads per block; with `pairs`, two steps a thread (a block then
+// owns 2·width steps).
+void im2col_by_windows(const Im2col& a, int64_t width, bool pairs = false) {
+  const int64_t per_block = pairs ? 2 * width : width;
   for (int64_t b = 0; b < a.streams; ++b)
     for (int64_t c = 0; c < a.cin; ++c)
-      for (int64_t w = 0; w < im2col_windows(a.steps, width); ++w) {
-        std::vector<float> win(static_cast<size_t>(im2col_window_span(a, w, width)));
-        for (size_t p = 0; p < win.size(); ++p) win[p] = im2col_window_value(a, w, width, c, b, static_cast<int64_t>(p));
-        for (int64_t tid = 0; tid < width; ++tid) im2col_window_store(a, w, width, c, b, tid, win.data());
-      }
-}
-
-// The same for the two-steps-a-thread launch (im2col_pairs_kernel): blocks of `threads` threads
-// owning 2·threads steps.
-void im2col_by_window_pairs(const Im2col& a, int64_t threads) {
-  for (int64_t b = 0; b < a.streams; ++b)
-    for (int64_t c = 0; c < a.cin; ++c)
-      for (int64_t w = 0; w < im2col_windows(a.steps, 2 * threads); ++w) {
-        std::vector<float> win(static_cast<size_t>(im2col_window_span(a, w, 2 * threads)));
+      for (int64_t w = 0; w < im2col_windows(a.steps, per_block); ++w) {
+        std::vector<float> win(static_cast<size_t>(im2col_window_span(a, w, per_block)));
         for (size_t p = 0; p < win.size(); ++p)
-          win[p] = im2col_window_value(a, w, 2 * threads, c, b, static_cast<int64_t>(p));
-        for (int64_t tid = 0; tid < threads; ++tid) im2col_window_store_pairs(a, w, threads, c, b, tid, win.data());
+          win[p] = im2col_window_value(a, w, per_block, c, b, static_cast<int64_t>(p));
+        for (int64_t tid = 0; tid < width; ++tid) {
+          if (pairs)
+            im2col_window_store_pairs(a, w, width, c, b, tid, win.data());
+          else
+            im2col_window_store(a, w, width, c, b, tid, win.data());
+        }
       }
 }
 
@@ -176,7 +171,7 @@ TEST(CodecStreamKernels, Im2colOfEveryStreamEqualsOnePassOverItsSequence) {
           std::vector<uint16_t> pairs(col.size(), 0xffffu);
           for (int64_t j = 0; j < S; ++j) std::fill(hist.out[j], hist.out[j] + hist.offset + cin * H, NAN);
           a.col16 = pairs.data();
-          im2col_by_window_pairs(a, threads);
+          im2col_by_windows(a, threads, true);
           a.col16 = nullptr;
           for (size_t i = 0; i < col.size(); ++i) {
             wrong16 += pairs[i] != col16[i];

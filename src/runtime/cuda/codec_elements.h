@@ -136,10 +136,20 @@ CHORUS_HD float im2col_window_value(const Im2col& a, int64_t w, int64_t threads,
   const float* hist = H > 0 ? a.hist.in[b] + a.hist.offset : nullptr;
   return padded_at(hist, a.x, a.xcs, a.xts, H, b * a.steps, c, w * threads + p, a.snake);
 }
+// The stream's last block (its steps from t0, per_block of them, end the stream's) writes the next
+// history from its window, thread tid of `threads` every threads-th value.
+CHORUS_HD void im2col_window_history(const Im2col& a, int64_t t0, int64_t per_block, int64_t threads, int64_t c,
+                                     int64_t b, int64_t tid, const float* win) {
+  const int64_t H = conv_history(a.kernel, a.dilation);
+  if (H == 0 || t0 + per_block < a.steps) return;
+  float* next = a.hist.out[b] + a.hist.offset + c * H;
+  for (int64_t j = tid; j < H; j += threads) next[j] = win[a.steps - t0 + j];
+}
+
 // Thread tid's writes of block (w, c, b) from its staged window.
 CHORUS_HD void im2col_window_store(const Im2col& a, int64_t w, int64_t threads, int64_t c, int64_t b, int64_t tid,
                                    const float* win) {
-  const int64_t H = conv_history(a.kernel, a.dilation), t0 = w * threads, N = a.streams * a.steps;
+  const int64_t t0 = w * threads, N = a.streams * a.steps;
   if (tid < im2col_window_own(a, w, threads)) {
     const int64_t at = c * a.kernel * N + b * a.steps + t0 + tid;
     if (a.col16)
@@ -147,10 +157,7 @@ CHORUS_HD void im2col_window_store(const Im2col& a, int64_t w, int64_t threads, 
     else
       for (int64_t k = 0; k < a.kernel; ++k) a.col[at + k * N] = win[tid + k * a.dilation];
   }
-  if (H > 0 && t0 + threads >= a.steps) {
-    float* next = a.hist.out[b] + a.hist.offset + c * H;
-    for (int64_t j = tid; j < H; j += threads) next[j] = win[a.steps - t0 + j];
-  }
+  im2col_window_history(a, t0, threads, threads, c, b, tid, win);
 }
 
 // With bf16 columns, an even step count and col16 on 4 bytes, a thread writes two consecutive
@@ -161,8 +168,7 @@ CHORUS_HD bool im2col_pairs_fit(const Im2col& a) {
 }
 CHORUS_HD void im2col_window_store_pairs(const Im2col& a, int64_t w, int64_t threads, int64_t c, int64_t b,
                                          int64_t tid, const float* win) {
-  const int64_t per_block = 2 * threads, H = conv_history(a.kernel, a.dilation), t0 = w * per_block;
-  const int64_t N = a.streams * a.steps, j = 2 * tid;
+  const int64_t per_block = 2 * threads, t0 = w * per_block, N = a.streams * a.steps, j = 2 * tid;
   if (j < im2col_window_own(a, w, per_block)) {
     const int64_t at = c * a.kernel * N + b * a.steps + t0 + j;
     for (int64_t k = 0; k < a.kernel; ++k) {
@@ -175,10 +181,7 @@ CHORUS_HD void im2col_window_store_pairs(const Im2col& a, int64_t w, int64_t thr
 #endif
     }
   }
-  if (H > 0 && t0 + per_block >= a.steps) {
-    float* next = a.hist.out[b] + a.hist.offset + c * H;
-    for (int64_t i = tid; i < H; i += threads) next[i] = win[a.steps - t0 + i];
-  }
+  im2col_window_history(a, t0, per_block, threads, c, b, tid, win);
 }
 
 // ---- depthwise causal conv (groups = channels), x and y channels-first [C, streams·steps] ----------

@@ -18,23 +18,18 @@ inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThrea
 // im2col in windows (codec_elements.h): the window in shared memory, then every tap's row a
 // shifted copy of it, so that SnakeBeta runs once per input value instead of once per tap and no
 // element pays index divisions.
+// PAIRS (im2col_pairs_fit): two steps a thread, so the block owns 2·blockDim.x steps.
+template <bool PAIRS>
 __global__ void im2col_window_kernel(Im2col a) {
   extern __shared__ float win[];
-  const int64_t T = blockDim.x, w = blockIdx.x, c = blockIdx.y, b = blockIdx.z;
-  const int64_t span = im2col_window_span(a, w, T);
-  for (int64_t p = threadIdx.x; p < span; p += T) win[p] = im2col_window_value(a, w, T, c, b, p);
+  const int64_t T = blockDim.x, per_block = PAIRS ? 2 * T : T, w = blockIdx.x, c = blockIdx.y, b = blockIdx.z;
+  const int64_t span = im2col_window_span(a, w, per_block);
+  for (int64_t p = threadIdx.x; p < span; p += T) win[p] = im2col_window_value(a, w, per_block, c, b, p);
   __syncthreads();
-  im2col_window_store(a, w, T, c, b, threadIdx.x, win);
-}
-
-// The same with two steps a thread (im2col_pairs_fit): the block owns 2·blockDim.x steps.
-__global__ void im2col_pairs_kernel(Im2col a) {
-  extern __shared__ float win[];
-  const int64_t T = blockDim.x, w = blockIdx.x, c = blockIdx.y, b = blockIdx.z;
-  const int64_t span = im2col_window_span(a, w, 2 * T);
-  for (int64_t p = threadIdx.x; p < span; p += T) win[p] = im2col_window_value(a, w, 2 * T, c, b, p);
-  __syncthreads();
-  im2col_window_store_pairs(a, w, T, c, b, threadIdx.x, win);
+  if constexpr (PAIRS)
+    im2col_window_store_pairs(a, w, T, c, b, threadIdx.x, win);
+  else
+    im2col_window_store(a, w, T, c, b, threadIdx.x, win);
 }
 
 __global__ void depthwise_kernel(Depthwise a, int64_t total) {
@@ -90,9 +85,9 @@ Status im2col_causal(const Im2col& a, cudaStream_t s) {
     return make_error(ErrorCode::kOutOfRange, "im2col_causal: layer too large for the GPU kernel");
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(a.cin), static_cast<unsigned>(a.streams));
   if (pairs)
-    im2col_pairs_kernel<<<grid, static_cast<unsigned>(threads), window, s>>>(a);
+    im2col_window_kernel<true><<<grid, static_cast<unsigned>(threads), window, s>>>(a);
   else
-    im2col_window_kernel<<<grid, static_cast<unsigned>(threads), window, s>>>(a);
+    im2col_window_kernel<false><<<grid, static_cast<unsigned>(threads), window, s>>>(a);
   return launched("im2col_causal");
 }
 
