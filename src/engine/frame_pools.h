@@ -299,6 +299,7 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       }
       return deliver_frame(fb, ss, act, out, eos, codebooks, max_frames);
     };
+    const int64_t graphs_before = fb.graphs_captured();
     bool ran = false;
     if (!running.empty() && (joiners[k].empty() || fb.frame_ahead())) {
       CHORUS_TRY(frame(running, joiners[k].empty()));
@@ -310,7 +311,11 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       for (size_t i : joiners[k]) slots.push_back(ss[i]->slot);
       fb.set_active_slots(pool.active_slots());
       CHORUS_TRY(admit(fb, slots, joiners[k]));
-      if (times) times->prefill_s += fb.timing().prefill_ms * 1e-3;
+      if (times) {
+        times->prefill_s += fb.timing().prefill_ms * 1e-3;
+        times->joined += static_cast<int64_t>(joiners[k].size());
+        for (size_t i : joiners[k]) times->prefill_rows += ss[i]->prompt_rows() * ss[i]->width;
+      }
       for (size_t i : joiners[k]) {
         S& s = *ss[i];
         CHORUS_TRY(fb.slot_status(s.slot));
@@ -325,6 +330,7 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       if (!act.empty()) CHORUS_TRY(frame(act, true));
     }
     CHORUS_TRY(fb.set_parked_slots({}));
+    if (times) times->graphs_captured += fb.graphs_captured() - graphs_before;
   }
   // An empty pool is kept only while no other is as large (the next request reuses it).
   int largest = 0;

@@ -294,6 +294,7 @@ void Synthesizer::finish(Job& j, Status status) {
   j.stats.prompt_rows = j.stream->prompt_rows();
   j.stats.audio_s = model_->info().frame_rate > 0 ? static_cast<double>(j.stats.frames) / model_->info().frame_rate : 0;
   j.stats.total_s = since(j.submitted);
+  ++record_.ended;
   const auto t0 = Clock::now();
   j.codec.reset();
   j.stream.reset();
@@ -379,6 +380,7 @@ void Synthesizer::complete_decode(Ending ending) {
       Job& j = *d->group[i];
       if (d->out[i].has_frame && !j.ended && d->decoded[i].ok()) d->decoded[i] = send_frame(j, d->out[i]);
     }
+    record_.decode_s += d->seconds + since(t0);
     std::lock_guard<std::mutex> lock(mu_);
     counters_.decode_s += d->seconds + since(t0);
   }
@@ -460,6 +462,16 @@ bool Synthesizer::step_group(std::vector<Job*>& group) {
     j->stats.times.depth_s += t.depth_s;
     j->stats.times.sampling_s += t.sampling_s;
   }
+  record_.generate_s += std::chrono::duration<double>(t1 - t0).count();
+  record_.streams += static_cast<int>(live.size());
+  for (const StepResult& r : out) record_.frames += r.has_frame;
+  record_.stages.prefill_s += t.prefill_s;
+  record_.stages.backbone_s += t.backbone_s;
+  record_.stages.depth_s += t.depth_s;
+  record_.stages.sampling_s += t.sampling_s;
+  record_.stages.joined += t.joined;
+  record_.stages.prefill_rows += t.prefill_rows;
+  record_.stages.graphs_captured += t.graphs_captured;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++counters_.steps;
@@ -517,6 +529,7 @@ void Synthesizer::run() {
       finish(*j, make_error(ErrorCode::kResourceExhausted, "deadline: the request waited in the queue past its deadline"));
     }
     const Clock::time_point step_start = Clock::now();
+    record_ = StepRecord{};
     for (auto& j : admitted) j->stats.admitted_s = since(j->submitted);
     if (!admitted.empty()) {
       if (joins && !groups_.empty()) {
@@ -535,6 +548,12 @@ void Synthesizer::run() {
     idle = !stepped;
     std::erase_if(groups_, [](const std::vector<std::unique_ptr<Job>>& g) { return g.empty(); });
     const double took = since(step_start);
+    if (stepped && options_.on_step) {
+      record_.index = step_index_;
+      record_.start_s = std::chrono::duration<double>(step_start - made_).count();
+      record_.seconds = took;
+      options_.on_step(record_);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     step_s_ = step_s_ == 0 ? took : 0.9 * step_s_ + 0.1 * took;
   }

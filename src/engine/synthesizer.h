@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -103,6 +104,20 @@ class Synthesis {
   Result<SynthesisStats> result_ = SynthesisStats{};
 };
 
+// One pass of the scheduler that stepped or ended requests, as it went (SynthesizerOptions::on_step):
+// what makes a step slow shows here (newcomers' prompts, graph captures, the codec).
+struct StepRecord {
+  int64_t index = 0;
+  double start_s = 0;     // since the Synthesizer was made
+  double seconds = 0;     // the whole pass: admission, generation, codec, delivery, ends
+  double generate_s = 0;  // the generator's step (prompts of newcomers included)
+  double decode_s = 0;    // the codec and the chunk callbacks of the decode completed in this pass
+  int streams = 0;        // requests stepped
+  int frames = 0;         // frames they got (a newcomer's prompt may take a step without one)
+  int ended = 0;          // requests that ended in this pass
+  StageTimes stages;      // the generator's account of its step (joined, prompt rows, captures)
+};
+
 struct SynthesizerOptions {
   int max_running = 256;   // requests stepped together at most; the rest wait in the queue
   int max_queued = 4096;   // waiting requests at most; submit() refuses more (kResourceExhausted)
@@ -118,6 +133,8 @@ struct SynthesizerOptions {
   // (docs/PERFORMANCE.md; `chorus bench --serve --codec-overlap` measures it).
   enum class CodecOverlap { kAuto, kOn, kOff };
   CodecOverlap codec_overlap = CodecOverlap::kOff;
+  // Called on the scheduler thread after each pass that stepped or ended requests; it must be quick.
+  std::function<void(const StepRecord&)> on_step;
 };
 
 class Synthesizer {
@@ -216,6 +233,8 @@ class Synthesizer {
   std::unique_ptr<DecodeThread> decode_thread_;
   std::unique_ptr<Decode> in_flight_;
   int64_t step_index_ = 0;  // step_group calls so far (scheduler thread)
+  StepRecord record_;       // of the pass under way (scheduler thread)
+  std::chrono::steady_clock::time_point made_ = std::chrono::steady_clock::now();
   std::thread thread_;
 };
 

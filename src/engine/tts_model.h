@@ -57,6 +57,9 @@ struct StepResult {
 // (sampling included); sampling_s is codebook 0's sampling.
 struct StageTimes {
   double prefill_s = 0, backbone_s = 0, depth_s = 0, sampling_s = 0;
+  // What a step did besides its frame (the GPU engines tell; the CPU engines leave 0): streams that
+  // joined the running batch (their prompts prefilled), their prompt rows, and frame graphs captured.
+  int64_t joined = 0, prefill_rows = 0, graphs_captured = 0;
 };
 
 struct ModelInfo {

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -54,6 +55,7 @@ struct Counters {
   int unmapped_rows = 0;  // rows written by admitted slots at positions without a page of theirs
   int parked_rows_checked = 0;
   int wide_beside_others = 0;  // steps of a stream of several slots in a pool with other streams
+  int graphs = 0;              // graphs captured, every pool's
 };
 
 // The engine's page pool: the host allocator, and how often a newcomer found too few pages.
@@ -115,6 +117,8 @@ class FakeFrames {
   int64_t positions() const { return positions_; }
   size_t device_bytes() const { return 0; }
   const Timing& timing() const { return timing_; }
+  // As FramePipeline: a graph per active count and kind of frame, captured at its first launch.
+  int64_t graphs_captured() const { return static_cast<int64_t>(graphs_.size()); }
   bool frame_ahead() const { return ahead_.has_value(); }
   Status settle() {
     ahead_.reset();  // its state changes stay, as on the device
@@ -142,6 +146,7 @@ class FakeFrames {
       report_ = *ahead_;
       ahead_.reset();
     } else {
+      counters_->graphs += graphs_.insert({n_, feed}).second;
       std::vector<Slot> saved;
       for (int s : parked_) saved.push_back(slots_[static_cast<size_t>(s)]);
       for (int s : parked_) counters_->parked_frames += s < n_;
@@ -150,6 +155,7 @@ class FakeFrames {
         for (size_t k = 0; k < parked_.size(); ++k) slots_[static_cast<size_t>(parked_[k])] = saved[k];
     }
     if (then) {
+      counters_->graphs += graphs_.insert({n_, *then}).second;
       ahead_ = compute(*then);
       ++counters_->ahead_frames;
     }
@@ -247,6 +253,7 @@ class FakeFrames {
   std::vector<int> parked_;
   Report report_;
   std::optional<Report> ahead_;
+  std::set<std::pair<int, bool>> graphs_;
   Timing timing_;
   std::shared_ptr<FakePages> pages_;
   bool parked_advance_ = false;
@@ -283,6 +290,7 @@ struct Engine {
   Counters counters;
   bool restore_parked = true;
   bool parked_advance = false;  // with pools.pages
+  engine::StageTimes times;     // summed over every step
 
   // What a GPU engine's step does: rows that arrived go to the slots, then the pooled step.
   Status step(const std::vector<FakeStream*>& ss, std::span<StepResult> out) {
@@ -309,7 +317,7 @@ struct Engine {
       return ok_status();
     };
     CHORUS_TRY(engine::step_pooled_streams<FakeFrames>(pools, ss, out, kEos, kG, need, create, admit,
-                                                       [](const FakeStream& s) { return s.max; }, nullptr));
+                                                       [](const FakeStream& s) { return s.max; }, &times));
     for (const FakeStream* s : ss) counters.wide_beside_others += s->width > 1 && s->batch && s->batch->unfinished > 1;
     return ok_status();
   }
@@ -579,6 +587,14 @@ TEST(FramePools, StreamsOfSeveralSlotsGiveTheirSoloCodes) {
     }
     wide += e.counters.wide_beside_others;
     EXPECT_GT(e.counters.parked_frames, 0);
+    // What the steps report of themselves: every stream joined once with its prompt on each of its
+    // slots, and every capture of every pool was counted in its step.
+    int64_t slots = 0;
+    for (const Spec& x : sp) slots += x.width;
+    EXPECT_EQ(e.times.joined, static_cast<int64_t>(sp.size()));
+    EXPECT_EQ(e.times.prefill_rows, slots);
+    EXPECT_EQ(e.times.graphs_captured, e.counters.graphs);
+    EXPECT_GT(e.counters.graphs, 1);
   }
   // Not vacuous: streams of several slots ran beside others (a wrong slot run then shows).
   EXPECT_GT(wide, 100);

@@ -168,6 +168,43 @@ TEST_P(Synthesizer, JoiningAtAnyFrameChangesNoRequest) {
   EXPECT_EQ(synth.load().queued, 0);
 }
 
+// The scheduler's account of its passes (SynthesizerOptions::on_step): every frame a request got
+// was made in some pass, every request's end shows once, and the passes come in order.
+TEST_P(Synthesizer, StepRecordsAccountForEveryFrameAndEnd) {
+  auto m = load_model("models/tiny_custom_voice");
+  ASSERT_TRUE(m);
+  std::vector<engine::StepRecord> records;  // written on the scheduler thread, read once it is joined
+  engine::SynthesizerOptions o = options();
+  o.on_step = [&records](const engine::StepRecord& r) { records.push_back(r); };
+  auto synth = std::make_unique<engine::Synthesizer>(m, o);
+  std::vector<std::shared_ptr<engine::Synthesis>> jobs;
+  int64_t frames = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto j = synth->submit(sampled_request(300 + i, 5 + 3 * i), [](const engine::AudioChunk&) { return ok_status(); });
+    ASSERT_TRUE(j.ok());
+    jobs.push_back(*j);
+    frames += 5 + 3 * i;
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * i));
+  }
+  for (auto& j : jobs) ASSERT_TRUE(j->wait().ok());
+  synth.reset();
+  ASSERT_FALSE(records.empty());
+  int64_t made = 0, ended = 0;
+  for (size_t k = 0; k < records.size(); ++k) {
+    const engine::StepRecord& r = records[k];
+    made += r.frames;
+    EXPECT_LE(r.frames, r.streams);
+    ended += r.ended;
+    EXPECT_GE(r.seconds, r.generate_s);
+    if (k > 0) {
+      EXPECT_GT(r.index, records[k - 1].index);
+      EXPECT_GE(r.start_s, records[k - 1].start_s + records[k - 1].seconds);
+    }
+  }
+  EXPECT_EQ(made, frames);
+  EXPECT_EQ(ended, 5);
+}
+
 TEST_P(Synthesizer, CancelStopsOnlyThatRequest) {
   auto m = load_model("models/tiny_custom_voice");
   ASSERT_TRUE(m);

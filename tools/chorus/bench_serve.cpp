@@ -5,9 +5,11 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "bench_serve_load.h"
 #include "command.h"
@@ -52,6 +54,37 @@ void ServeBenchAddOptions(ServeBenchOptions& o, CLI::App& app) {
                  "--serve with --cfg-scale: the share of requests guided, 0 to 1, spread evenly over the arrivals "
                  "(the rest plain, in the same batch)")
       ->capture_default_str();
+  app.add_option("--steps", o.steps,
+                 "--serve, in process: write every scheduler step to this CSV file (its time, duration, "
+                 "generation, codec, streams, newcomers and their prompt rows, graph captures)");
+}
+
+// The scheduler's steps as they come (SynthesizerOptions::on_step, on its thread).
+struct StepLog {
+  std::mutex mu;
+  std::vector<engine::StepRecord> steps;
+  void add(const engine::StepRecord& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    steps.push_back(r);
+  }
+  std::vector<engine::StepRecord> take() {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::exchange(steps, {});
+  }
+};
+
+Status write_steps(const std::string& path, const std::vector<std::pair<double, std::vector<engine::StepRecord>>>& points) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return make_error(ErrorCode::kIo, "bench --serve: cannot write " + path);
+  std::fprintf(f, "rate,index,start_s,ms,generate_ms,decode_ms,prefill_ms,streams,frames,ended,joined,prefill_rows,"
+                  "graphs_captured\n");
+  for (const auto& [rate, steps] : points)
+    for (const engine::StepRecord& r : steps)
+      std::fprintf(f, "%g,%lld,%.6f,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%lld,%lld,%lld\n", rate, (long long)r.index,
+                   r.start_s, r.seconds * 1e3, r.generate_s * 1e3, r.decode_s * 1e3, r.stages.prefill_s * 1e3, r.streams,
+                   r.frames, r.ended, (long long)r.stages.joined, (long long)r.stages.prefill_rows, (long long)r.stages.graphs_captured);
+  const bool ok = std::fclose(f) == 0;
+  return ok ? ok_status() : make_error(ErrorCode::kIo, "bench --serve: cannot write " + path);
 }
 
 double peak_rss_mib() {
@@ -69,8 +102,9 @@ struct Trace {
   std::shared_ptr<engine::Synthesis> job;
 };
 
-Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, double rate,
-                        const std::vector<double>& lengths, uint64_t seed) {
+Result<Point> run_point(engine::Synthesizer& synth, StepLog& log, const ServeBenchOptions& o, double rate,
+                        const std::vector<double>& lengths, uint64_t seed,
+                        std::vector<std::pair<double, std::vector<engine::StepRecord>>>& kept) {
   const engine::ModelInfo& info = synth.model().info();
   std::vector<Arrival> plan = plan_arrivals(rate, o.duration, lengths, info.speakers, info.frame_rate, seed);
   const int64_t guided = guide_arrivals(plan, o.cfg_scale, o.cfg_share);
@@ -84,6 +118,7 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
     }
   });
   const engine::Synthesizer::Counters c0 = synth.counters();
+  (void)log.take();
   const Clock::time_point t0 = Clock::now();
   std::optional<Error> first_error;
   for (const Arrival& a : plan) {
@@ -127,6 +162,7 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
     }
   const double wall = secs(Clock::now() - t0);
   const engine::Synthesizer::Counters c1 = synth.counters();
+  std::vector<engine::StepRecord> steps = log.take();
   sampling = false;
   sampler.join();
   if (first_error) {
@@ -148,6 +184,10 @@ Result<Point> run_point(engine::Synthesizer& synth, const ServeBenchOptions& o, 
     p.release_ms = (c1.release_s - c0.release_s) * 1e3 / static_cast<double>(steps);
     p.step_ms = wall * 1e3 / static_cast<double>(steps);
   }
+  std::vector<StepSample> samples;
+  for (const engine::StepRecord& r : steps) samples.push_back({r.seconds, r.stages.joined > 0, r.stages.graphs_captured > 0});
+  summarize_steps(p, samples);
+  if (!o.steps.empty()) kept.emplace_back(rate, std::move(steps));
 
   // Solo replays: the same request alone must give the same codes.
   const int64_t served = p.requests - p.refused - p.failed;
@@ -196,7 +236,9 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
   lo.batch_invariant = o.batch_invariant;
   auto m = engine::load(model, lo);
   if (!m.ok()) return fail(m.error());
+  StepLog log;
   engine::SynthesizerOptions so;
+  so.on_step = [&log](const engine::StepRecord& r) { log.add(r); };
   so.max_running = o.max_streams;
   so.max_queued = o.max_queue;
   so.codec_overlap = o.codec_overlap == "on"    ? engine::SynthesizerOptions::CodecOverlap::kOn
@@ -218,8 +260,11 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
                         {"cfg_scale", o.cfg_scale},
                         {"cfg_share", o.cfg_share},
                         {"points", nlohmann::json::array()}};
-  Status st = run_points(o, seed, [&](double rate, uint64_t s) { return run_point(synth, o, rate, *lengths, s); }, out);
+  std::vector<std::pair<double, std::vector<engine::StepRecord>>> kept;
+  Status st = run_points(
+      o, seed, [&](double rate, uint64_t s) { return run_point(synth, log, o, rate, *lengths, s, kept); }, out);
   if (st.ok()) st = write_json(o, out);
+  if (st.ok() && !o.steps.empty()) st = write_steps(o.steps, kept);
   if (!st.ok()) return fail(st.error());
   for (const auto& p : out["points"])
     if (p["verify_mismatches"].get<int64_t>() > 0) {

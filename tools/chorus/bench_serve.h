@@ -39,6 +39,7 @@ struct ServeBenchOptions {
                             // the bench's --cfg-scale)
   double cfg_share = 1.0;   // the share of requests guided with cfg_scale, spread evenly over the arrivals
   std::string json;         // write the results as JSON here
+  std::string steps;        // in process: write every scheduler step of every point here (CSV)
   void add_to(CLI::App& app);
 };
 

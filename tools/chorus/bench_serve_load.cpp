@@ -131,6 +131,21 @@ Point summarize(const std::vector<const Timing*>& timings, double frame_rate, do
   return p;
 }
 
+void summarize_steps(Point& p, const std::vector<StepSample>& steps) {
+  std::vector<double> ms;
+  for (const StepSample& s : steps) ms.push_back(s.seconds * 1e3);
+  if (ms.empty()) return;
+  p.step_p50_ms = pct(ms, 50);
+  p.step_p99_ms = pct(ms, 99);
+  p.step_max_ms = *std::max_element(ms.begin(), ms.end());
+  for (const StepSample& s : steps) {
+    if (s.seconds * 1e3 <= 2 * p.step_p50_ms) continue;
+    ++p.slow_steps;
+    p.slow_with_joins += s.joins;
+    p.slow_with_captures += s.captures;
+  }
+}
+
 void print_point(const Point& p) {
   std::printf("rate %.2f/s: %lld requests (%lld refused, %lld failed), %.1f audio-s/s, streams mean %.1f max %d, "
               "TTFA p50 %.0f / p90 %.0f / p99 %.0f ms, frame gap p99 %.1f / max %.1f ms, underruns %.1f %% of requests "
@@ -146,6 +161,11 @@ void print_point(const Point& p) {
     std::printf("  scheduler: a step every %.2f ms: generation %.2f ms, codec and delivery %.2f ms, ending requests "
                 "%.2f ms\n",
                 p.step_ms, p.generate_ms, p.decode_ms, p.release_ms);
+  if (p.step_p50_ms > 0)
+    std::printf("  steps: p50 %.2f / p99 %.2f / max %.2f ms; %lld over twice the median (%lld with newcomers' "
+                "prompts, %lld capturing frame graphs)\n",
+                p.step_p50_ms, p.step_p99_ms, p.step_max_ms, (long long)p.slow_steps, (long long)p.slow_with_joins,
+                (long long)p.slow_with_captures);
 }
 
 nlohmann::json to_json(const Point& p) {
@@ -156,7 +176,10 @@ nlohmann::json to_json(const Point& p) {
           {"underrun_requests_pct", p.underrun_pct},
           {"late_frames_pct", p.late_frames_pct}, {"peak_rss_mib", p.rss_mib}, {"verified", p.verified},
           {"verify_mismatches", p.verify_mismatches}, {"step_ms", p.step_ms}, {"generate_ms", p.generate_ms},
-          {"decode_ms", p.decode_ms}, {"release_ms", p.release_ms}, {"guided_requests", p.guided}};
+          {"decode_ms", p.decode_ms}, {"release_ms", p.release_ms}, {"guided_requests", p.guided},
+          {"step_p50_ms", p.step_p50_ms}, {"step_p99_ms", p.step_p99_ms}, {"step_max_ms", p.step_max_ms},
+          {"slow_steps", p.slow_steps}, {"slow_steps_with_joins", p.slow_with_joins},
+          {"slow_steps_capturing", p.slow_with_captures}};
 }
 
 std::string guidance_problem(const ServeBenchOptions& o) {

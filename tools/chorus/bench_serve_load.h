@@ -58,6 +58,10 @@ struct Point {
   double gap_p99_ms = 0, gap_max_ms = 0, underrun_pct = 0, late_frames_pct = 0, rss_mib = 0;
   // In process only: the scheduler's mean step and its parts (0 through HTTP).
   double step_ms = 0, generate_ms = 0, decode_ms = 0, release_ms = 0;
+  // In process only: the steps' own durations, and the slow ones (over twice the median): how many,
+  // and how many of those took newcomers' prompts or captured frame graphs.
+  double step_p50_ms = 0, step_p99_ms = 0, step_max_ms = 0;
+  int64_t slow_steps = 0, slow_with_joins = 0, slow_with_captures = 0;
   int max_streams = 0;
   int64_t requests = 0, refused = 0, failed = 0, verified = 0, verify_mismatches = 0;
   int64_t guided = 0;  // requests with classifier-free guidance
@@ -68,6 +72,14 @@ struct Point {
 // first frame arrives; frame k is late (an underrun) when it arrives after start + k frames.
 Point summarize(const std::vector<const Timing*>& timings, double frame_rate, double rate, double duration, double wall,
                 const std::vector<int>& running);
+
+// One scheduler step as the in-process bench saw it (engine::StepRecord, reduced).
+struct StepSample {
+  double seconds = 0;
+  bool joins = false, captures = false;
+};
+// Fills the step fields of `p` (step_p50_ms ... slow_with_captures) from the point's steps.
+void summarize_steps(Point& p, const std::vector<StepSample>& steps);
 
 void print_point(const Point& p);
 nlohmann::json to_json(const Point& p);

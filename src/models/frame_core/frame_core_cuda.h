@@ -109,6 +109,8 @@ class FrameCore {
   int active_slots() const { return n_; }
   // A frame launched ahead whose report has not been read (run_frame with `then`).
   bool frame_ahead() const { return pipe_.frame_ahead(); }
+  // Frame graphs captured so far (each active count and variant captures its own at first use).
+  int64_t graphs_captured() const { return pipe_.graphs_captured(); }
   // Waits for a frame launched ahead whose streams have all left (before admit_slots); a paged
   // pool's pages that only such a frame could still write go back.
   Status settle() {

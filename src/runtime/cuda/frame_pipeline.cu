@@ -35,6 +35,7 @@ Status FramePipeline::launch_frame(cudaStream_t s, bool feed, const Enqueue& fir
       if (first) CHORUS_TRY(first_half());
       return second ? second_half() : ok_status();
     }));
+    ++captured_;
     return ok_status();
   };
   Graphs& g = graphs_[key_];

@@ -53,6 +53,8 @@ class FramePipeline {
   // work launched before a moment counted by launched() is done once waited() reaches it.
   int64_t launched() const { return launched_; }
   int64_t waited() const { return waited_; }
+  // Graphs captured so far: a capture costs the host milliseconds, so a step that captures is slow.
+  int64_t graphs_captured() const { return captured_; }
   // Waits for every frame in flight, whose reports nobody will read (their streams are gone).
   Status settle() {
     while (in_flight() > 0) {
@@ -90,7 +92,7 @@ class FramePipeline {
   bool split_halves_ = false;
   const void* report_ = nullptr;
   size_t bytes_ = 0;
-  int64_t launched_ = 0, waited_ = 0;
+  int64_t launched_ = 0, waited_ = 0, captured_ = 0;
   int shown_ = 0;
   float frame_ms_ = 0, first_ms_ = 0;
 };
