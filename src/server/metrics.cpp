@@ -41,6 +41,16 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                .Add({}, Histogram::BucketBoundaries{0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10});
   rtf_ = &BuildHistogram().Name("chorus_real_time_factor").Help("Synthesis time over audio time per request").Register(*registry_)
               .Add({}, Histogram::BucketBoundaries{0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 5, 10});
+  steps_ = &BuildHistogram()
+                .Name("chorus_scheduler_step_seconds")
+                .Help("A scheduler pass over a model's running streams (each gets a frame of 80 ms of audio)")
+                .Register(*registry_);
+}
+
+prometheus::Histogram& Metrics::step_seconds(const std::string& model) {
+  return steps_->Add({{"model", model}},
+                     prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.15,
+                                                             0.25, 0.5, 1});
 }
 
 void Metrics::request(const std::string& endpoint, int status) {

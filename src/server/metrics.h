@@ -1,7 +1,7 @@
 // The server's Prometheus metrics (prometheus-cpp), rendered in the text exposition format for
 // GET /metrics: requests by endpoint and status, streams active and queued, refusals, cancels,
-// time to first audio and real-time factor histograms, audio seconds made, resident memory, open
-// connections, KV cache pages (GPU).
+// time to first audio, real-time factor and scheduler step histograms, audio seconds made, resident
+// memory, open connections, KV cache pages (GPU).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,10 @@ class Metrics {
   void stream_started();
   void stream_ended(bool cancelled);
   void synthesis(double first_audio_s, double audio_s, double total_s);
+  // The histogram of a loaded model's scheduler passes (engine::SynthesizerOptions::on_step
+  // observes it on the scheduler's thread): a pass longer than a frame of audio (80 ms) puts every
+  // stream of the model behind.
+  prometheus::Histogram& step_seconds(const std::string& model);
   // Set just before rendering.
   void set_queued(int queued, int running);
   // The GPU engines' paged KV caches, summed over the loaded models (pages in use, free to admit
@@ -50,6 +54,7 @@ class Metrics {
   std::function<int()> connections_source_;
   prometheus::Histogram* ttfa_;
   prometheus::Histogram* rtf_;
+  prometheus::Family<prometheus::Histogram>* steps_;
 };
 
 }  // namespace chorus::server

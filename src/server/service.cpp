@@ -28,7 +28,10 @@ Result<std::unique_ptr<Service>> Service::create(std::vector<std::pair<std::stri
     auto lm = std::make_unique<LoadedModel>();
     lm->id = id;
     lm->model = m;
-    lm->synth = std::make_unique<engine::Synthesizer>(m, s->options_.synthesizer);
+    engine::SynthesizerOptions so = s->options_.synthesizer;
+    prometheus::Histogram* steps = &s->metrics_.step_seconds(id);
+    so.on_step = [steps](const engine::StepRecord& r) { steps->Observe(r.seconds); };
+    lm->synth = std::make_unique<engine::Synthesizer>(m, so);
     lm->created = now;
     s->models_.push_back(std::move(lm));
   }

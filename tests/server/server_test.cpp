@@ -123,6 +123,10 @@ TEST_F(Server, PcmEqualsTheSynthesizersOutputForTheSameSeed) {
   std::vector<int16_t> got(want.size());
   std::memcpy(got.data(), r.body.data(), r.body.size());
   EXPECT_EQ(got, want);
+  // Each of the 6 frames took a scheduler pass of the model, which the step histogram counted.
+  const std::string m = http_request(port(), "GET", "/metrics").body;
+  EXPECT_GE(metric(m, "chorus_scheduler_step_seconds_count", "model=\"tiny_cv\""), 6);
+  EXPECT_GT(metric(m, "chorus_scheduler_step_seconds_sum", "model=\"tiny_cv\""), 0);
   // Another seed gives other audio (the comparison above is not vacuous).
   body["seed"] = 6;
   EXPECT_NE(speech(body).body, r.body);
