@@ -550,7 +550,7 @@ void Synthesizer::run() {
     const double took = since(step_start);
     if (stepped && options_.on_step) {
       record_.index = step_index_;
-      record_.start_s = std::chrono::duration<double>(step_start - made_).count();
+      record_.start = step_start;
       record_.seconds = took;
       options_.on_step(record_);
     }

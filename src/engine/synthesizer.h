@@ -108,7 +108,7 @@ class Synthesis {
 // what makes a step slow shows here (newcomers' prompts, graph captures, the codec).
 struct StepRecord {
   int64_t index = 0;
-  double start_s = 0;     // since the Synthesizer was made
+  std::chrono::steady_clock::time_point start;
   double seconds = 0;     // the whole pass: admission, generation, codec, delivery, ends
   double generate_s = 0;  // the generator's step (prompts of newcomers included)
   double decode_s = 0;    // the codec and the chunk callbacks of the decode completed in this pass
@@ -234,7 +234,6 @@ class Synthesizer {
   std::unique_ptr<Decode> in_flight_;
   int64_t step_index_ = 0;  // step_group calls so far (scheduler thread)
   StepRecord record_;       // of the pass under way (scheduler thread)
-  std::chrono::steady_clock::time_point made_ = std::chrono::steady_clock::now();
   std::thread thread_;
 };
 

@@ -198,7 +198,7 @@ TEST_P(Synthesizer, StepRecordsAccountForEveryFrameAndEnd) {
     EXPECT_GE(r.seconds, r.generate_s);
     if (k > 0) {
       EXPECT_GT(r.index, records[k - 1].index);
-      EXPECT_GE(r.start_s, records[k - 1].start_s + records[k - 1].seconds);
+      EXPECT_GE(std::chrono::duration<double>(r.start - records[k - 1].start).count(), records[k - 1].seconds);
     }
   }
   EXPECT_EQ(made, frames);

@@ -49,6 +49,27 @@ def main():
     if not p["audio_s_per_s"] > 0 or p["streams_max"] < 2:
         failures.append(f"no audio made, or never two streams at once: {p}")
 
+    # --settle: the same plan (same seed, same total seconds) with its first second only loading the
+    # system counts fewer requests; --steps writes the scheduler's passes.
+    counts = []
+    steps = os.path.join(work, "steps.csv")
+    for extra in (["--duration", "2"], ["--settle", "1", "--duration", "1", "--steps", steps]):
+        r = bench(a.chorus, qwen, "--rate", "8", "--lengths", "0.5-1", "--seed", "3", "--json", out, *extra)
+        if r.returncode != 0:
+            failures.append(f"bench {extra}: exit {r.returncode}: {r.stderr.strip()}")
+            break
+        p = json.load(open(out))["points"][0]
+        counts.append((p["requests"], p["settle_s"]))
+    if len(counts) == 2 and not (0 < counts[1][0] < counts[0][0] and counts[1][1] == 1 and counts[0][1] == 0):
+        failures.append(f"--settle 1: (requests, settle_s) {counts[1]} against {counts[0]} without")
+    if len(counts) == 2:
+        lines = open(steps).read().splitlines()
+        cols = lines[0].split(",")
+        rows = [dict(zip(cols, x.split(","))) for x in lines[1:]]
+        if not rows or any(int(x["frames"]) > int(x["streams"]) for x in rows) or \
+                sum(int(x["frames"]) for x in rows) == 0:
+            failures.append(f"--steps: {len(rows)} passes, the first {rows[:1]}")
+
     r = bench(a.chorus, qwen, "--rate", "4", "--duration", "1", "--lengths", "0.5-1", "--cfg-scale", "3")
     if r.returncode <= 0 or "guidance" not in r.stderr:
         failures.append(f"guidance on Qwen3-TTS: exit {r.returncode}, stderr {r.stderr.strip()!r}")

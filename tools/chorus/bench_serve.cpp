@@ -29,7 +29,12 @@ void ServeBenchAddOptions(ServeBenchOptions& o, CLI::App& app) {
                                  "--model is then the server's model name");
   app.add_option("--voice", o.voice, "--serve --url: the voice of every request (a preset name or a stored voice id)");
   app.add_option("--rate", o.rate, "--serve: requests per second")->capture_default_str();
-  app.add_option("--duration", o.duration, "--serve: seconds of arrivals")->capture_default_str();
+  app.add_option("--duration", o.duration, "--serve: seconds of arrivals measured")->capture_default_str();
+  app.add_option("--settle", o.settle,
+                 "--serve: seconds of arrivals before the measured ones, at the same rate, that only load the "
+                 "system, so the figures are the steady state's (the streams in progress grow for about the "
+                 "longest utterance: 30 s for 5-30)")
+      ->capture_default_str();
   app.add_option("--lengths", o.lengths, "--serve: utterance seconds, A-B (uniform) or a file of seconds per line")
       ->capture_default_str();
   app.add_option("--max-streams", o.max_streams, "--serve: requests running together at most")->capture_default_str();
@@ -73,15 +78,22 @@ struct StepLog {
   }
 };
 
-Status write_steps(const std::string& path, const std::vector<std::pair<double, std::vector<engine::StepRecord>>>& points) {
+// A point's steps, for --steps: its rate and start.
+struct PointSteps {
+  double rate = 0;
+  Clock::time_point t0;
+  std::vector<engine::StepRecord> steps;
+};
+
+Status write_steps(const std::string& path, const std::vector<PointSteps>& points) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return make_error(ErrorCode::kIo, "bench --serve: cannot write " + path);
   std::fprintf(f, "rate,index,start_s,ms,generate_ms,decode_ms,prefill_ms,streams,frames,ended,joined,prefill_rows,"
                   "graphs_captured\n");
-  for (const auto& [rate, steps] : points)
-    for (const engine::StepRecord& r : steps)
-      std::fprintf(f, "%g,%lld,%.6f,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%lld,%lld,%lld\n", rate, (long long)r.index,
-                   r.start_s, r.seconds * 1e3, r.generate_s * 1e3, r.decode_s * 1e3, r.stages.prefill_s * 1e3, r.streams,
+  for (const PointSteps& p : points)
+    for (const engine::StepRecord& r : p.steps)
+      std::fprintf(f, "%g,%lld,%.6f,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%lld,%lld,%lld\n", p.rate, (long long)r.index,
+                   secs(r.start - p.t0), r.seconds * 1e3, r.generate_s * 1e3, r.decode_s * 1e3, r.stages.prefill_s * 1e3, r.streams,
                    r.frames, r.ended, (long long)r.stages.joined, (long long)r.stages.prefill_rows, (long long)r.stages.graphs_captured);
   const bool ok = std::fclose(f) == 0;
   return ok ? ok_status() : make_error(ErrorCode::kIo, "bench --serve: cannot write " + path);
@@ -104,22 +116,22 @@ struct Trace {
 
 Result<Point> run_point(engine::Synthesizer& synth, StepLog& log, const ServeBenchOptions& o, double rate,
                         const std::vector<double>& lengths, uint64_t seed,
-                        std::vector<std::pair<double, std::vector<engine::StepRecord>>>& kept) {
+                        std::vector<PointSteps>& kept) {
   const engine::ModelInfo& info = synth.model().info();
-  std::vector<Arrival> plan = plan_arrivals(rate, o.duration, lengths, info.speakers, info.frame_rate, seed);
+  std::vector<Arrival> plan = plan_arrivals(rate, o.settle + o.duration, lengths, info.speakers, info.frame_rate, seed);
   const int64_t guided = guide_arrivals(plan, o.cfg_scale, o.cfg_share);
   std::vector<std::unique_ptr<Trace>> traces;
   std::atomic<bool> sampling{true};
-  std::vector<int> running_samples;
-  std::thread sampler([&] {
-    while (sampling.load()) {
-      running_samples.push_back(synth.load().running);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
+  std::vector<Running> running_samples;
   const engine::Synthesizer::Counters c0 = synth.counters();
   (void)log.take();
   const Clock::time_point t0 = Clock::now();
+  std::thread sampler([&] {
+    while (sampling.load()) {
+      running_samples.push_back({secs(Clock::now() - t0), synth.load().running});
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   std::optional<Error> first_error;
   for (const Arrival& a : plan) {
     auto t = std::make_unique<Trace>();
@@ -134,6 +146,7 @@ Result<Point> run_point(engine::Synthesizer& synth, StepLog& log, const ServeBen
     std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.at_s)));
     Trace* tp = t.get();
     tp->submitted = Clock::now();
+    tp->timing.sent_s = secs(tp->submitted - t0);
     auto job = synth.submit(r, [tp](const engine::AudioChunk& c) {
       if (c.frames > 0) {
         tp->timing.frame_at.push_back(secs(Clock::now() - tp->submitted));
@@ -175,7 +188,7 @@ Result<Point> run_point(engine::Synthesizer& synth, StepLog& log, const ServeBen
 
   std::vector<const Timing*> timings;
   for (auto& t : traces) timings.push_back(&t->timing);
-  Point p = summarize(timings, info.frame_rate, rate, o.duration, wall, running_samples);
+  Point p = summarize(timings, info.frame_rate, rate, o.duration, o.settle, wall, running_samples);
   p.guided = guided;
   p.rss_mib = peak_rss_mib();
   if (const int64_t steps = c1.steps - c0.steps; steps > 0) {
@@ -185,9 +198,13 @@ Result<Point> run_point(engine::Synthesizer& synth, StepLog& log, const ServeBen
     p.step_ms = wall * 1e3 / static_cast<double>(steps);
   }
   std::vector<StepSample> samples;
-  for (const engine::StepRecord& r : steps) samples.push_back({r.seconds, r.stages.joined > 0, r.stages.graphs_captured > 0});
+  for (const engine::StepRecord& r : steps) {
+    const double at = secs(r.start - t0);
+    if (o.settle > 0 && (at < o.settle || at > o.settle + o.duration)) continue;
+    samples.push_back({r.seconds, r.stages.joined > 0, r.stages.graphs_captured > 0});
+  }
   summarize_steps(p, samples);
-  if (!o.steps.empty()) kept.emplace_back(rate, std::move(steps));
+  if (!o.steps.empty()) kept.push_back({rate, t0, std::move(steps)});
 
   // Solo replays: the same request alone must give the same codes.
   const int64_t served = p.requests - p.refused - p.failed;
@@ -260,7 +277,7 @@ int run_serve_bench(const ServeBenchOptions& o, const std::string& model, const 
                         {"cfg_scale", o.cfg_scale},
                         {"cfg_share", o.cfg_share},
                         {"points", nlohmann::json::array()}};
-  std::vector<std::pair<double, std::vector<engine::StepRecord>>> kept;
+  std::vector<PointSteps> kept;
   Status st = run_points(
       o, seed, [&](double rate, uint64_t s) { return run_point(synth, log, o, rate, *lengths, s, kept); }, out);
   if (st.ok()) st = write_json(o, out);

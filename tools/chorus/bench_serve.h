@@ -26,7 +26,8 @@ struct ServeBenchOptions {
   std::string url;          // a running server's base URL: load over HTTP instead of in process
   std::string voice;        // --url: the voice of every request
   double rate = 1.0;        // requests per second
-  double duration = 10.0;   // seconds of arrivals
+  double duration = 10.0;   // seconds of arrivals measured
+  double settle = 0;        // seconds of arrivals before them, not measured (the load's ramp)
   std::string lengths = "5-30";  // utterance seconds: "A-B" uniform, or a file of seconds, one a line
   int max_streams = 256;
   bool batch_invariant = false;  // LoadOptions::batch_invariant

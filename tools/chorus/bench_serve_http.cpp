@@ -167,17 +167,18 @@ void run_request(const Target& target, const std::string& model, const std::stri
 
 Result<Point> run_point(const Target& target, const ServeBenchOptions& o, const std::string& model, double rate,
                         const std::vector<double>& lengths, uint64_t seed) {
-  std::vector<Arrival> plan = plan_arrivals(rate, o.duration, lengths, {o.voice}, kFrameRate, seed);
+  std::vector<Arrival> plan = plan_arrivals(rate, o.settle + o.duration, lengths, {o.voice}, kFrameRate, seed);
   const int64_t guided = guide_arrivals(plan, o.cfg_scale, o.cfg_share);
   std::vector<Timing> timings(plan.size());
   std::atomic<bool> sampling{true};
-  std::vector<int> running;
+  std::vector<Running> running;
   double rss_max = 0;
+  const Clock::time_point t0 = Clock::now();
   std::thread sampler([&] {
     while (sampling.load()) {
       auto m = get(target, "/metrics");
       if (m.ok() && m->first == 200) {
-        if (auto r = metric(m->second, "chorus_synthesizer_requests{state=\"running\"}")) running.push_back(static_cast<int>(*r));
+        if (auto r = metric(m->second, "chorus_synthesizer_requests{state=\"running\"}")) running.push_back({secs(Clock::now() - t0), static_cast<int>(*r)});
         if (auto r = metric(m->second, "chorus_resident_memory_bytes")) rss_max = std::max(rss_max, *r);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -187,13 +188,13 @@ Result<Point> run_point(const Target& target, const ServeBenchOptions& o, const 
   std::mutex mu;
   std::condition_variable cv;
   size_t running_clients = 0;
-  const Clock::time_point t0 = Clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
     std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(plan[i].at_s)));
     {
       std::lock_guard<std::mutex> lock(mu);
       ++running_clients;
     }
+    timings[i].sent_s = secs(Clock::now() - t0);
     std::thread([&, i] {
       run_request(target, model, o.voice, plan[i], timings[i]);
       std::lock_guard<std::mutex> lock(mu);
@@ -213,7 +214,7 @@ Result<Point> run_point(const Target& target, const ServeBenchOptions& o, const 
     tp.push_back(&t);
     if (t.failed && shown++ < 5) std::fprintf(stderr, "bench --serve --url: a request failed: %s\n", t.error.c_str());
   }
-  Point p = summarize(tp, kFrameRate, rate, o.duration, wall, running);
+  Point p = summarize(tp, kFrameRate, rate, o.duration, o.settle, wall, running);
   p.guided = guided;
   p.rss_mib = rss_max / (1 << 20);
   return p;

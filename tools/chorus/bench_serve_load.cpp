@@ -89,15 +89,22 @@ int64_t guide_arrivals(std::vector<Arrival>& plan, float scale, double share) {
   return guided;
 }
 
-Point summarize(const std::vector<const Timing*>& timings, double frame_rate, double rate, double duration, double wall,
-                const std::vector<int>& running) {
+Point summarize(const std::vector<const Timing*>& timings, double frame_rate, double rate, double duration,
+                double settle, double wall, const std::vector<Running>& running) {
   Point p;
   p.rate = rate;
   p.duration = duration;
+  p.settle = settle;
   std::vector<double> ttfa, gaps;
   int64_t frames = 0, late = 0, underrun_reqs = 0;
   const double frame_s = 1.0 / frame_rate;
+  // The window of the throughput figures: the measured arrivals' seconds, or the whole run.
+  const double from = settle > 0 ? settle : 0, to = settle > 0 ? settle + duration : wall;
+  int64_t window_frames = 0;
+  for (const Timing* t : timings)
+    for (double at : t->frame_at) window_frames += t->sent_s + at >= from && t->sent_s + at <= to;
   for (const Timing* t : timings) {
+    if (t->sent_s < settle) continue;
     ++p.requests;
     if (t->refused) { ++p.refused; continue; }
     if (t->failed) { ++p.failed; continue; }
@@ -114,13 +121,16 @@ Point summarize(const std::vector<const Timing*>& timings, double frame_rate, do
     underrun_reqs += under;
   }
   const int64_t served = p.requests - p.refused - p.failed;
-  p.audio_s_per_s = wall > 0 ? static_cast<double>(frames) * frame_s / wall : 0;
+  p.audio_s_per_s = to > from ? static_cast<double>(window_frames) * frame_s / (to - from) : 0;
   double sum = 0;
-  for (int x : running) {
-    sum += x;
-    p.max_streams = std::max(p.max_streams, x);
+  int64_t samples = 0;
+  for (const Running& r : running) {
+    if (r.at_s < from || r.at_s > to) continue;
+    sum += r.streams;
+    ++samples;
+    p.max_streams = std::max(p.max_streams, r.streams);
   }
-  p.mean_streams = running.empty() ? 0 : sum / static_cast<double>(running.size());
+  p.mean_streams = samples == 0 ? 0 : sum / static_cast<double>(samples);
   p.ttfa_p50 = pct(ttfa, 50);
   p.ttfa_p90 = pct(ttfa, 90);
   p.ttfa_p99 = pct(ttfa, 99);
@@ -147,6 +157,7 @@ void summarize_steps(Point& p, const std::vector<StepSample>& steps) {
 }
 
 void print_point(const Point& p) {
+  if (p.settle > 0) std::printf("(the requests of the first %.0f s only loaded the system)\n", p.settle);
   std::printf("rate %.2f/s: %lld requests (%lld refused, %lld failed), %.1f audio-s/s, streams mean %.1f max %d, "
               "TTFA p50 %.0f / p90 %.0f / p99 %.0f ms, frame gap p99 %.1f / max %.1f ms, underruns %.1f %% of requests "
               "(%.2f %% of frames), peak RSS %.0f MiB%s%s\n",
@@ -169,7 +180,7 @@ void print_point(const Point& p) {
 }
 
 nlohmann::json to_json(const Point& p) {
-  return {{"rate", p.rate}, {"duration_s", p.duration}, {"requests", p.requests}, {"refused", p.refused},
+  return {{"rate", p.rate}, {"duration_s", p.duration}, {"settle_s", p.settle}, {"requests", p.requests}, {"refused", p.refused},
           {"failed", p.failed}, {"audio_s_per_s", p.audio_s_per_s}, {"streams_mean", p.mean_streams},
           {"streams_max", p.max_streams}, {"ttfa_p50_s", p.ttfa_p50}, {"ttfa_p90_s", p.ttfa_p90},
           {"ttfa_p99_s", p.ttfa_p99}, {"frame_gap_p99_ms", p.gap_p99_ms}, {"frame_gap_max_ms", p.gap_max_ms},

@@ -46,6 +46,7 @@ int64_t guide_arrivals(std::vector<Arrival>& plan, float scale, double share);
 
 // What one simulated client saw.
 struct Timing {
+  double sent_s = 0;             // seconds after the run's start that the request was sent
   std::vector<double> frame_at;  // seconds after the request started, one per frame received
   double first_audio_s = 0;
   bool refused = false;  // queue full (kResourceExhausted / 429)
@@ -54,7 +55,7 @@ struct Timing {
 };
 
 struct Point {
-  double rate = 0, duration = 0, audio_s_per_s = 0, mean_streams = 0, ttfa_p50 = 0, ttfa_p90 = 0, ttfa_p99 = 0;
+  double rate = 0, duration = 0, settle = 0, audio_s_per_s = 0, mean_streams = 0, ttfa_p50 = 0, ttfa_p90 = 0, ttfa_p99 = 0;
   double gap_p99_ms = 0, gap_max_ms = 0, underrun_pct = 0, late_frames_pct = 0, rss_mib = 0;
   // In process only: the scheduler's mean step and its parts (0 through HTTP).
   double step_ms = 0, generate_ms = 0, decode_ms = 0, release_ms = 0;
@@ -67,11 +68,20 @@ struct Point {
   int64_t guided = 0;  // requests with classifier-free guidance
 };
 
+// A sample of the streams in progress, `at_s` seconds after the run's start.
+struct Running {
+  double at_s = 0;
+  int streams = 0;
+};
+
 // The statistics of one run: `wall` seconds from the first arrival's clock to the last end,
 // `running` the sampled counts of streams in progress. Playback of a request starts when its
 // first frame arrives; frame k is late (an underrun) when it arrives after start + k frames.
-Point summarize(const std::vector<const Timing*>& timings, double frame_rate, double rate, double duration, double wall,
-                const std::vector<int>& running);
+// With `settle` > 0 the requests sent in the first `settle` seconds only load the system: the
+// request statistics are those of the later ones, and audio made and streams in progress are
+// those of the `duration` seconds after `settle` (the steady state); else of the whole run.
+Point summarize(const std::vector<const Timing*>& timings, double frame_rate, double rate, double duration,
+                double settle, double wall, const std::vector<Running>& running);
 
 // One scheduler step as the in-process bench saw it (engine::StepRecord, reduced).
 struct StepSample {
