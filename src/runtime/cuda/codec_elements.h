@@ -84,6 +84,10 @@ CHORUS_HD uint16_t bf16_rn_bits(float x) {
   return ::chorus::f32_to_bf16(x);
 #endif
 }
+// Two values as bf16 in one little-endian 32-bit word: `lo` at the lower address.
+CHORUS_HD uint32_t bf16_pair_bits(float lo, float hi) {
+  return bf16_rn_bits(lo) | static_cast<uint32_t>(bf16_rn_bits(hi)) << 16;
+}
 
 // ---- im2col of a causal, stride-1 convolution ---------------------------------------------------
 // Per stream b: padded_b = [hist_b | act(x_b)] with hist_b [cin, H], H = (kernel − 1)·dilation, and
@@ -172,8 +176,7 @@ CHORUS_HD void im2col_window_store_pairs(const Im2col& a, int64_t w, int64_t thr
   if (j < im2col_window_own(a, w, per_block)) {
     const int64_t at = c * a.kernel * N + b * a.steps + t0 + j;
     for (int64_t k = 0; k < a.kernel; ++k) {
-      const uint32_t pair = bf16_rn_bits(win[j + k * a.dilation]) |
-                            static_cast<uint32_t>(bf16_rn_bits(win[j + 1 + k * a.dilation])) << 16;
+      const uint32_t pair = bf16_pair_bits(win[j + k * a.dilation], win[j + 1 + k * a.dilation]);
 #if defined(__CUDA_ARCH__)
       *reinterpret_cast<uint32_t*>(a.col16 + at + k * N) = pair;
 #else
@@ -318,8 +321,7 @@ CHORUS_HD void channel_quad(const ChannelOp& op, int64_t c, int64_t t) {
   for (int j = 0; j < 4; ++j) v[j] = channel_value(op, c, x[j], r[j]);
   const int64_t at = c * op.ycs + t;
   if (op.y16) {
-    const uint32_t lo = bf16_rn_bits(v[0]) | static_cast<uint32_t>(bf16_rn_bits(v[1])) << 16;
-    const uint32_t hi = bf16_rn_bits(v[2]) | static_cast<uint32_t>(bf16_rn_bits(v[3])) << 16;
+    const uint32_t lo = bf16_pair_bits(v[0], v[1]), hi = bf16_pair_bits(v[2], v[3]);
 #if defined(__CUDA_ARCH__)
     *reinterpret_cast<uint2*>(op.y16 + at) = make_uint2(lo, hi);
 #else
