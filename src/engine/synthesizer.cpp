@@ -380,9 +380,10 @@ void Synthesizer::complete_decode(Ending ending) {
       Job& j = *d->group[i];
       if (d->out[i].has_frame && !j.ended && d->decoded[i].ok()) d->decoded[i] = send_frame(j, d->out[i]);
     }
-    record_.decode_s += d->seconds + since(t0);
+    const double decoded = d->seconds + since(t0);
+    record_.decode_s += decoded;
     std::lock_guard<std::mutex> lock(mu_);
-    counters_.decode_s += d->seconds + since(t0);
+    counters_.decode_s += decoded;
   }
   // After their last chunks, before the in-flight step's ends (which would end them as finished).
   for (auto& [j, status] : ending) finish(*j, std::move(status));
@@ -456,26 +457,16 @@ bool Synthesizer::step_group(std::vector<Job*>& group) {
     for (Job* j : live) finish(*j, st);
     return true;
   }
-  for (Job* j : live) {
-    j->stats.times.prefill_s += t.prefill_s;
-    j->stats.times.backbone_s += t.backbone_s;
-    j->stats.times.depth_s += t.depth_s;
-    j->stats.times.sampling_s += t.sampling_s;
-  }
-  record_.generate_s += std::chrono::duration<double>(t1 - t0).count();
+  for (Job* j : live) j->stats.times.add_seconds(t);
+  const double generated = std::chrono::duration<double>(t1 - t0).count();
+  record_.generate_s += generated;
   record_.streams += static_cast<int>(live.size());
   for (const StepResult& r : out) record_.frames += r.has_frame;
-  record_.stages.prefill_s += t.prefill_s;
-  record_.stages.backbone_s += t.backbone_s;
-  record_.stages.depth_s += t.depth_s;
-  record_.stages.sampling_s += t.sampling_s;
-  record_.stages.joined += t.joined;
-  record_.stages.prefill_rows += t.prefill_rows;
-  record_.stages.graphs_captured += t.graphs_captured;
+  record_.stages.add(t);
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++counters_.steps;
-    counters_.generate_s += std::chrono::duration<double>(t1 - t0).count();
+    counters_.generate_s += generated;
   }
   in_flight_ = prepare_decode(live, out);
   if (decode_thread_) {

@@ -60,6 +60,20 @@ struct StageTimes {
   // What a step did besides its frame (the GPU engines tell; the CPU engines leave 0): streams that
   // joined the running batch (their prompts prefilled), their prompt rows, and frame graphs captured.
   int64_t joined = 0, prefill_rows = 0, graphs_captured = 0;
+
+  // The seconds of `o` (a request's share of a step); add() takes the counts as well.
+  void add_seconds(const StageTimes& o) {
+    prefill_s += o.prefill_s;
+    backbone_s += o.backbone_s;
+    depth_s += o.depth_s;
+    sampling_s += o.sampling_s;
+  }
+  void add(const StageTimes& o) {
+    add_seconds(o);
+    joined += o.joined;
+    prefill_rows += o.prefill_rows;
+    graphs_captured += o.graphs_captured;
+  }
 };
 
 struct ModelInfo {

@@ -93,8 +93,9 @@ Status write_steps(const std::string& path, const std::vector<PointSteps>& point
   for (const PointSteps& p : points)
     for (const engine::StepRecord& r : p.steps)
       std::fprintf(f, "%g,%lld,%.6f,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%lld,%lld,%lld\n", p.rate, (long long)r.index,
-                   secs(r.start - p.t0), r.seconds * 1e3, r.generate_s * 1e3, r.decode_s * 1e3, r.stages.prefill_s * 1e3, r.streams,
-                   r.frames, r.ended, (long long)r.stages.joined, (long long)r.stages.prefill_rows, (long long)r.stages.graphs_captured);
+                   secs(r.start - p.t0), r.seconds * 1e3, r.generate_s * 1e3, r.decode_s * 1e3,
+                   r.stages.prefill_s * 1e3, r.streams, r.frames, r.ended, (long long)r.stages.joined,
+                   (long long)r.stages.prefill_rows, (long long)r.stages.graphs_captured);
   const bool ok = std::fclose(f) == 0;
   return ok ? ok_status() : make_error(ErrorCode::kIo, "bench --serve: cannot write " + path);
 }
@@ -198,11 +199,8 @@ Result<Point> run_point(engine::Synthesizer& synth, StepLog& log, const ServeBen
     p.step_ms = wall * 1e3 / static_cast<double>(steps);
   }
   std::vector<StepSample> samples;
-  for (const engine::StepRecord& r : steps) {
-    const double at = secs(r.start - t0);
-    if (o.settle > 0 && (at < o.settle || at > o.settle + o.duration)) continue;
-    samples.push_back({r.seconds, r.stages.joined > 0, r.stages.graphs_captured > 0});
-  }
+  for (const engine::StepRecord& r : steps)
+    samples.push_back({secs(r.start - t0), r.seconds, r.stages.joined > 0, r.stages.graphs_captured > 0});
   summarize_steps(p, samples);
   if (!o.steps.empty()) kept.push_back({rate, t0, std::move(steps)});
 

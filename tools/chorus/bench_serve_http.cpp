@@ -178,7 +178,8 @@ Result<Point> run_point(const Target& target, const ServeBenchOptions& o, const 
     while (sampling.load()) {
       auto m = get(target, "/metrics");
       if (m.ok() && m->first == 200) {
-        if (auto r = metric(m->second, "chorus_synthesizer_requests{state=\"running\"}")) running.push_back({secs(Clock::now() - t0), static_cast<int>(*r)});
+        if (auto r = metric(m->second, "chorus_synthesizer_requests{state=\"running\"}"))
+          running.push_back({secs(Clock::now() - t0), static_cast<int>(*r)});
         if (auto r = metric(m->second, "chorus_resident_memory_bytes")) rss_max = std::max(rss_max, *r);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -142,14 +142,18 @@ Point summarize(const std::vector<const Timing*>& timings, double frame_rate, do
 }
 
 void summarize_steps(Point& p, const std::vector<StepSample>& steps) {
+  const auto measured = [&p](const StepSample& s) {
+    return p.settle <= 0 || (s.at_s >= p.settle && s.at_s <= p.settle + p.duration);
+  };
   std::vector<double> ms;
-  for (const StepSample& s : steps) ms.push_back(s.seconds * 1e3);
+  for (const StepSample& s : steps)
+    if (measured(s)) ms.push_back(s.seconds * 1e3);
   if (ms.empty()) return;
   p.step_p50_ms = pct(ms, 50);
   p.step_p99_ms = pct(ms, 99);
   p.step_max_ms = *std::max_element(ms.begin(), ms.end());
   for (const StepSample& s : steps) {
-    if (s.seconds * 1e3 <= 2 * p.step_p50_ms) continue;
+    if (!measured(s) || s.seconds * 1e3 <= 2 * p.step_p50_ms) continue;
     ++p.slow_steps;
     p.slow_with_joins += s.joins;
     p.slow_with_captures += s.captures;
@@ -180,10 +184,11 @@ void print_point(const Point& p) {
 }
 
 nlohmann::json to_json(const Point& p) {
-  return {{"rate", p.rate}, {"duration_s", p.duration}, {"settle_s", p.settle}, {"requests", p.requests}, {"refused", p.refused},
-          {"failed", p.failed}, {"audio_s_per_s", p.audio_s_per_s}, {"streams_mean", p.mean_streams},
-          {"streams_max", p.max_streams}, {"ttfa_p50_s", p.ttfa_p50}, {"ttfa_p90_s", p.ttfa_p90},
-          {"ttfa_p99_s", p.ttfa_p99}, {"frame_gap_p99_ms", p.gap_p99_ms}, {"frame_gap_max_ms", p.gap_max_ms},
+  return {{"rate", p.rate}, {"duration_s", p.duration}, {"settle_s", p.settle}, {"requests", p.requests},
+          {"refused", p.refused}, {"failed", p.failed}, {"audio_s_per_s", p.audio_s_per_s},
+          {"streams_mean", p.mean_streams}, {"streams_max", p.max_streams}, {"ttfa_p50_s", p.ttfa_p50},
+          {"ttfa_p90_s", p.ttfa_p90}, {"ttfa_p99_s", p.ttfa_p99}, {"frame_gap_p99_ms", p.gap_p99_ms},
+          {"frame_gap_max_ms", p.gap_max_ms},
           {"underrun_requests_pct", p.underrun_pct},
           {"late_frames_pct", p.late_frames_pct}, {"peak_rss_mib", p.rss_mib}, {"verified", p.verified},
           {"verify_mismatches", p.verify_mismatches}, {"step_ms", p.step_ms}, {"generate_ms", p.generate_ms},

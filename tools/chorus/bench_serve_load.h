@@ -55,7 +55,8 @@ struct Timing {
 };
 
 struct Point {
-  double rate = 0, duration = 0, settle = 0, audio_s_per_s = 0, mean_streams = 0, ttfa_p50 = 0, ttfa_p90 = 0, ttfa_p99 = 0;
+  double rate = 0, duration = 0, settle = 0, audio_s_per_s = 0, mean_streams = 0;
+  double ttfa_p50 = 0, ttfa_p90 = 0, ttfa_p99 = 0;
   double gap_p99_ms = 0, gap_max_ms = 0, underrun_pct = 0, late_frames_pct = 0, rss_mib = 0;
   // In process only: the scheduler's mean step and its parts (0 through HTTP).
   double step_ms = 0, generate_ms = 0, decode_ms = 0, release_ms = 0;
@@ -85,10 +86,12 @@ Point summarize(const std::vector<const Timing*>& timings, double frame_rate, do
 
 // One scheduler step as the in-process bench saw it (engine::StepRecord, reduced).
 struct StepSample {
+  double at_s = 0;  // its start, seconds after the run's start
   double seconds = 0;
   bool joins = false, captures = false;
 };
-// Fills the step fields of `p` (step_p50_ms ... slow_with_captures) from the point's steps.
+// Fills the step fields of `p` (step_p50_ms ... slow_with_captures) from the point's steps: those
+// of the measured seconds when p.settle > 0 (as summarize), else all.
 void summarize_steps(Point& p, const std::vector<StepSample>& steps);
 
 void print_point(const Point& p);
