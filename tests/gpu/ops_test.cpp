@@ -461,8 +461,8 @@ TEST(GpuAttention, LongCacheKernelEqualsTheGeneralOne) {
   check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 1100, 36);
 }
 
-// The many-row kernel with W warps per (row, query head), forced on at any row count, against the
-// cluster kernel.
+// The many-row kernels (W warps per (row, query head), or kRowAttentionGroup: one warp per (row, kv
+// group)), forced on at any row count, against the cluster kernel.
 template <int W>
 void use_row_attention(bool on) {
   cuda::set_row_attention(on ? W : 0);
@@ -470,10 +470,11 @@ void use_row_attention(bool on) {
 
 TEST(GpuAttention, ManyRowKernelEqualsTheClusterKernel) {
   REQUIRE_GPU();
-  for (auto* use : {use_row_attention<1>, use_row_attention<4>}) {
+  for (auto* use : {use_row_attention<1>, use_row_attention<4>, use_row_attention<cuda::kRowAttentionGroup>}) {
     check_specialized_attention(use, 16, 8, 128, 300, 37);
-    check_specialized_attention(use, 16, 2, 128, 65, 38);
-    check_specialized_attention(use, 6, 2, 128, 1100, 39);  // a block with idle warps (W = 1)
+    check_specialized_attention(use, 16, 2, 128, 65, 38);  // groups of 8: one warp per head
+    check_specialized_attention(use, 6, 2, 128, 1100, 39);  // a block with idle warps
+    check_specialized_attention(use, 8, 2, 128, 1100, 41);  // groups of 4
   }
   cuda::set_row_attention(cuda::kRowAttentionAuto);
 }
@@ -483,13 +484,13 @@ TEST(GpuAttention, ManyRowKernelEqualsTheClusterKernel) {
 // and each many-row variant, must give every row what the cluster kernel gives it, bit for bit,
 // and store the same keys and values. The same for prefill rows (formed queries, every key in the
 // cache) against the general kernel.
-TEST(GpuAttention, ManyRowsEachGetWhatTheClusterKernelGives) {
-  REQUIRE_GPU();
-  std::mt19937 rng(40);
-  const int64_t Hq = 8, Hkv = 2, D = 128, cap = 384, S = 192, R = 160;
+void check_many_rows(int64_t Hq, int64_t Hkv, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << "Hq " << Hq << " Hkv " << Hkv);
+  std::mt19937 rng(seed);
+  const int64_t D = 128, cap = 384, S = 192, R = 160;
   const int64_t qw = Hq * D, kvw = Hkv * D, ld = qw + 2 * kvw;
   ASSERT_TRUE(cuda::attention_reserve(cap, D).ok());
-  ASSERT_GE(R, cuda::kRowAttentionOneWarp) << "the default must pick the one-warp kernel here";
+  ASSERT_GE(R, cuda::kRowAttentionOneWarp) << "the default must pick a many-row kernel here";
   std::vector<int32_t> seq(static_cast<size_t>(S)), pos;
   std::iota(seq.begin(), seq.end(), 0);
   std::shuffle(seq.begin(), seq.end(), rng);
@@ -505,10 +506,12 @@ TEST(GpuAttention, ManyRowsEachGetWhatTheClusterKernelGives) {
   for (const bool bf16 : {false, true}) {
     SCOPED_TRACE(bf16 ? "bf16" : "f32");
     const auto dqkv = to_device(random_vec(rng, static_cast<size_t>(R * ld), -2.0f, 2.0f));
-    std::vector<float> out[5], kc[5], vc[5];
-    // 0: the cluster kernel; 1, 4: that many warps per head; 2: the default for R rows.
-    for (const int w : {0, 1, 2, 4}) {
-      cuda::set_row_attention(w == 2 ? cuda::kRowAttentionAuto : w);
+    // The cluster kernel, 1 and 4 warps per head, a warp per kv group, the default for R rows.
+    const int variants[] = {0, 1, 4, cuda::kRowAttentionGroup, cuda::kRowAttentionAuto};
+    constexpr int kVariants = 5;
+    std::vector<float> out[kVariants], kc[kVariants], vc[kVariants];
+    for (int w = 0; w < kVariants; ++w) {
+      cuda::set_row_attention(variants[w]);
       auto dk = to_device(k0), dv = to_device(v0);
       auto dout = poisoned(static_cast<size_t>(R * qw));
       ASSERT_TRUE(cuda::attention_decode(dqkv.as<float>(), ld, {Hq, Hkv, D}, dqn.as<float>(), dkn.as<float>(), 1e-6f,
@@ -523,8 +526,8 @@ TEST(GpuAttention, ManyRowsEachGetWhatTheClusterKernelGives) {
     cuda::set_row_attention(cuda::kRowAttentionAuto);
     EXPECT_FALSE(std::any_of(out[0].begin(), out[0].end(), [](float x) { return std::isnan(x); }));
     EXPECT_NE(vc[0], v0) << "no new value was stored";
-    for (const int w : {1, 2, 4}) {
-      SCOPED_TRACE(testing::Message() << (w == 2 ? "the default" : "warps per head ") << (w == 2 ? 0 : w));
+    for (int w = 1; w < kVariants; ++w) {
+      SCOPED_TRACE(testing::Message() << "variant " << variants[w]);
       for (int64_t r = 0; r < R; ++r)
         EXPECT_TRUE(std::equal(out[w].begin() + r * qw, out[w].begin() + (r + 1) * qw, out[0].begin() + r * qw))
             << "row " << r << " at position " << pos[static_cast<size_t>(r)];
@@ -533,9 +536,9 @@ TEST(GpuAttention, ManyRowsEachGetWhatTheClusterKernelGives) {
     }
     const auto dq = to_device(random_vec(rng, static_cast<size_t>(R * qw), -2.0f, 2.0f));
     const auto dk = to_device(k0), dv = to_device(v0);
-    std::vector<float> prefill[5];
-    for (const int w : {0, 1, 2, 4}) {  // 0: the general kernel
-      cuda::set_row_attention(w == 2 ? cuda::kRowAttentionAuto : w);
+    std::vector<float> prefill[kVariants];
+    for (int w = 0; w < kVariants; ++w) {  // 0: the general kernel
+      cuda::set_row_attention(variants[w]);
       auto dout = poisoned(static_cast<size_t>(R * qw));
       ASSERT_TRUE(cuda::attention(dq.as<float>(), {Hq, Hkv, D}, 1.0f / std::sqrt(static_cast<float>(D)),
                                   {dseq.as<int32_t>(), dpos.as<int32_t>(), R, true},
@@ -545,8 +548,14 @@ TEST(GpuAttention, ManyRowsEachGetWhatTheClusterKernelGives) {
     }
     cuda::set_row_attention(cuda::kRowAttentionAuto);
     EXPECT_FALSE(std::any_of(prefill[0].begin(), prefill[0].end(), [](float x) { return std::isnan(x); }));
-    for (const int w : {1, 2, 4}) EXPECT_EQ(prefill[w], prefill[0]) << "prefill rows, variant " << w;
+    for (int w = 1; w < kVariants; ++w) EXPECT_EQ(prefill[w], prefill[0]) << "prefill rows, variant " << variants[w];
   }
+}
+
+TEST(GpuAttention, ManyRowsEachGetWhatTheClusterKernelGives) {
+  REQUIRE_GPU();
+  check_many_rows(8, 2, 40);   // kv groups of 4
+  check_many_rows(16, 8, 42);  // of 2, the talkers' and backbones' shape
 }
 
 // The fused decode attentions form the rotation (and the small kernel preloads the earlier keys) at

@@ -242,6 +242,42 @@ __device__ __forceinline__ void score_keys(const float* qs, const KvRows& kb, co
   }
 }
 
+// score_keys for the G query heads of one kv group at once (qs: [G][D]): each key's dims are read
+// once and multiplied into every head's sum, each sum in score_keys' order, so every head's dot
+// products are bit-identical to score_keys'. store(h, u, dot) in every lane.
+template <int D, int G, int KEYS, bool PAGED, class Store>
+__device__ __forceinline__ void score_keys_heads(const float* qs, const KvRows& kb, const float* knew, int new_pos,
+                                                 int n, int j0, Store store) {
+  const int lane = threadIdx.x & 31;
+  const float* first = kv_row_warp<PAGED>(kb, j0);
+  const float* kr[KEYS];
+#pragma unroll
+  for (int u = 0; u < KEYS; ++u) kr[u] = j0 + u == new_pos ? knew : first + u * kb.step;
+  float acc[G][KEYS];
+#pragma unroll
+  for (int h = 0; h < G; ++h)
+#pragma unroll
+    for (int u = 0; u < KEYS; ++u) acc[h][u] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < D / 32; ++i) {
+    const int d = lane + 32 * i;
+    float qd[G];
+#pragma unroll
+    for (int h = 0; h < G; ++h) qd[h] = qs[h * D + d];
+#pragma unroll
+    for (int u = 0; u < KEYS; ++u)
+      if (j0 + u < n) {
+        const float k = kr[u][d];
+#pragma unroll
+        for (int h = 0; h < G; ++h) acc[h][u] = fmaf(qd[h], k, acc[h][u]);
+      }
+  }
+#pragma unroll
+  for (int h = 0; h < G; ++h)
+#pragma unroll
+    for (int u = 0; u < KEYS; ++u) store(h, u, warp_sum(acc[h][u]));
+}
+
 // sc[j] for j < n (score_keys): warp w scores keys w·KEYS.. in steps of warps·KEYS. The persistent
 // stack's talker attention measured 1.5x faster with the dims unrolled; the per-kernel attention
 // ~1 % slower. KEYS: keys per warp at a time (the small-cache kernel gives each of its warps 4 of

@@ -233,11 +233,13 @@ void set_small_attention(bool on);
 void set_long_attention(bool on);
 // The long-cache decode attention of many rows runs W warps per (row, query head) instead of a
 // cluster per head (bit-identical, faster when the rows alone fill the GPU): 4 from
-// kRowAttentionRows rows, 1 from kRowAttentionOneWarp. Tests and the timing harness force a
-// choice: 0 the cluster kernel, 1 or 4 warps per head; kRowAttentionAuto (or anything else)
-// restores the default.
+// kRowAttentionRows rows; from kRowAttentionOneWarp one warp per (row, kv group), reading the
+// group's keys and values once for its query heads (groups of 2 or 4; others one warp per head).
+// Tests and the timing harness force a choice: 0 the cluster kernel, 1 or 4 warps per head,
+// kRowAttentionGroup a warp per kv group; kRowAttentionAuto (or anything else) restores the default.
 constexpr int64_t kRowAttentionRows = 32;
 constexpr int64_t kRowAttentionOneWarp = 128;
+constexpr int kRowAttentionGroup = 2;
 constexpr int kRowAttentionAuto = -1;
 void set_row_attention(int warps_per_head);
 // Call once (outside graph capture) before attention over caches of up to `capacity` positions.
