@@ -18,9 +18,10 @@ namespace {
 // lone stream's step waits on one long attention; with many rows the heads alone fill the GPU, and
 // blocks of 512 threads with two cluster barriers each cost more than the work (B = 256 over ~40
 // keys: 58 % of a 0.6B talker step's kernel time). W = 1 keeps everything in one warp, no block
-// barrier; W = 4 (the whole block on one head) splits the keys, for fewer rows (row_attention_warps). FUSED: decode rows, as
-// attention_kernel<true> (the block norms, rotates and stores the new row); else rows whose query
-// is formed and whose keys are all in the cache (prefill), as attention_kernel<false>.
+// barrier; W = 4 (the whole block on one head) splits the keys (row_attention_warps picks). FUSED:
+// decode rows, as attention_kernel<true> (the block norms, rotates and stores the new row); else
+// rows whose query is formed and whose keys are all in the cache (prefill), as
+// attention_kernel<false>.
 // Every sum keeps the general kernel's order: scores by score_keys, the softmax by softmax_stats,
 // the value sums as 16 sets (keys j ≡ s mod 16, in j order; warp w of a head takes sets
 // 16/W·w onwards) added in set order, so the result is bit-identical to it and to the cluster
@@ -296,7 +297,8 @@ Status reserve_group_attention(int64_t capacity) {
   if (need > kRowMaxSmem || need <= static_cast<size_t>(reserved.load())) return ok_status();
   for (auto* k : {attention_group_kernel<128, G, true, false, false>, attention_group_kernel<128, G, true, true, false>,
                   attention_group_kernel<128, G, true, false, true>, attention_group_kernel<128, G, true, true, true>,
-                  attention_group_kernel<128, G, false, false, false>, attention_group_kernel<128, G, false, true, false>,
+                  attention_group_kernel<128, G, false, false, false>,
+                  attention_group_kernel<128, G, false, true, false>,
                   attention_group_kernel<128, G, false, false, true>, attention_group_kernel<128, G, false, true, true>})
     CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(need)));
   reserved.store(static_cast<int64_t>(need));
