@@ -200,6 +200,15 @@ __device__ __forceinline__ float scaled_score(float dot, float scale, bool bf16)
   return bf16 ? round_bf16(__fmul_rn(round_bf16(dot), scale)) : dot * scale;
 }
 
+// Keys j0 .. j0 + KEYS − 1's rows (a whole warp: kv_row_warp), key new_pos's at knew.
+template <int KEYS, bool PAGED>
+__device__ __forceinline__ void key_rows(const KvRows& kb, const float* knew, int new_pos, int j0,
+                                         const float* (&kr)[KEYS]) {
+  const float* first = kv_row_warp<PAGED>(kb, j0);
+#pragma unroll
+  for (int u = 0; u < KEYS; ++u) kr[u] = j0 + u == new_pos ? knew : first + u * kb.step;
+}
+
 // The dot products q · k_j of keys j0 .. j0 + KEYS − 1 (those below n), key j at kv_row(kb, j)
 // except j == new_pos (knew), handed to store(u, dot of key j0 + u) in every lane. A lane sums its
 // dims d = lane + 32i in i order, then the warp reduces by a butterfly (of commutative adds, so
@@ -210,10 +219,8 @@ template <bool UNROLL_D, int KEYS, bool PAGED, class Store>
 __device__ __forceinline__ void score_keys(const float* qs, const KvRows& kb, const float* knew, int new_pos, int n,
                                            int j0, int D, Store store) {
   const int lane = threadIdx.x & 31;
-  const float* first = kv_row_warp<PAGED>(kb, j0);
   const float* kr[KEYS];
-#pragma unroll
-  for (int u = 0; u < KEYS; ++u) kr[u] = j0 + u == new_pos ? knew : first + u * kb.step;
+  key_rows<KEYS, PAGED>(kb, knew, new_pos, j0, kr);
   float acc[KEYS];
 #pragma unroll
   for (int u = 0; u < KEYS; ++u) acc[u] = 0.0f;
@@ -249,10 +256,8 @@ template <int D, int G, int KEYS, bool PAGED, class Store>
 __device__ __forceinline__ void score_keys_heads(const float* qs, const KvRows& kb, const float* knew, int new_pos,
                                                  int n, int j0, Store store) {
   const int lane = threadIdx.x & 31;
-  const float* first = kv_row_warp<PAGED>(kb, j0);
   const float* kr[KEYS];
-#pragma unroll
-  for (int u = 0; u < KEYS; ++u) kr[u] = j0 + u == new_pos ? knew : first + u * kb.step;
+  key_rows<KEYS, PAGED>(kb, knew, new_pos, j0, kr);
   float acc[G][KEYS];
 #pragma unroll
   for (int h = 0; h < G; ++h)

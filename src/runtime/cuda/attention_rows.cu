@@ -35,6 +35,20 @@ __host__ __device__ inline int64_t row_head_floats(int64_t D, int64_t capacity, 
   return 3 * D + capacity + (W > 1 ? kRowSets * D : 0);
 }
 
+// A fused kernel's new key and value (lane l: dims l + 32i) into the cache at pos, by one warp.
+template <int kChunks, bool PAGED>
+__device__ __forceinline__ void store_new_row(const dev::KvRows& kb, const dev::KvRows& vb, int pos, const float* knew,
+                                              const float* vnew) {
+  const int lane = threadIdx.x & 31;
+  float* kdst = dev::kv_row<PAGED>(kb, pos);
+  float* vdst = dev::kv_row<PAGED>(vb, pos);
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    kdst[lane + 32 * i] = knew[lane + 32 * i];
+    vdst[lane + 32 * i] = vnew[lane + 32 * i];
+  }
+}
+
 template <int D, int W, bool FUSED, bool BF16, bool PAGED>
 __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_rows_kernel(AttnParams a) {
   constexpr int kChunks = D / 32, kHeads = kRowBlockWarps / W, kSets = kRowSets / W;
@@ -84,15 +98,7 @@ __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_rows_kernel(Att
     dev::norm_rope_head(qs, D, a.qn, a.eps, a.inv_freq, pos, qs, BF16);
     dev::norm_rope_head(knew, D, a.kn, a.eps, a.inv_freq, pos, knew, BF16);
     __syncwarp();
-    if (h % group == 0 && pos < a.kv.capacity) {
-      float* kdst = dev::kv_row<PAGED>(kb, pos);
-      float* vdst = dev::kv_row<PAGED>(vb, pos);
-#pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-        kdst[lane + 32 * i] = knew[lane + 32 * i];
-        vdst[lane + 32 * i] = vnew[lane + 32 * i];
-      }
-    }
+    if (h % group == 0 && pos < a.kv.capacity) store_new_row<kChunks, PAGED>(kb, vb, pos, knew, vnew);
   }
   if constexpr (W > 1) __syncthreads();
   if (active)
@@ -198,15 +204,7 @@ __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_group_kernel(At
     for (int h = 0; h < G; ++h) dev::norm_rope_head(qs + h * D, D, a.qn, a.eps, a.inv_freq, pos, qs + h * D, BF16);
     dev::norm_rope_head(knew, D, a.kn, a.eps, a.inv_freq, pos, knew, BF16);
     __syncwarp();
-    if (pos < cap) {
-      float* kdst = dev::kv_row<PAGED>(kb, pos);
-      float* vdst = dev::kv_row<PAGED>(vb, pos);
-#pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-        kdst[lane + 32 * i] = knew[lane + 32 * i];
-        vdst[lane + 32 * i] = vnew[lane + 32 * i];
-      }
-    }
+    if (pos < cap) store_new_row<kChunks, PAGED>(kb, vb, pos, knew, vnew);
   } else {
     const float* q = a.q + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(g) * G * D;
 #pragma unroll
