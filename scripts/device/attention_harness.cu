@@ -1,7 +1,8 @@
 // Times the long-cache decode attention (talker shape: 16 query heads, 8 kv heads, head size 128,
 // paged caches as the serving pools keep them) at many row counts and context lengths, the cluster
-// kernel against the many-row kernels (1 and 4 warps per query head, one warp per kv group), and checks that all give
-// the same outputs bit for bit; then prefill rows (whole prompts) against the general kernel.
+// kernel against the many-row kernels (1 and 4 warps per query head, one warp per kv group), and
+// checks that all give the same outputs bit for bit; then prefill rows (whole prompts) against the
+// general kernel.
 // Printed per (rows, keys): µs per call of each, and what the default picks.
 //
 // Build here, after `ninja -C build chorus`:
