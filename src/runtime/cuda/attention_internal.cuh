@@ -73,7 +73,7 @@ __device__ inline void prefetch_earlier_kv(const AttnParams& a, int64_t r, int h
 }
 
 // The many-row kernels (attention_rows.cu). rows_attention_for: which of them takes a call of
-// `rows` rows (row_attention_warps' numbers; 0: none, the cluster or general kernel does);
+// `rows` rows (row_attention_variant' numbers; 0: none, the cluster or general kernel does);
 // launch_many_rows: that one; reserve_rows_attention: their shared memory for caches of up to
 // `capacity` positions (attention_reserve calls it).
 int rows_attention_for(const AttnParams& p, int64_t rows);

@@ -18,7 +18,7 @@ namespace {
 // lone stream's step waits on one long attention; with many rows the heads alone fill the GPU, and
 // blocks of 512 threads with two cluster barriers each cost more than the work (B = 256 over ~40
 // keys: 58 % of a 0.6B talker step's kernel time). W = 1 keeps everything in one warp, no block
-// barrier; W = 4 (the whole block on one head) splits the keys (row_attention_warps picks). FUSED:
+// barrier; W = 4 (the whole block on one head) splits the keys (row_attention_variant picks). FUSED:
 // decode rows, as attention_kernel<true> (the block norms, rotates and stores the new row); else
 // rows whose query is formed and whose keys are all in the cache (prefill), as
 // attention_kernel<false>.
@@ -311,7 +311,7 @@ Status reserve_group_attention(int64_t capacity) {
 // and more; from 32 rows four warps per head win up to 4.8× over short contexts and lose at most
 // 15 % over long ones; from 128 rows a warp per kv group takes 0.71–0.81× the time of a warp per
 // head at 120–1,000 keys (256 rows); serving the 0.6B at ~260 streams, steps took 0.9× as long.
-int row_attention_warps(int64_t rows) {
+int row_attention_variant(int64_t rows) {
   const int forced = g_row_attention.load();
   if (forced != kRowAttentionAuto) return forced;
   return rows >= kRowAttentionOneWarp ? kRowAttentionGroup : rows >= kRowAttentionRows ? 4 : 0;
@@ -377,15 +377,15 @@ Status reserve_rows_attention(int64_t capacity, int64_t head_dim) {
   return ok_status();
 }
 
-// The many-row kernel `variant` (row_attention_warps) for this call.
+// The many-row kernel `variant` (row_attention_variant) for this call.
 cudaError_t launch_many_rows(bool fused, const AttnParams& p, int64_t rows, int variant, cudaStream_t s) {
   return fused ? launch_variant<true>(p, rows, variant, s) : launch_variant<false>(p, rows, variant, s);
 }
 
-// Which many-row kernel takes this call (row_attention_warps' numbers; 0: none). The per-group
+// Which many-row kernel takes this call (row_attention_variant' numbers; 0: none). The per-group
 // kernel where the group size has an instantiation and its shared memory fits, else one warp per head.
 int rows_attention_for(const AttnParams& p, int64_t rows) {
-  int w = row_attention_warps(rows);
+  int w = row_attention_variant(rows);
   if (w <= 0 || p.D != 128 || dev::attention_warps(p.kv.capacity) != kLongWarps) return 0;
   if (w == kRowAttentionGroup) {
     const int gi = group_index(p.Hq / p.Hkv);
@@ -398,9 +398,9 @@ int rows_attention_for(const AttnParams& p, int64_t rows) {
   return fits ? w : 0;
 }
 
-void set_row_attention(int warps_per_head) {
-  const int w = warps_per_head;
-  g_row_attention.store(w == 0 || w == 1 || w == kRowAttentionGroup || w == 4 ? w : kRowAttentionAuto);
+void set_row_attention(int variant) {
+  const int v = variant;
+  g_row_attention.store(v == 0 || v == 1 || v == kRowAttentionGroup || v == 4 ? v : kRowAttentionAuto);
 }
 
 }  // namespace chorus::cuda

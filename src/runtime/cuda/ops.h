@@ -241,7 +241,7 @@ constexpr int64_t kRowAttentionRows = 32;
 constexpr int64_t kRowAttentionOneWarp = 128;
 constexpr int kRowAttentionGroup = 2;
 constexpr int kRowAttentionAuto = -1;
-void set_row_attention(int warps_per_head);
+void set_row_attention(int variant);
 // Call once (outside graph capture) before attention over caches of up to `capacity` positions.
 Status attention_reserve(int64_t capacity, int64_t head_dim);
 
