@@ -109,13 +109,14 @@ BENCHMARK(BM_LinearBf16Decode)
     ->Args({1, 2, 6144, 2048})->Args({0, 2, 3072, 1024})->Args({2, 1, 3072, 1024})->Args({2, 2, 3072, 1024})
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// isa, threads, format (1 int8, 2 int4), N, K: the decode product of BM_LinearBf16Decode with
-// quantised weights (weight_GB/s counts their bytes: codes and scales).
+// isa, threads, format (1 int8, 2 int4), M, N, K: the decode product of BM_LinearBf16Decode with
+// quantised weights, for M rows at once (the streams of a batched step share each weight read);
+// weight_GB/s counts their bytes (codes and scales), GFLOP/s the rows' products.
 void BM_LinearQuantDecode(benchmark::State& state) {
   if (!select_isa(state)) return;
   const int threads = static_cast<int>(state.range(1));
   const auto format = state.range(2) == 1 ? cpu::WeightFormat::kInt8 : cpu::WeightFormat::kInt4;
-  const int64_t N = state.range(3), K = state.range(4);
+  const int64_t M = state.range(3), N = state.range(4), K = state.range(5);
   const size_t bytes_per = static_cast<size_t>(N * K * (format == cpu::WeightFormat::kInt8 ? 1 : 0.5));
   const size_t count = (128 << 20) / bytes_per + 1;
   std::vector<cpu::QuantMatrix> ws;
@@ -128,22 +129,25 @@ void BM_LinearQuantDecode(benchmark::State& state) {
     }
     ws.push_back(std::move(*q));
   }
-  const auto x = random_floats(static_cast<size_t>(K), 2);
-  std::vector<float> y(static_cast<size_t>(N));
+  const auto x = random_floats(static_cast<size_t>(M * K), 2);
+  std::vector<float> y(static_cast<size_t>(M * N));
   size_t i = 0;
   for (auto _ : state) {
-    cpu::linear(x.data(), 1, ws[i], nullptr, y.data(), pool_of(threads));
+    cpu::linear(x.data(), M, ws[i], nullptr, y.data(), pool_of(threads));
     benchmark::DoNotOptimize(y.data());
     i = (i + 1) % count;
   }
   state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(ws[0].bytes()) * state.iterations(),
                                                      benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_LinearQuantDecode)
-    ->ArgNames({"isa", "thr", "fmt", "N", "K"})
-    ->Args({2, 1, 1, 3072, 1024})->Args({2, 1, 2, 3072, 1024})->Args({3, 1, 2, 3072, 1024})
-    ->Args({2, 2, 1, 3072, 1024})->Args({2, 2, 2, 3072, 1024})->Args({3, 2, 2, 3072, 1024})
-    ->Args({0, 1, 2, 3072, 1024})
+    ->ArgNames({"isa", "thr", "fmt", "M", "N", "K"})
+    ->Args({2, 1, 1, 1, 3072, 1024})->Args({2, 1, 2, 1, 3072, 1024})->Args({3, 1, 2, 1, 3072, 1024})
+    ->Args({2, 2, 1, 1, 3072, 1024})->Args({2, 2, 2, 1, 3072, 1024})->Args({3, 2, 2, 1, 3072, 1024})
+    ->Args({0, 1, 2, 1, 3072, 1024})
+    ->Args({2, 2, 1, 4, 3072, 1024})->Args({3, 2, 2, 4, 3072, 1024})->Args({2, 1, 1, 4, 3072, 1024})
+    ->Args({3, 1, 2, 4, 3072, 1024})
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // Baseline for the decode products: plain reading of 128 MB (integer sum, which the compiler
