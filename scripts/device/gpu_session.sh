@@ -6,7 +6,8 @@
 # start there, else builds with build.sh; then runs the GPU test suite and `chorus bench --device
 # cuda` on real-size random checkpoints, plus comparison runs and an Nsight Compute per-kernel
 # profile. Logs go to $OUT (at most a few files: the device tool returns 8).
-#   STEPS="tests branchtests say bench06 ncu06 bench17 breeze breeze_variants timeline ncubreeze ncusource" (default: tests bench06 bench17)
+#   STEPS="tests branchtests say bench06 ncu06 bench17 breeze breeze_variants timeline timelineserve ncubreeze
+#     ncusource" (default: tests bench06 bench17)
 #   split06: 0.6B single stream with each frame as two graphs (talker and code predictor timed apart)
 #   trace06: 0.6B with the persistent kernel's per-phase timing (bench --stack-trace)
 #   stackvariants06 / stackvariants17 / stackvariantsbreeze: this build and each packed chorus_<name>
@@ -16,6 +17,8 @@
 #   timeline: each launch's share of Breeze's decode critical path, from a CUPTI kernel trace
 #     (scripts/device/kernel_trace.cpp, scripts/device/timeline.py; TIMELINE_FRAMES,
 #     TIMELINE_SKIP kernels skipped first)
+#   timelineserve: the same for the 0.6B serving steady state (TIMELINE_RATE req/s, the span
+#     TIMELINE_SPAN="A B" seconds after the first kernel), kernels pooled by name
 #   ncusource: one launch of each kernel in NCU_KERNELS (';'-separated regexes over mangled
 #     names, default the single-row normed q/k/v, the small-cache attention and the bulk MLP) under
 #     Nsight Compute's full set, each source page summarized by scripts/device/ncu_source.py
@@ -210,6 +213,25 @@ if has timeline; then
   python3 scripts/device/timeline.py /tmp/trace.csv --skip "${TIMELINE_SKIP:-3000}" --top 0 \
     --window-at "attention_kernel" --window 40 | tee -a "$out/timeline.txt"
   rm -rf /tmp/breeze
+fi
+if has timelineserve; then
+  # Where a serving step's GPU time goes in the steady state: the 0.6B under Poisson arrivals
+  # (TIMELINE_RATE req/s of 5–30 s, bf16 codec), traced as above; each kernel's share of the
+  # critical path over TIMELINE_SPAN seconds after the first kernel (past the load and the ramp),
+  # grids pooled, and the GPU's idle time in that span.
+  cupti=$(find /usr/local/cuda/ /usr/local/cuda/extras/CUPTI/ /usr/lib -name 'libcupti.so.13' 2>/dev/null | head -1)
+  export LD_LIBRARY_PATH=$(dirname "${cupti:-/x/x}"):$LD_LIBRARY_PATH
+  trace_lib=${KERNEL_TRACE_LIB:-/tmp/libkernel_trace.so}
+  [ -f "$trace_lib" ] || g++ -O2 -shared -fPIC -I/usr/local/cuda/include scripts/device/kernel_trace.cpp \
+    -L"$(dirname "${cupti:-/x/x}")" -l:libcupti.so.13 -o "$trace_lib"
+  [ -d /tmp/q06 ] || make_model 0.6b /tmp/q06
+  CUDA_INJECTION64_PATH=$(realpath "$trace_lib") KERNEL_TRACE_OUT=/tmp/trace.csv timeout 240 \
+    "$bin/chorus" bench --device cuda --model /tmp/q06 --serve --rate "${TIMELINE_RATE:-22}" --settle 24 --duration 4 \
+    --lengths 5-30 --codec-precision bf16 --max-streams 1024 --steps "$out/timeline_steps.csv" > /tmp/trace.txt 2>&1
+  tail -4 /tmp/trace.txt
+  read -r from to <<< "${TIMELINE_SPAN:-23 27}"
+  python3 scripts/device/timeline.py /tmp/trace.csv --from-s "$from" --to-s "$to" --by-name --top 45 --window 0 \
+    | tee -a "$out/timeline_serve.txt"
 fi
 if has ncusource; then
   # Where a latency-bound launch's warps spend their time (e.g. whether it is instruction-bound).

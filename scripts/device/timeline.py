@@ -11,8 +11,14 @@ backbone's and the depth decoder's q/k/v) stays apart. Prints, per group: launch
 median duration, median start lead over the previous end (how early PDL made it resident), and the
 total share; the median interval between the ends of one kernel (--period, default the sampler: a
 depth step); then the ordered kernels of one window, for reading a layer launch by launch.
+A kernel that ends before the latest end so far (another stream's, e.g. the codec's beside the
+frame's) adds nothing to the path. For a serving run, --from-s/--to-s keep the kernels that start
+in that span (seconds after the first kernel: the steady state, not the load or the ramp), and
+--by-name pools the grids of a kernel (their row counts change with the streams); the GPU's idle
+time in the span is printed too.
 
-  timeline.py trace.csv [--skip N] [--window-at NAME] [--window K] [--top N] [--period NAME]
+  timeline.py trace.csv [--skip N] [--from-s A --to-s B] [--by-name] [--window-at NAME] [--window K]
+              [--top N] [--period NAME]
 """
 import argparse
 import csv
@@ -42,6 +48,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
     ap.add_argument("--skip", type=int, default=0, help="kernels to skip first (warm-up, prefill)")
+    ap.add_argument("--from-s", type=float, default=None, help="keep kernels starting this many s after the first")
+    ap.add_argument("--to-s", type=float, default=None, help="... and before this many s after it")
+    ap.add_argument("--by-name", action="store_true", help="group kernels by name alone, their grids pooled")
     ap.add_argument("--window-at", default="attention_small_kernel",
                     help="the window starts at this kernel's occurrence in the middle of the run")
     ap.add_argument("--window", type=int, default=40, help="kernels printed in the window")
@@ -64,22 +73,30 @@ def main():
             s, d = float(r[c_start]), float(r[c_dur])
         except ValueError:
             continue
-        kernels.append((s, s + d, d, f"{short_name(r[c_name])} [{r[c_grid].strip()}]"))
+        key = short_name(r[c_name]) if args.by_name else f"{short_name(r[c_name])} [{r[c_grid].strip()}]"
+        kernels.append((s, s + d, d, key))
     kernels.sort()
+    if kernels and (args.from_s is not None or args.to_s is not None):
+        first = kernels[0][0]
+        lo = first + 1e9 * (args.from_s or 0.0)
+        hi = first + 1e9 * args.to_s if args.to_s is not None else float("inf")
+        kernels = [k for k in kernels if lo <= k[0] < hi]
     kernels = kernels[args.skip:]
     if len(kernels) < 2:
         sys.exit("too few kernels in the trace")
 
     groups = {}
     prev_end = kernels[0][1]
+    idle = 0.0
     for s, e, d, key in kernels[1:]:
         g = groups.setdefault(key, {"share": [], "dur": [], "lead": []})
-        g["share"].append(e - prev_end)
+        g["share"].append(max(0.0, e - prev_end))
         g["dur"].append(d)
         g["lead"].append(prev_end - s)
+        idle += max(0.0, s - prev_end)
         prev_end = max(prev_end, e)
-    span = kernels[-1][1] - kernels[0][1]
-    print(f"{len(kernels)} kernels over {span / 1e6:.3f} ms (all times µs)")
+    span = prev_end - kernels[0][1]
+    print(f"{len(kernels)} kernels over {span / 1e6:.3f} ms, the GPU idle {idle / 1e6:.3f} ms of it (all times µs)")
     print(f"{'launches':>8} {'share':>7} {'dur':>7} {'lead':>7} {'total ms':>9} {'%':>5}  kernel [grid]")
     ordered = sorted(groups.items(), key=lambda kv: -sum(kv[1]["share"]))
     for key, g in ordered[:args.top]:
@@ -103,7 +120,8 @@ def main():
         print(f"{'start':>8} {'end':>8} {'dur':>7} {'share':>7}  kernel [grid]")
         prev_end = kernels[i0 - 1][1]
         for s, e, d, key in kernels[i0:i0 + args.window]:
-            print(f"{(s - t0) / 1e3:>8.2f} {(e - t0) / 1e3:>8.2f} {d / 1e3:>7.2f} {(e - prev_end) / 1e3:>7.2f}  {key}")
+            print(f"{(s - t0) / 1e3:>8.2f} {(e - t0) / 1e3:>8.2f} {d / 1e3:>7.2f} {max(0.0, e - prev_end) / 1e3:>7.2f}  "
+                  f"{key}")
             prev_end = max(prev_end, e)
 
 
