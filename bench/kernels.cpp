@@ -139,7 +139,8 @@ void BM_LinearQuantDecode(benchmark::State& state) {
   }
   state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(ws[0].bytes()) * state.iterations(),
                                                      benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * M * N * K * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_LinearQuantDecode)
     ->ArgNames({"isa", "thr", "fmt", "M", "N", "K"})

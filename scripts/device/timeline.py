@@ -120,8 +120,8 @@ def main():
         print(f"{'start':>8} {'end':>8} {'dur':>7} {'share':>7}  kernel [grid]")
         prev_end = kernels[i0 - 1][1]
         for s, e, d, key in kernels[i0:i0 + args.window]:
-            print(f"{(s - t0) / 1e3:>8.2f} {(e - t0) / 1e3:>8.2f} {d / 1e3:>7.2f} {max(0.0, e - prev_end) / 1e3:>7.2f}  "
-                  f"{key}")
+            share = max(0.0, e - prev_end)
+            print(f"{(s - t0) / 1e3:>8.2f} {(e - t0) / 1e3:>8.2f} {d / 1e3:>7.2f} {share / 1e3:>7.2f}  {key}")
             prev_end = max(prev_end, e)
 
 
