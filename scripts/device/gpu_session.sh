@@ -100,6 +100,16 @@ make_model() {  # make_model <size> <dir>
 make_breeze() {  # Breeze TTS 2 at the released size, random weights, in /tmp/breeze
   "$bin/chorus" make-tiny --family breeze-tts --dims real --seed 1 --out /tmp/breeze > /tmp/make.txt 2>&1 || cat /tmp/make.txt
 }
+# The CUPTI kernel trace (scripts/device/kernel_trace.cpp, injected): CUPTI on the library path and
+# trace_lib set, the library built here unless KERNEL_TRACE_LIB names a prebuilt one.
+kernel_trace_setup() {
+  local cupti
+  cupti=$(find /usr/local/cuda/ /usr/local/cuda/extras/CUPTI/ /usr/lib -name 'libcupti.so.13' 2>/dev/null | head -1)
+  export LD_LIBRARY_PATH=$(dirname "${cupti:-/x/x}"):$LD_LIBRARY_PATH
+  trace_lib=${KERNEL_TRACE_LIB:-/tmp/libkernel_trace.so}
+  [ -f "$trace_lib" ] || g++ -O2 -shared -fPIC -I/usr/local/cuda/include scripts/device/kernel_trace.cpp \
+    -L"$(dirname "${cupti:-/x/x}")" -l:libcupti.so.13 -o "$trace_lib"
+}
 bench() {  # bench <model dir> <log> <args...>
   local m=$1 log=$2
   shift 2
@@ -195,14 +205,9 @@ if has ncubreeze; then
 fi
 if has timeline; then
   # Each launch's share of the critical path (its end minus the previous kernel's end), from a
-  # CUPTI kernel trace (scripts/device/kernel_trace.cpp, injected; built here unless KERNEL_TRACE_LIB
-  # names a prebuilt one); Breeze single stream, then its depth decoder and backbone windows launch
-  # by launch (scripts/device/timeline.py).
-  cupti=$(find /usr/local/cuda/ /usr/local/cuda/extras/CUPTI/ /usr/lib -name 'libcupti.so.13' 2>/dev/null | head -1)
-  export LD_LIBRARY_PATH=$(dirname "${cupti:-/x/x}"):$LD_LIBRARY_PATH
-  trace_lib=${KERNEL_TRACE_LIB:-/tmp/libkernel_trace.so}
-  [ -f "$trace_lib" ] || g++ -O2 -shared -fPIC -I/usr/local/cuda/include scripts/device/kernel_trace.cpp \
-    -L"$(dirname "${cupti:-/x/x}")" -l:libcupti.so.13 -o "$trace_lib"
+  # CUPTI kernel trace (kernel_trace_setup); Breeze single stream, then its depth decoder and
+  # backbone windows launch by launch (scripts/device/timeline.py).
+  kernel_trace_setup
   make_breeze
   # Untraced first: the traced run's ms per frame against it shows what tracing costs.
   "$bin/chorus" bench --device cuda --model /tmp/breeze --frames "${TIMELINE_FRAMES:-60}" 2>&1 | grep -E "single stream" | head -1
@@ -219,11 +224,7 @@ if has timelineserve; then
   # (TIMELINE_RATE req/s of 5–30 s, bf16 codec), traced as above; each kernel's share of the
   # critical path over TIMELINE_SPAN seconds after the first kernel (past the load and the ramp),
   # grids pooled, and the GPU's idle time in that span.
-  cupti=$(find /usr/local/cuda/ /usr/local/cuda/extras/CUPTI/ /usr/lib -name 'libcupti.so.13' 2>/dev/null | head -1)
-  export LD_LIBRARY_PATH=$(dirname "${cupti:-/x/x}"):$LD_LIBRARY_PATH
-  trace_lib=${KERNEL_TRACE_LIB:-/tmp/libkernel_trace.so}
-  [ -f "$trace_lib" ] || g++ -O2 -shared -fPIC -I/usr/local/cuda/include scripts/device/kernel_trace.cpp \
-    -L"$(dirname "${cupti:-/x/x}")" -l:libcupti.so.13 -o "$trace_lib"
+  kernel_trace_setup
   [ -d /tmp/q06 ] || make_model 0.6b /tmp/q06
   CUDA_INJECTION64_PATH=$(realpath "$trace_lib") KERNEL_TRACE_OUT=/tmp/trace.csv timeout 240 \
     "$bin/chorus" bench --device cuda --model /tmp/q06 --serve --rate "${TIMELINE_RATE:-22}" --settle 24 --duration 4 \
