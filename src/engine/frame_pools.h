@@ -44,16 +44,53 @@ struct DeviceBatch {
     }
     return -1;
   }
-  // The slots a frame must compute: up to the last held one, rounded up to a bucket (powers of two
-  // to 16, then multiples of 16) so that few frame graphs serve every count.
-  int active_slots() const {
-    int top = 0;
-    for (size_t i = 0; i < held.size(); ++i)
-      if (held[i]) top = static_cast<int>(i) + 1;
+  // `used` leading slots rounded up to a bucket (powers of two to 16, then multiples of 16), so that
+  // few frame graphs serve every count.
+  int bucket(int used) const {
     int n = 1;
-    while (n < top && n < 16) n *= 2;
-    if (top > 16) n = (top + 15) / 16 * 16;
+    while (n < used && n < 16) n *= 2;
+    if (used > 16) n = (used + 15) / 16 * 16;
     return std::min(n, static_cast<int>(held.size()));
+  }
+  // The slots a frame must compute: up to the last held one, rounded up to a bucket.
+  int active_slots() const { return bucket(top_slot() + 1); }
+  int top_slot() const {  // the last held slot, or -1
+    for (size_t i = held.size(); i-- > 0;)
+      if (held[i]) return static_cast<int>(i);
+    return -1;
+  }
+
+  // Streams that end leave holes below the last held slot, which every frame still computes. A
+  // stream moved down into a hole (Frames::move_slots) keeps its codes, so when the held slots would
+  // fit a smaller bucket, the stream in the highest slots moves to the lowest free run of its width
+  // below it, again until they fit (or no run is free). `fixed(stream)`: a stream that must stay
+  // (a newcomer not admitted yet). The first move alone is checked here, without moving.
+  template <class Fixed>
+  bool compactable(Fixed&& fixed) const {
+    const int top = top_slot();
+    if (top < 0 || fixed(*held[static_cast<size_t>(top)])) return false;
+    int used = 0;
+    for (const auto* h : held) used += h != nullptr;
+    const DeviceStream<Frames>& s = *held[static_cast<size_t>(top)];
+    const int to = free_slots(s.width);
+    return bucket(top + 1) > bucket(used) && to >= 0 && to < s.slot;
+  }
+  // Moves as above, applied to `held` and the streams' slots; the (from, to) slot pairs for
+  // Frames::move_slots, every slot of a stream, none of them both a source and a destination.
+  template <class Fixed>
+  std::vector<std::pair<int, int>> compact(Fixed&& fixed) {
+    std::vector<std::pair<int, int>> moves;
+    while (compactable(fixed)) {
+      DeviceStream<Frames>& s = *held[static_cast<size_t>(top_slot())];
+      const int to = free_slots(s.width);
+      for (int j = 0; j < s.width; ++j) {
+        moves.emplace_back(s.slot + j, to + j);
+        held[static_cast<size_t>(to + j)] = &s;
+        held[static_cast<size_t>(s.slot + j)] = nullptr;
+      }
+      s.slot = to;
+    }
+    return moves;
   }
 };
 
@@ -172,6 +209,9 @@ struct DevicePools {
 // the pool's frames leave its state as it was. A frame is launched ahead (before the host has read
 // the one before) only when no slot is parked and every stream of it has the input for its next
 // frame too, so no frame ever runs for a stream that turns out to wait.
+//
+// In paged pools (`dp.pages`; Frames::move_slots), streams move down into the holes that others
+// left whenever the frames could then compute a smaller bucket (DeviceBatch::compact).
 template <class Frames, class S, class Need, class Create, class Admit, class MaxFrames>
 Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, std::span<StepResult> out, int32_t eos,
                            int codebooks, Need&& need, Create&& create, Admit&& admit, MaxFrames&& max_frames,
@@ -259,6 +299,20 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
   for (size_t k = 0; k < touched.size(); ++k) {
     Batch& pool = *touched[k];
     Frames& fb = *pool.frames;
+    // Streams move down into the holes of those that left, with no frame in flight (paged pools:
+    // a stream's cache then moves by its page table). When holes could be filled but a frame is in
+    // flight, this step launches none ahead, so the next one can.
+    const auto newcomer = [&](const DeviceStream<Frames>& h) {
+      for (size_t i : joiners[k])
+        if (ss[i] == &h) return true;
+      return false;
+    };
+    if (dp.pages && !fb.frame_ahead()) {
+      const std::vector<std::pair<int, int>> moves = pool.compact(newcomer);
+      if (!moves.empty()) CHORUS_TRY(fb.move_slots(moves));
+      if (times) times->slots_moved += static_cast<int64_t>(moves.size());
+    }
+    const bool hold_back = dp.pages && pool.compactable(newcomer);
     // The pool's streams that get a frame this step, and the slots of those that wait.
     std::vector<size_t> running;
     std::vector<int> parked;
@@ -285,7 +339,7 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
     // newcomer waits (admission needs the pool idle), no slot is parked and every stream has the
     // input of the frame after it.
     const auto frame = [&](const std::vector<size_t>& act, bool ahead_ok) -> Status {
-      bool feed = false, feed_after = false, ahead = ahead_ok && parked.empty();
+      bool feed = false, feed_after = false, ahead = ahead_ok && parked.empty() && !hold_back;
       for (size_t i : act) {
         feed = feed || ss[i]->made + 1 < max_frames(*ss[i]);
         feed_after = feed_after || ss[i]->made + 2 < max_frames(*ss[i]);
@@ -294,6 +348,7 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       fb.set_active_slots(pool.active_slots());
       CHORUS_TRY(fb.run_frame(feed, feed && ahead ? std::optional<bool>(feed_after) : std::nullopt));
       if (times) {
+        times->slots_computed += fb.active_slots();
         times->depth_s += fb.timing().depth_ms * 1e-3;
         times->backbone_s += fb.timing().backbone_ms * 1e-3;
       }

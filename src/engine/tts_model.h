@@ -58,8 +58,10 @@ struct StepResult {
 struct StageTimes {
   double prefill_s = 0, backbone_s = 0, depth_s = 0, sampling_s = 0;
   // What a step did besides its frame (the GPU engines tell; the CPU engines leave 0): streams that
-  // joined the running batch (their prompts prefilled), their prompt rows, and frame graphs captured.
-  int64_t joined = 0, prefill_rows = 0, graphs_captured = 0;
+  // joined the running batch (their prompts prefilled), their prompt rows, and frame graphs captured;
+  // the slots its frames computed (free ones below the last held slot included) and the slots that
+  // moved down to fill holes.
+  int64_t joined = 0, prefill_rows = 0, graphs_captured = 0, slots_computed = 0, slots_moved = 0;
 
   // The seconds of `o` (a request's share of a step); add() takes the counts as well.
   void add_seconds(const StageTimes& o) {
@@ -73,6 +75,8 @@ struct StageTimes {
     joined += o.joined;
     prefill_rows += o.prefill_rows;
     graphs_captured += o.graphs_captured;
+    slots_computed += o.slots_computed;
+    slots_moved += o.slots_moved;
   }
 };
 

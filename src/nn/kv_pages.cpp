@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <utility>
 
 namespace chorus::nn {
 
@@ -184,6 +185,29 @@ Status KvPageTable::release(KvPageAllocator& a, int slot, int64_t launched) {
   const int64_t left = reserve_[static_cast<size_t>(slot)];
   reserve_[static_cast<size_t>(slot)] = 0;
   return a.unreserve(left);
+}
+
+Status KvPageTable::move(int from, int to) {
+  if (from < 0 || from >= S_ || to < 0 || to >= S_ || from == to)
+    return make_error(ErrorCode::kInternal, "kv page table: no such slots to move between");
+  const auto f = static_cast<size_t>(from), t = static_cast<size_t>(to);
+  if (!admitted_[f]) return make_error(ErrorCode::kInternal, "kv page table: moving a slot that holds no stream");
+  if (admitted_[t] || reserve_[t] != 0) return make_error(ErrorCode::kInternal, "kv page table: moving onto a held slot");
+  for (int j = 0; j < NB_; ++j) {
+    const int64_t qf = int64_t{from} * NB_ + j, qt = int64_t{to} * NB_ + j;
+    for (int64_t i = 0; i < pps_; ++i) {
+      const int32_t id = page_[static_cast<size_t>(qf * pps_ + i)];
+      if (id != page_[static_cast<size_t>(qt * pps_ + i)]) set(qt * pps_ + i, id);
+      if (id >= 0) set(qf * pps_ + i, -1);
+    }
+    count_[static_cast<size_t>(qt)] = std::exchange(count_[static_cast<size_t>(qf)], 0);
+    rows_[static_cast<size_t>(qt)] = std::exchange(rows_[static_cast<size_t>(qf)], 0);
+  }
+  frames_[t] = std::exchange(frames_[f], 0);
+  reserve_[t] = std::exchange(reserve_[f], 0);
+  admitted_[t] = 1;
+  admitted_[f] = 0;
+  return ok_status();
 }
 
 Status KvPageTable::reclaim(KvPageAllocator& a, int64_t done) {

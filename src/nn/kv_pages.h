@@ -116,6 +116,10 @@ class KvPageTable {
   // The slot's stream left after `launched` launches of its pool: its pages retire until
   // reclaim(done) with done >= launched; its entries turn -1; its untaken reservation is returned.
   Status release(KvPageAllocator& a, int slot, int64_t launched);
+  // The stream in slot `from` moves to the free slot `to` (compaction: the frames compute the leading
+  // slots only), with no frame in flight: its pages, reservation, prompt rows and frame count go
+  // along; `from`'s entries turn -1 and it is free. The pages stay held, so nothing retires.
+  Status move(int from, int to);
   // Retired pages whose launches have all finished (`done` launches waited for) go back.
   Status reclaim(KvPageAllocator& a, int64_t done);
   // Everything this table holds back to the allocator (its pool is gone, nothing in flight).

@@ -56,6 +56,9 @@ struct Counters {
   int parked_rows_checked = 0;
   int wide_beside_others = 0;  // steps of a stream of several slots in a pool with other streams
   int graphs = 0;              // graphs captured, every pool's
+  int frames = 0;              // frames computed, every pool's
+  int moves = 0;               // slots moved down into holes
+  int sparse_frames = 0;       // frames that computed a larger bucket than their held slots need
 };
 
 // The engine's page pool: the host allocator, and how often a newcomer found too few pages.
@@ -78,11 +81,12 @@ class FakeFrames {
  public:
   using PagePool = FakePages;
   // `pages` (null: not paged); `parked_advance`: the planted bug of page accounting that counts a
-  // parked slot's frame as one it made.
+  // parked slot's frame as one it made; `move_loses_frames`: the planted bug of a slot moved without
+  // its frame counter.
   FakeFrames(int slots, int64_t positions, bool restore_parked, Counters* counters,
-             std::shared_ptr<FakePages> pages = nullptr, bool parked_advance = false)
+             std::shared_ptr<FakePages> pages = nullptr, bool parked_advance = false, bool move_loses_frames = false)
       : slots_(static_cast<size_t>(slots)), positions_(positions), restore_parked_(restore_parked), counters_(counters),
-        pages_(std::move(pages)), parked_advance_(parked_advance) {
+        pages_(std::move(pages)), parked_advance_(parked_advance), move_loses_frames_(move_loses_frames) {
     report_.codes.assign(static_cast<size_t>(slots * kG), 0);
     report_.c0.assign(static_cast<size_t>(slots), 0);
     if (pages_) {
@@ -125,6 +129,7 @@ class FakeFrames {
     return ok_status();
   }
   void set_active_slots(int n) { n_ = n; }
+  int active_slots() const { return n_; }
   Status set_parked_slots(std::span<const int> slots) {
     parked_.assign(slots.begin(), slots.end());
     return ok_status();
@@ -132,6 +137,20 @@ class FakeFrames {
   Status slot_status(int) const { return ok_status(); }
   const int32_t* frame_codes(int s) const { return report_.codes.data() + s * kG; }
   int32_t next_c0(int s) const { return report_.c0[static_cast<size_t>(s)]; }
+
+  // As FrameCore: a slot's whole state (and its page table rows) to a free slot, between frames.
+  Status move_slots(std::span<const std::pair<int, int>> moves) {
+    if (ahead_) return make_error(ErrorCode::kInternal, "fake: slots moved with a frame in flight");
+    for (const auto& [from, to] : moves) {
+      if (pages_) CHORUS_TRY(table_.move(from, to));
+      Slot& x = slots_[static_cast<size_t>(to)];
+      x = std::exchange(slots_[static_cast<size_t>(from)], Slot{});
+      if (move_loses_frames_) x.frames = 0;
+      report_.c0[static_cast<size_t>(to)] = report_.c0[static_cast<size_t>(from)];
+      ++counters_->moves;
+    }
+    return ok_status();
+  }
 
   Status run_frame(bool feed, std::optional<bool> then) {
     if (!parked_.empty() && (then || ahead_))
@@ -216,6 +235,15 @@ class FakeFrames {
   Report compute(bool feed) {
     Report r = report_;  // slots past the active ones keep what they showed
     ++launched_;
+    ++counters_->frames;
+    if (pages_) {
+      int held = 0;
+      for (int q = 0; q < size(); ++q) held += table_.occupied(q);
+      int b = 1;
+      while (b < held && b < 16) b *= 2;
+      if (held > 16) b = (held + 15) / 16 * 16;
+      counters_->sparse_frames += n_ > std::min(b, size());
+    }
     for (int s = 0; s < n_; ++s) {  // every slot's codes first: they read their branches' states
       int32_t* codes = r.codes.data() + s * kG;
       codes[0] = slots_[static_cast<size_t>(s)].c0;
@@ -257,6 +285,7 @@ class FakeFrames {
   Timing timing_;
   std::shared_ptr<FakePages> pages_;
   bool parked_advance_ = false;
+  bool move_loses_frames_ = false;
   nn::KvPageTable table_;
   int64_t launched_ = 0;  // frames computed (the one launched ahead included)
   Status page_error_ = ok_status();
@@ -290,6 +319,7 @@ struct Engine {
   Counters counters;
   bool restore_parked = true;
   bool parked_advance = false;  // with pools.pages
+  bool move_loses_frames = false;
   engine::StageTimes times;     // summed over every step
 
   // What a GPU engine's step does: rows that arrived go to the slots, then the pooled step.
@@ -306,7 +336,8 @@ struct Engine {
     }
     const auto need = [](const FakeStream& s) { return s.prompt_rows() + s.max; };
     const auto create = [&](int slots, int64_t positions) -> Result<std::unique_ptr<FakeFrames>> {
-      return std::make_unique<FakeFrames>(slots, positions, restore_parked, &counters, pools.pages, parked_advance);
+      return std::make_unique<FakeFrames>(slots, positions, restore_parked, &counters, pools.pages, parked_advance,
+                                          move_loses_frames);
     };
     const auto admit = [&](FakeFrames& fb, const std::vector<int>& slots, const std::vector<size_t>& idx) -> Status {
       for (size_t k = 0; k < idx.size(); ++k) {
@@ -522,6 +553,17 @@ TEST(FramePools, ANewcomerWithoutInputTakesNoSlotYet) {
   EXPECT_GT(codes.size(), 1u);
 }
 
+// A paged run's checks: every stream gave its solo codes, wrote no row without a page, and every page
+// and reservation came back.
+void expect_solo_codes_and_pages_back(const Engine& e, const std::vector<Spec>& sp, const Schedule& run) {
+  ASSERT_TRUE(run.status.ok()) << run.status.error().to_string();
+  EXPECT_EQ(mismatches(sp, run), 0);
+  EXPECT_EQ(e.counters.unmapped_rows, 0);
+  const nn::KvPageAllocator& a = e.pools.pages->alloc;
+  EXPECT_EQ(a.free(), a.total()) << "pages held after every stream ended";
+  EXPECT_EQ(a.promised(), 0);
+}
+
 // Limits whose reservations are exactly full pages (prompt row, frames, the one past the end), so a
 // page taken for a frame a stream never makes shows as a reservation outgrown.
 std::vector<Spec> tight_specs(int n, uint32_t seed) {
@@ -542,12 +584,8 @@ TEST(FramePools, ParkedSlotsTakeNoPagesAndAllPagesComeBack) {
     e.pools.pages = std::make_shared<FakePages>();
     ASSERT_TRUE(e.pools.pages->alloc.grow(14).ok());
     const Schedule run = scheduled(e, sp, seed * 11, false);
-    ASSERT_TRUE(run.status.ok()) << run.status.error().to_string();
-    EXPECT_EQ(mismatches(sp, run), 0);
-    EXPECT_EQ(e.counters.unmapped_rows, 0);
+    expect_solo_codes_and_pages_back(e, sp, run);
     const nn::KvPageAllocator& a = e.pools.pages->alloc;
-    EXPECT_EQ(a.free(), a.total()) << "pages held after every stream ended";
-    EXPECT_EQ(a.promised(), 0);
     e.pools.pools.clear();
     EXPECT_EQ(a.free(), a.total());
     parked_rows += e.counters.parked_rows_checked;
@@ -598,6 +636,49 @@ TEST(FramePools, StreamsOfSeveralSlotsGiveTheirSoloCodes) {
   }
   // Not vacuous: streams of several slots ran beside others (a wrong slot run then shows).
   EXPECT_GT(wide, 100);
+}
+
+// Streams that end leave holes; the streams above them move down (their state and page table rows
+// along) so that frames compute no larger a bucket than the held slots need. Moved streams, of
+// one to three slots, some waiting for text, must give their solo codes, write no row without a
+// page, and give every page back. With streams of one slot each, no frame computes a larger
+// bucket than its held slots need (a move waits at most for a frame in flight, which a step then
+// does not launch); streams of several slots may find no free run of their width below them.
+TEST(FramePools, StreamsMovedIntoHolesGiveTheirSoloCodes) {
+  int moves = 0, sparse = 0, frames = 0;
+  for (uint32_t seed : {1u, 2u, 3u, 4u, 5u, 6u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto sp = tight_specs(60, seed);
+    if (seed % 2 == 0)
+      for (size_t i = 0; i < sp.size(); ++i) sp[i].width = 1 + static_cast<int>(i % 3);
+    Engine e;
+    e.pools.pages = std::make_shared<FakePages>();
+    ASSERT_TRUE(e.pools.pages->alloc.grow(60).ok());
+    const Schedule run = scheduled(e, sp, seed * 17, false);
+    expect_solo_codes_and_pages_back(e, sp, run);
+    EXPECT_EQ(e.times.slots_moved, e.counters.moves) << "the steps report their moves";
+    EXPECT_GT(e.counters.moves, 0);
+    moves += e.counters.moves;
+    if (seed % 2 == 0) continue;
+    sparse += e.counters.sparse_frames;
+    frames += e.counters.frames;
+  }
+  EXPECT_GT(moves, 50);
+  EXPECT_GT(frames, 1000);
+  EXPECT_LT(sparse * 50, frames) << sparse << " of " << frames << " frames computed spare slots";
+}
+
+// Planted bug: a stream moved down without its frame counter; its later frames read the wrong text
+// rows and draw as an earlier frame.
+TEST(FramePools, AMovedSlotThatLosesItsFrameCountIsCaught) {
+  const auto sp = tight_specs(60, 1);
+  Engine e;
+  e.move_loses_frames = true;
+  e.pools.pages = std::make_shared<FakePages>();
+  ASSERT_TRUE(e.pools.pages->alloc.grow(60).ok());
+  const Schedule run = scheduled(e, sp, 17, false);
+  EXPECT_GT(e.counters.moves, 0);
+  EXPECT_TRUE(!run.status.ok() || mismatches(sp, run) > 0);
 }
 
 // Planted bug: page accounting that counts a parked slot's frame as made; some stream then needs

@@ -121,6 +121,7 @@ std::vector<Outcome> solo_runs(const std::string& dir, const std::vector<engine:
 struct Schedule {
   int max_running = 0;
   int cancelled = 0;
+  int64_t slots_moved = 0;  // streams moved down into the holes of those that left (frame_pools.h)
   // KV pages: the most in use after a step, and steps whose live streams' worst cases together
   // exceeded `budget_pages` (so some had to wait for pages).
   int64_t peak_pages = 0, budget_pages = 0;
@@ -169,9 +170,11 @@ std::vector<Outcome> joined_runs(const engine::TtsModel& m, const std::vector<en
     std::vector<engine::TtsStream*> ptrs;
     for (size_t i : live) ptrs.push_back(streams[i].get());
     std::vector<engine::StepResult> out(ptrs.size());
-    auto st = m.step(ptrs, out);
+    engine::StageTimes times;
+    auto st = m.step(ptrs, out, &times);
     EXPECT_TRUE(st.ok()) << st.error().to_string();
     if (!st.ok()) return {};
+    sched->slots_moved += times.slots_moved;
     for (size_t k = 0; k < live.size(); ++k)
       if (out[k].has_frame) got[live[k]].codes.push_back(out[k].codes);
     const auto pages = m.kv_pages();
@@ -203,9 +206,10 @@ void expect_pages_returned(const engine::TtsModel& m, const Schedule& sched) {
 // `kv_pages`: a KV cache budget of that many pages (0: none), so that streams wait for pages.
 // `batch_invariant`: LoadOptions::batch_invariant for the pools and the solo runs; then at least
 // `min_running` streams must have run at once (so that layers saw more than 8 rows).
+// `account`: the schedule's account, for checks of the caller's own.
 void expect_joined_equal_solo(const std::string& model, int n, uint32_t seed, int first_pool = 8,
                               size_t max_live = 1000, int64_t kv_pages = 0, bool batch_invariant = false,
-                              int min_running = 0, BreezeMix mix = {}) {
+                              int min_running = 0, BreezeMix mix = {}, Schedule* account = nullptr) {
   const std::string dir = test::reference_path(model);
   size_t budget = 0;
   if (kv_pages > 0) {
@@ -257,13 +261,18 @@ void expect_joined_equal_solo(const std::string& model, int n, uint32_t seed, in
   EXPECT_GE(sched.max_running, min_running);
   EXPECT_LT(sched.max_running, n);
   EXPECT_GT(sched.cancelled, 0);
-  std::printf("[gpu pool] %s: %d requests, %zu frames, at most %d at once, %d cancelled\n", model.c_str(), n, frames,
-              sched.max_running, sched.cancelled);
+  std::printf("[gpu pool] %s: %d requests, %zu frames, at most %d at once, %d cancelled, %lld slots moved\n",
+              model.c_str(), n, frames, sched.max_running, sched.cancelled, static_cast<long long>(sched.slots_moved));
+  if (account) *account = sched;
 }
 
+// Streams that leave make holes that streams above them move into: the moved ones too must give
+// their solo codes.
 TEST(GpuContinuousBatching, JoinsAndLeavesAtRandomFramesGiveTheSoloCodes) {
   REQUIRE_GPU();
-  expect_joined_equal_solo("qwen3_tts/models/tiny_custom_voice", 40, 3);
+  Schedule sched;
+  expect_joined_equal_solo("qwen3_tts/models/tiny_custom_voice", 40, 3, 8, 1000, 0, false, 0, {}, &sched);
+  EXPECT_GT(sched.slots_moved, 0) << "no stream moved: the compaction went untested";
 }
 
 // A KV budget of a few streams' worst cases: newcomers wait for pages (first come, first served),

@@ -255,6 +255,54 @@ TEST(KvPageTable, AParkedSlotTakesOnlyThePageItsNextFrameWrites) {
   EXPECT_EQ(a.promised(), 0);
 }
 
+// A stream moved to a lower free slot takes its pages, reservation and frame count along: its
+// entries show the same pages under the new slot (and only there), it grows from its own
+// reservation as before, and everything returns when it leaves.
+TEST(KvPageTable, AMovedSlotKeepsItsPagesAndItsReservation) {
+  KvPageAllocator a;
+  ASSERT_TRUE(a.grow(8).ok());
+  auto t = KvPageTable::create(4, 2, 4 * P);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(a.reserve(6));
+  ASSERT_TRUE(t->hold(3, 6).ok());
+  const std::vector<int64_t> rows = {P, 2};
+  ASSERT_TRUE(t->admit(a, 3, rows).ok());
+  ASSERT_TRUE(t->before_launch(a, 3).ok());  // branch 0 writes position P + 2: a second page
+  (void)t->changes();
+  const std::vector<int32_t> pages = {t->page(6, 0), t->page(6, 1), t->page(7, 0)};
+  EXPECT_FALSE(t->move(3, 3).ok());
+  EXPECT_FALSE(t->move(0, 1).ok()) << "slot 0 holds no stream";
+  ASSERT_TRUE(t->move(3, 1).ok());
+  EXPECT_FALSE(t->occupied(3));
+  EXPECT_TRUE(t->occupied(1));
+  EXPECT_EQ(t->slot_pages(1), 3);
+  EXPECT_EQ(t->slot_pages(3), 0);
+  EXPECT_EQ(t->reserved(1), 3);
+  EXPECT_EQ(t->reserved(3), 0);
+  EXPECT_EQ((std::vector<int32_t>{t->page(2, 0), t->page(2, 1), t->page(3, 0)}), pages);
+  for (int64_t q : {6, 7})
+    for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(t->page(q, i), -1) << "sequence " << q << " page " << i;
+  // The device table learns both sides: the new entries and the old ones cleared.
+  std::map<int64_t, int32_t> changed;
+  for (const auto& [e, id] : t->changes()) changed[e] = id;
+  EXPECT_EQ(changed.size(), 6u);
+  EXPECT_EQ(changed[2 * 4 + 1], pages[1]);
+  EXPECT_EQ(changed[6 * 4 + 1], -1);
+  EXPECT_EQ(a.free() - a.promised(), 8 - 6);
+  EXPECT_FALSE(t->move(1, 1).ok());
+  ASSERT_TRUE(a.reserve(1));
+  ASSERT_TRUE(t->hold(0, 1).ok());
+  EXPECT_FALSE(t->move(1, 0).ok()) << "slot 0 holds a reservation";
+  ASSERT_TRUE(t->release(a, 0, 0).ok());
+  // P − 1 frames in all: branch 1 (2 prompt rows) crosses into its second page, branch 0 stays in two.
+  ASSERT_TRUE(t->before_launch(a, P - 4).ok());
+  EXPECT_EQ(t->slot_pages(1), 4);
+  ASSERT_TRUE(t->release(a, 1, 0).ok());
+  ASSERT_TRUE(t->reclaim(a, 0).ok());
+  EXPECT_EQ(a.free(), 8);
+  EXPECT_EQ(a.promised(), 0);
+}
+
 TEST(KvPageTable, CapacityMustBeWholePages) {
   EXPECT_FALSE(KvPageTable::create(1, 1, P + 1).ok());
   EXPECT_FALSE(KvPageTable::create(0, 1, P).ok());

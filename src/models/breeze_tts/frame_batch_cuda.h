@@ -84,6 +84,8 @@ class FrameBatch : public frame_core::gpu::FrameCore {
   Status enqueue_depth(cudaStream_t s) override;
   Status backbone_inputs(cudaStream_t s) override;
   Result<float*> combine_backbone(float* logits, cudaStream_t s) override;
+  // A moved slot's guidance (its branch keeps its place in its stream's run of slots).
+  void add_slot_regions(frame_core::gpu::SlotRegions& r) const override { r.add(guides_.data(), sizeof(Guide)); }
   Result<std::vector<float>> download(const cuda::DeviceBuffer& b, int64_t floats) const;
   // Whether frames combine branches: a fixed batch with guidance, or a pool once a guided stream
   // joined (from then on, as unguided slots' combination is a copy).

@@ -419,22 +419,50 @@ Status FrameCore::set_parked_slots(std::span<const int> slots) {
   return ok_status();
 }
 
-Status FrameCore::copy_parked(bool restore, cudaStream_t s) {
+Result<SlotRegions> FrameCore::slot_regions(bool whole) const {
   SlotRegions r;
-  const auto add = [&](const cuda::DeviceBuffer& b, int64_t first_byte, int64_t bytes) {
-    r.base[r.count] = b.as<uint8_t>() + first_byte;
-    r.bytes[r.count] = bytes;
-    ++r.count;
-  };
   const int64_t F = sizeof(float), I = sizeof(int32_t);
-  add(z_, 0, NB_ * H_ * F);                     // the backbone's last output rows: the next depth walk's input
-  add(report_, S_ * G_ * I, G_ * I);            // codes: codebook 0 of the next frame
-  add(report_, 2 * S_ * G_ * I, I);             // the error flag
-  add(frames_, 0, I);                           // the frame counter: positions and random draws
-  add(bb_pos_, 0, NB_ * I);                     // the backbone position of the row fed next
-  add(history_, 0, BV_);                        // codebook 0's penalty history
+  bool fits = r.add(z_.data(), NB_ * H_ * F);                    // the backbone's last output rows: the next depth walk's input
+  fits = fits && r.add(report_.as<uint8_t>() + S_ * G_ * I, G_ * I);  // codes: codebook 0 of the next frame
+  fits = fits && r.add(report_.as<uint8_t>() + 2 * S_ * G_ * I, I);  // the error flag
+  fits = fits && r.add(frames_.data(), I);                        // the frame counter: positions and random draws
+  fits = fits && r.add(bb_pos_.data(), NB_ * I);                  // the backbone position of the row fed next
+  fits = fits && r.add(history_.data(), BV_);                     // codebook 0's penalty history
+  if (whole) {
+    fits = fits && r.add(prompt_rows_.data(), NB_ * I);
+    fits = fits && r.add(min_frames_.data(), I);
+    fits = fits && r.add(params_b_.data(), sizeof(cuda::DeviceSampler));
+    fits = fits && r.add(params_d_.data(), sizeof(cuda::DeviceSampler));
+    add_slot_regions(r);
+    fits = fits && r.count < SlotRegions::kMax;  // a full list may have dropped a region
+  }
+  if (!fits) return make_error(ErrorCode::kInternal, "frame batch: too many per-slot regions");
+  return r;
+}
+
+Status FrameCore::copy_parked(bool restore, cudaStream_t s) {
+  CHORUS_ASSIGN(const SlotRegions r, slot_regions(false));
   if (!park_stash_.data()) CHORUS_TRY(alloc(park_stash_, static_cast<size_t>(S_ * r.total())));
   return copy_slot_state(r, parked_.data(), static_cast<int>(parked_.size()), park_stash_.as<uint8_t>(), restore, s);
+}
+
+Status FrameCore::move_slots(std::span<const std::pair<int, int>> moves) {
+  if (moves.empty()) return ok_status();
+  if (!kv_ || NB_ != 1) return make_error(ErrorCode::kInternal, "frame pool: slots move only in a paged pool");
+  if (pipe_.frame_ahead() || !parked_.empty())
+    return make_error(ErrorCode::kInternal, "frame pool: slots moved with a frame in flight or a slot parked");
+  std::vector<int32_t> from, to;
+  for (const auto& [f, t] : moves) {
+    if (f < 0 || f >= S_ || t < 0 || t >= S_) return make_error(ErrorCode::kInternal, "frame pool: no such slot to move");
+    CHORUS_TRY(kv_->move(f, t));
+    from.push_back(f);
+    to.push_back(t);
+  }
+  cudaStream_t s = stream_.get();
+  CHORUS_TRY(kv_->flush(s));
+  CHORUS_ASSIGN(const SlotRegions r, slot_regions(true));
+  CHORUS_TRY(move_slot_state(r, from.data(), to.data(), static_cast<int>(from.size()), s));
+  return move_own_slots(moves, s);
 }
 
 Status FrameCore::run_frame(bool feed, std::optional<bool> then) {

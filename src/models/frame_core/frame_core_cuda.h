@@ -41,8 +41,10 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "models/frame_core/frame_kernels_cuda.h"
 #include "models/frame_core/kv_paging_cuda.h"
 #include "nn/device_stack_cuda.h"
 #include "nn/kv_page_pool_cuda.h"
@@ -104,7 +106,8 @@ class FrameCore {
   int size() const { return S_; }
   int branches() const { return NB_; }
   // The leading slots a frame computes (all of them unless set; a pool computes only up to its last
-  // occupied slot, rounded to a bucket). Each count keeps its own frame graphs.
+  // occupied slot, rounded to a bucket; move_slots fills the holes below it). Each count keeps its
+  // own frame graphs.
   void set_active_slots(int n);
   int active_slots() const { return n_; }
   // A frame launched ahead whose report has not been read (run_frame with `then`).
@@ -136,6 +139,14 @@ class FrameCore {
   // (kInternal). Costs nothing while no slot is parked.
   Status set_parked_slots(std::span<const int> slots);
   const std::vector<int32_t>& parked_slots() const { return parked_; }
+
+  // Streams of a paged pool move to free slots (from, to), with no frame in flight and no slot
+  // parked: each takes its whole state along (counters, sampler settings, penalty history, the
+  // backbone's last output row, codebook 0 of its next frame, its page table rows and the recipe's
+  // own per-slot state), so its next frame is the one it would have made where it was. No slot may
+  // be both a source and a destination. The frames then need compute only the leading slots
+  // (engine/frame_pools.h compacts a pool this way).
+  Status move_slots(std::span<const std::pair<int, int>> moves);
 
   const int32_t* frame_codes(int s) const { return shown() + s * G_; }
   int32_t next_c0(int s) const { return shown()[(S_ + s) * G_]; }
@@ -186,6 +197,15 @@ class FrameCore {
   // A recipe whose frames launch more work once some slot's settings need it (Breeze: the guidance
   // combination after a guided stream joins a pool) keeps a graph set per variant and active count.
   void set_graph_variant(int v);
+
+  // A recipe's own per-slot state that a moved stream takes along (move_slots): regions of its
+  // per-slot buffers, and the rest by move_own_slots (in stream order on `s`, host copies too).
+  virtual void add_slot_regions(SlotRegions& r) const { (void)r; }
+  virtual Status move_own_slots(std::span<const std::pair<int, int>> moves, cudaStream_t s) {
+    (void)moves;
+    (void)s;
+    return ok_status();
+  }
 
   // The recipe's parts of a frame. enqueue_depth must end by advancing the counters (and saving the
   // frame's codes into frame_codes_dev()); backbone_inputs writes the frame's row of every sequence
@@ -248,6 +268,9 @@ class FrameCore {
   cuda::SampleArgs backbone_sampler(float* logits) const;
   Status sample_backbone(cudaStream_t s);
 
+  // The regions of a slot's state that a frame changes (what parking saves), or with `whole` all of
+  // it (what a moved stream takes along).
+  Result<SlotRegions> slot_regions(bool whole) const;
   // Saves (or with `restore` puts back) the parked slots' state around a frame, on `s`.
   Status copy_parked(bool restore, cudaStream_t s);
 

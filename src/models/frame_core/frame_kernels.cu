@@ -65,7 +65,33 @@ __global__ void slot_state_kernel(SlotRegions regions, SlotList list, uint8_t* s
   }
 }
 
+// Block (i, r): region r of slot from.slot[i] copied to slot to.slot[i] (no slot is in both
+// lists). Ordered like slot_state_kernel.
+__global__ void move_state_kernel(SlotRegions regions, SlotList from, SlotList to) {
+  cuda::dev::pdl_wait_only();
+  const int i = blockIdx.x, r = blockIdx.y;
+  const int64_t n = regions.bytes[r];
+  const uint8_t* src = regions.base[r] + static_cast<int64_t>(from.slot[i]) * n;
+  uint8_t* dst = regions.base[r] + static_cast<int64_t>(to.slot[i]) * n;
+  for (int64_t b = threadIdx.x; b < n; b += blockDim.x) dst[b] = src[b];
+}
+
 }  // namespace
+
+Status move_slot_state(const SlotRegions& regions, const int32_t* from, const int32_t* to, int n, cudaStream_t s) {
+  if (n <= 0 || regions.count <= 0) return ok_status();
+  for (int a = 0; a < n; a += kSlotsPerLaunch) {
+    SlotList f{}, t{};
+    f.n = t.n = std::min(kSlotsPerLaunch, n - a);
+    for (int i = 0; i < f.n; ++i) {
+      f.slot[i] = from[a + i];
+      t.slot[i] = to[a + i];
+    }
+    CHORUS_CUDA_TRY(cuda::launch(move_state_kernel, dim3(static_cast<unsigned>(f.n), static_cast<unsigned>(regions.count)),
+                                 dim3(256), 0, s, regions, f, t));
+  }
+  return ok_status();
+}
 
 Status set_table_entries(float** table, const int64_t* index, float* const* page, int n, cudaStream_t s) {
   for (int a = 0; a < n; a += kTableEntries) {

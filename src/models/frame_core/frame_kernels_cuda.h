@@ -1,6 +1,6 @@
 // Device kernels of the frame core that do not depend on a family: the per-slot counters of a
 // batch with one sequence per slot, the row gather that picks each prompt's last row, and the
-// copies that save and restore parked slots.
+// copies that save and restore parked slots and move streams between slots.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,10 +23,17 @@ Status set_table_entries(float** table, const int64_t* index, float* const* page
 // A slot's state that a frame changes, as regions of per-slot buffers: slot s's part of region r
 // is base[r] + s·bytes[r].
 struct SlotRegions {
-  static constexpr int kMax = 8;
+  static constexpr int kMax = 16;
   uint8_t* base[kMax] = {};
   int64_t bytes[kMax] = {};
   int count = 0;
+  // Host only: region `bytes` per slot from `base` on (false: no room for another).
+  bool add(void* base, int64_t bytes) {
+    if (count == kMax) return false;
+    this->base[count] = static_cast<uint8_t*>(base);
+    this->bytes[count++] = bytes;
+    return true;
+  }
   int64_t total() const {
     int64_t t = 0;
     for (int r = 0; r < count; ++r) t += bytes[r];
@@ -38,6 +45,9 @@ struct SlotRegions {
 // another at i·total()), or with `restore` from the stash back into the slots.
 Status copy_slot_state(const SlotRegions& regions, const int32_t* slots, int n, uint8_t* stash, bool restore,
                        cudaStream_t s);
+
+// The regions of slot from[i] copied to slot to[i], i < n (host arrays; no slot in both).
+Status move_slot_state(const SlotRegions& regions, const int32_t* from, const int32_t* to, int n, cudaStream_t s);
 
 // dst[i] = src[index[i]] for rows of `width` floats.
 Status gather_rows(const float* src, const int32_t* index, int64_t width, int n, float* dst, cudaStream_t s);

@@ -36,6 +36,7 @@ class KvPaging {
   Status admit(int slot, std::span<const int64_t> prompt_rows);
   Status before_launch(int launches, std::span<const int32_t> parked = {});
   Status release(int slot, int64_t launched);
+  Status move(int from, int to) { return table_host_.move(from, to); }
   Status reclaim(int64_t done);
   // The entries changed since the last call, to the device table on `s` (before the launches that
   // read them).

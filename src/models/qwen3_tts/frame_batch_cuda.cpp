@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "models/qwen3_tts/frame_kernels_cuda.h"
 
@@ -164,6 +165,24 @@ Status FrameBatch::append_text(std::span<const TextAppend> appends) {
     held += static_cast<int32_t>(n);
   }
   return upload(text_count_, text_count_host_);
+}
+
+void FrameBatch::add_slot_regions(frame_core::gpu::SlotRegions& r) const {
+  r.add(pad_.data(), H_ * static_cast<int64_t>(sizeof(float)));
+  r.add(text_count_.data(), sizeof(int32_t));
+}
+
+Status FrameBatch::move_own_slots(std::span<const std::pair<int, int>> moves, cudaStream_t s) {
+  if (text_stride_ == 0) return make_error(ErrorCode::kInternal, "frame batch: not a pool");
+  for (const auto& [from, to] : moves) {
+    int32_t& count = text_count_host_[static_cast<size_t>(from)];
+    const int64_t floats = count * H_;
+    CHORUS_CUDA_TRY(cudaMemcpyAsync(text_rows_.as<float>() + to * text_stride_ * H_,
+                                    text_rows_.as<float>() + from * text_stride_ * H_,
+                                    static_cast<size_t>(floats) * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    text_count_host_[static_cast<size_t>(to)] = std::exchange(count, 0);
+  }
+  return ok_status();
 }
 
 Status FrameBatch::prefill(const std::vector<const Prompt*>& prompts) {

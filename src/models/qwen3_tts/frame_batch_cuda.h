@@ -64,6 +64,9 @@ class FrameBatch : public frame_core::gpu::FrameCore {
   FrameBatch() = default;
   Status enqueue_depth(cudaStream_t s) override;
   Status backbone_inputs(cudaStream_t s) override;
+  // A moved stream's pad row, text row count and its text rows so far.
+  void add_slot_regions(frame_core::gpu::SlotRegions& r) const override;
+  Status move_own_slots(std::span<const std::pair<int, int>> moves, cudaStream_t s) override;
 
   std::shared_ptr<const DeviceModel> m_;
   frame_core::gpu::FrameRecipe recipe() const;
