@@ -397,10 +397,16 @@ TEST(GpuCodecBatchEngine, SynthesizerAudioIsTheOfflineDecodeOfEachRequestsCodes)
     }
   };
   wave(900);
-  // Every stream of the first wave has ended and left its state for the next ones.
-  EXPECT_EQ((*model)->codec().kept_states(), static_cast<size_t>(kRequests));
+  // Every stream of the first wave has ended and left its state for the next ones: as many states
+  // as streams ran at once, which depends on how fast the early ones ended (a request that starts
+  // after another ended takes its state).
+  const size_t first = (*model)->codec().kept_states();
+  EXPECT_GE(first, 1u);
+  EXPECT_LE(first, static_cast<size_t>(kRequests));
   wave(1900);
-  EXPECT_EQ((*model)->codec().kept_states(), static_cast<size_t>(kRequests));
+  // None lost, and the second wave reused them: never more than one wave's requests (24 without reuse).
+  EXPECT_GE((*model)->codec().kept_states(), first);
+  EXPECT_LE((*model)->codec().kept_states(), static_cast<size_t>(kRequests));
 }
 
 }  // namespace
