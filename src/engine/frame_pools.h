@@ -62,35 +62,80 @@ struct DeviceBatch {
 
   // Streams that end leave holes below the last held slot, which every frame still computes. A
   // stream moved down into a hole (Frames::move_slots) keeps its codes, so when the held slots would
-  // fit a smaller bucket, the stream in the highest slots moves to the lowest free run of its width
-  // below it, again until they fit (or no run is free). `fixed(stream)`: a stream that must stay
-  // (a newcomer not admitted yet). The first move alone is checked here, without moving.
+  // fit a smaller bucket, streams move down: the stream in the highest slots to the lowest free run
+  // of its width below it, again while there is one. Streams of several slots (Breeze's guidance
+  // branches) can leave holes too narrow for that (one slot free below two streams of two): then,
+  // when that takes few rounds of moves, every stream slides down to pack the slots from 0 in
+  // order. `fixed(stream)`: a stream that must stay (a newcomer not admitted yet). The moves as
+  // (stream, its first slot after), in the order they apply, planned without moving anything.
   template <class Fixed>
-  bool compactable(Fixed&& fixed) const {
-    const int top = top_slot();
-    if (top < 0 || fixed(*held[static_cast<size_t>(top)])) return false;
+  std::vector<std::pair<DeviceStream<Frames>*, int>> plan_compaction(Fixed&& fixed) const {
+    std::vector<std::pair<DeviceStream<Frames>*, int>> plan;
     int used = 0;
     for (const auto* h : held) used += h != nullptr;
-    const DeviceStream<Frames>& s = *held[static_cast<size_t>(top)];
-    const int to = free_slots(s.width);
-    return bucket(top + 1) > bucket(used) && to >= 0 && to < s.slot;
-  }
-  // Moves as above, applied to `held` and the streams' slots; the (from, to) slot pairs for
-  // Frames::move_slots, every slot of a stream, none of them both a source and a destination.
-  template <class Fixed>
-  std::vector<std::pair<int, int>> compact(Fixed&& fixed) {
-    std::vector<std::pair<int, int>> moves;
-    while (compactable(fixed)) {
-      DeviceStream<Frames>& s = *held[static_cast<size_t>(top_slot())];
-      const int to = free_slots(s.width);
-      for (int j = 0; j < s.width; ++j) {
-        moves.emplace_back(s.slot + j, to + j);
-        held[static_cast<size_t>(to + j)] = &s;
-        held[static_cast<size_t>(s.slot + j)] = nullptr;
+    const int target = bucket(used);
+    DeviceBatch sim;
+    sim.held = held;
+    for (int top = sim.top_slot(); top >= 0 && sim.bucket(top + 1) > target; top = sim.top_slot()) {
+      DeviceStream<Frames>* h = sim.held[static_cast<size_t>(top)];
+      const int first = top - h->width + 1, to = sim.free_slots(h->width);
+      if (fixed(*h) || to < 0 || to >= first) break;
+      for (int j = 0; j < h->width; ++j) {
+        sim.held[static_cast<size_t>(to + j)] = h;
+        sim.held[static_cast<size_t>(first + j)] = nullptr;
       }
-      s.slot = to;
+      plan.emplace_back(h, to);
     }
-    return moves;
+    if (sim.bucket(sim.top_slot() + 1) <= target) return plan;
+    std::vector<std::pair<DeviceStream<Frames>*, int>> slide;
+    int next = 0;
+    for (size_t i = 0; i < held.size(); ++i) {
+      DeviceStream<Frames>* h = held[i];
+      if (!h || static_cast<int>(i) != h->slot) continue;  // a free slot, or a stream's later slot
+      if (h->slot != next) {
+        if (fixed(*h)) return plan;
+        slide.emplace_back(h, next);
+      }
+      next += h->width;
+    }
+    return move_rounds(slide).size() <= kSlideRounds ? slide : plan;
+  }
+  static constexpr size_t kSlideRounds = 8;
+  // Moves (stream, first slot after) as slot pairs (from, to), in rounds for Frames::move_slots: a
+  // round ends before a pair whose destination is a source of that round (a stream sliding by less
+  // than its width), so no slot of a round is both.
+  static std::vector<std::vector<std::pair<int, int>>> move_rounds(
+      const std::vector<std::pair<DeviceStream<Frames>*, int>>& moves) {
+    std::vector<std::vector<std::pair<int, int>>> rounds;
+    std::vector<int> sources;
+    for (const auto& [h, to] : moves)
+      for (int j = 0; j < h->width; ++j) {
+        if (rounds.empty() || std::find(sources.begin(), sources.end(), to + j) != sources.end()) {
+          rounds.emplace_back();
+          sources.clear();
+        }
+        rounds.back().emplace_back(h->slot + j, to + j);
+        sources.push_back(h->slot + j);
+      }
+    return rounds;
+  }
+  template <class Fixed>
+  bool compactable(Fixed&& fixed) const {
+    return !plan_compaction(fixed).empty();
+  }
+  // The planned moves, applied to `held` and the streams' slots: the rounds of slot pairs for
+  // Frames::move_slots, one call each, in order.
+  template <class Fixed>
+  std::vector<std::vector<std::pair<int, int>>> compact(Fixed&& fixed) {
+    const auto plan = plan_compaction(fixed);
+    auto rounds = move_rounds(plan);
+    for (const auto& round : rounds)
+      for (const auto& [from, to] : round) {
+        held[static_cast<size_t>(to)] = held[static_cast<size_t>(from)];
+        held[static_cast<size_t>(from)] = nullptr;
+      }
+    for (const auto& [h, to] : plan) h->slot = to;
+    return rounds;
   }
 };
 
@@ -308,9 +353,10 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
       return false;
     };
     if (dp.pages && !fb.frame_ahead()) {
-      const std::vector<std::pair<int, int>> moves = pool.compact(newcomer);
-      if (!moves.empty()) CHORUS_TRY(fb.move_slots(moves));
-      if (times) times->slots_moved += static_cast<int64_t>(moves.size());
+      for (const auto& round : pool.compact(newcomer)) {
+        CHORUS_TRY(fb.move_slots(round));
+        if (times) times->slots_moved += static_cast<int64_t>(round.size());
+      }
     }
     const bool hold_back = dp.pages && pool.compactable(newcomer);
     // The pool's streams that get a frame this step, and the slots of those that wait.
