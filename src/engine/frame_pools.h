@@ -74,6 +74,7 @@ struct DeviceBatch {
     int used = 0;
     for (const auto* h : held) used += h != nullptr;
     const int target = bucket(used);
+    if (active_slots() <= target) return plan;  // nothing to gain: the common step, without a copy
     DeviceBatch sim;
     sim.held = held;
     for (int top = sim.top_slot(); top >= 0 && sim.bucket(top + 1) > target; top = sim.top_slot()) {
