@@ -1,9 +1,10 @@
 // Times the long-cache decode attention (talker shape: 16 query heads, 8 kv heads, head size 128,
 // paged caches as the serving pools keep them) at many row counts and context lengths, the cluster
-// kernel against the many-row kernels (1 and 4 warps per query head, one warp per kv group), and
-// checks that all give the same outputs bit for bit; then prefill rows (whole prompts) against the
-// general kernel.
-// Printed per (rows, keys): µs per call of each, and what the default picks.
+// kernel against the many-row kernels (1 and 4 warps per query head, one and four warps per kv
+// group), and checks that all give the same outputs bit for bit; then prefill rows (whole prompts)
+// against the general kernel.
+// Printed per (rows, keys): µs per call of each, and what the default picks. With the argument
+// `serving`, decode rows from 64 on only.
 //
 // Build here, after `ninja -C build chorus`:
 //   nvcc -DCHORUS_HAVE_CUDA=1 -Isrc -O3 -arch=sm_90 -std=c++20 --extended-lambda \
@@ -43,7 +44,9 @@ void fill(DeviceBuffer& b, size_t n, uint32_t seed, float scale) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // `serving`: decode rows at the serving pools' counts only (64 rows and more), a shorter run.
+  const bool serving = argc > 1 && std::strcmp(argv[1], "serving") == 0;
   const int64_t Hq = 16, Hkv = 8, D = 128, cap = 1024, P = nn::kKvPagePositions;
   const int64_t qw = Hq * D, kvw = Hkv * D, ld = qw + 2 * kvw, per_seq = cap / P;
   const int64_t max_rows = 1024;
@@ -70,8 +73,8 @@ int main() {
   std::vector<float> f(D / 2);
   for (int64_t i = 0; i < D / 2; ++i) f[i] = std::pow(1e6f, -2.0f * i / D);
   must(cudaMemcpy(inv.as<void>(), f.data(), f.size() * 4, cudaMemcpyHostToDevice), "inv");
-  constexpr int kVariants = 5;  // cluster, W = 1, 4, a warp per kv group, the default
-  const int variant_w[kVariants] = {0, 1, 4, kRowAttentionGroup, kRowAttentionAuto};
+  constexpr int kVariants = 6;  // cluster, W = 1, 4, one and four warps per kv group, the default
+  const int variant_w[kVariants] = {0, 1, 4, kRowAttentionGroup, kRowAttentionGroup4, kRowAttentionAuto};
   std::vector<DeviceBuffer> out;
   for (int k = 0; k < kVariants; ++k) out.push_back(alloc(max_rows * qw * 4));
   DeviceBuffer seqs = alloc(max_rows * 4), poss = alloc(max_rows * 4);
@@ -86,10 +89,11 @@ int main() {
   // formed, every key in the cache; the first column is then the general kernel.
   DeviceBuffer prompt_seqs = alloc(max_rows * 4);
   for (const bool prefill : {false, true}) {
-  std::printf("%s\n%6s %6s %10s %10s %10s %10s %10s %s\n", prefill ? "prefill rows" : "decode rows", "rows", "keys",
-              prefill ? "general" : "cluster", "w1", "w4", "group", "default", "equal (µs per call)");
+  std::printf("%s\n%6s %6s %10s %10s %10s %10s %10s %10s %s\n", prefill ? "prefill rows" : "decode rows", "rows", "keys",
+              prefill ? "general" : "cluster", "w1", "w4", "group", "group4", "default", "equal (µs per call)");
   for (int64_t keys : {40, 120, 250, 500, 1000}) {
     for (int64_t rows : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}) {
+      if (serving && (prefill || rows < 64)) continue;
       // Decode: positions spread around `keys` (±25 %), as streams of one pool are.
       std::vector<int32_t> pos(rows), pseq(rows);
       for (int64_t r = 0; r < rows; ++r) {
@@ -131,8 +135,8 @@ int main() {
         must(cudaMemcpy(b.data(), out[k].as<void>(), b.size() * 4, cudaMemcpyDeviceToHost), "out");
         eq = eq && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
       }
-      std::printf("%6lld %6lld %10.1f %10.1f %10.1f %10.1f %10.1f %s\n", static_cast<long long>(rows),
-                  static_cast<long long>(keys), us[0], us[1], us[2], us[3], us[4], eq ? "yes" : "NO");
+      std::printf("%6lld %6lld %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %s\n", static_cast<long long>(rows),
+                  static_cast<long long>(keys), us[0], us[1], us[2], us[3], us[4], us[5], eq ? "yes" : "NO");
     }
   }
   }

@@ -149,83 +149,95 @@ __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_rows_kernel(Att
   }
 }
 
-// The many-row decode attention with one warp per (row, kv group) instead of per query head: the
-// group's G query heads share every key and value row the warp reads, so a row's cache is read
+// The many-row decode attention with W warps per (row, kv group) instead of per query head: the
+// group's G query heads share every key and value row the warps read, so a row's cache is read
 // once instead of G times (at a few hundred positions per row the per-head kernel's time is the
-// cache read). Every sum keeps attention_rows_kernel's order: scores by score_keys_heads, the
-// softmax by softmax_stats, the value sums as the 16 sets (keys j ≡ s mod 16, in j order) added in
-// set order, so the result is bit-identical to it and to the cluster kernel. The sets are formed
-// 16 / G at a time (a pass over the keys each), which keeps G heads' sums in registers. Shared per
-// warp: the G queries, the new key and value [D each], the G heads' scores [G, capacity].
-__host__ __device__ inline int64_t group_head_floats(int64_t D, int64_t capacity, int G) {
-  return (G + 2) * D + G * capacity;
+// cache read). W = 1: four groups per block, each in one warp (no block barrier); W = 4: one group
+// per block, its warps splitting the keys (warp w scores the chunks of 16 keys w, w + 4, ... and
+// forms the value sets 4w .. 4w + 3), for more loads in flight per row than one warp issues.
+// Every sum keeps attention_rows_kernel's order: scores by score_keys_heads, the softmax by
+// softmax_stats (each warp over all of the row's scores), the value sums as the 16 sets (keys
+// j ≡ s mod 16, in j order) added in set order, so the result is bit-identical to it and to the
+// cluster kernel. A warp forms its sets up to 16 / G at a time (a pass over the keys each), which
+// keeps G heads' sums in registers. Shared per group: the G queries, the new key and value [D
+// each], the G heads' scores [G, capacity], and with W > 1 the sets' sums [G, 16, D].
+__host__ __device__ inline int64_t group_head_floats(int64_t D, int64_t capacity, int G, int W) {
+  return (G + 2) * D + G * capacity + (W > 1 ? G * kRowSets * D : 0);
 }
 
-template <int D, int G, bool FUSED, bool BF16, bool PAGED>
+template <int D, int G, int W, bool FUSED, bool BF16, bool PAGED>
 __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_group_kernel(AttnParams a) {
-  constexpr int kChunks = D / 32, kPassSets = kRowSets / G;
-  static_assert(D % 32 == 0 && kChunks <= dev::kHeadChunks && kRowSets % G == 0);
+  constexpr int kChunks = D / 32, kGroups = kRowBlockWarps / W, kWarpSets = kRowSets / W;
+  constexpr int kPassSets = kRowSets / G < kWarpSets ? kRowSets / G : kWarpSets;
+  static_assert(D % 32 == 0 && kChunks <= dev::kHeadChunks && kRowSets % G == 0 && kWarpSets % kPassSets == 0 &&
+                (W == 1 || W == kRowBlockWarps));
   extern __shared__ float smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = blockIdx.x * kRowBlockWarps + warp;
+  const int slot = warp / W, sub = warp % W;  // the group's place in the block, the warp's in the group
+  const int g = blockIdx.x * kGroups + slot;
   const int64_t r = blockIdx.y;
   const int Hq = a.Hq, Hkv = a.Hkv;
   const int cap = static_cast<int>(a.kv.capacity);
   if (FUSED) prefetch_earlier_kv<PAGED>(a, r, a.poss[r]);
   dev::pdl_wait();
-  if (g >= Hkv) return;  // no block barrier below: a warp without a group may leave
+  if (g >= Hkv) return;  // W = 1: a warp without a group (no block barrier); W = 4: the whole block
   const int pos = a.poss[r];
   const int64_t seq = a.seqs[r];
   const int n = min(pos + 1, cap);
   const int new_pos = FUSED ? pos : -1;  // unfused (prefill rows): every key from the cache
   float* o = a.out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(g) * G * D;
-  if (n <= 0) {
+  if (n <= 0) {  // the whole block: its groups share the row
+    if (sub == 0)
 #pragma unroll
-    for (int i = 0; i < G * kChunks; ++i) o[lane + 32 * i] = 0.0f;
+      for (int i = 0; i < G * kChunks; ++i) o[lane + 32 * i] = 0.0f;
     return;
   }
-  float* qs = smem + warp * group_head_floats(D, cap, G);
-  float *knew = qs + G * D, *vnew = knew + D, *sc = vnew + D;
+  float* qs = smem + slot * group_head_floats(D, cap, G, W);
+  float *knew = qs + G * D, *vnew = knew + D, *sc = vnew + D, *part = sc + G * cap;
   const int64_t kstride = static_cast<int64_t>(Hkv) * D;
   const dev::KvRows kb = kv_rows<PAGED>(a.kv, false, seq, static_cast<int64_t>(g) * D, kstride);
   const dev::KvRows vb = kv_rows<PAGED>(a.kv, true, seq, static_cast<int64_t>(g) * D, kstride);
-  if constexpr (FUSED) {
-    const float* row = a.qkv + r * a.ld;
+  if (sub == 0) {
+    if constexpr (FUSED) {
+      const float* row = a.qkv + r * a.ld;
 #pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      const int d = lane + 32 * i;
+      for (int i = 0; i < kChunks; ++i) {
+        const int d = lane + 32 * i;
 #pragma unroll
-      for (int h = 0; h < G; ++h) qs[h * D + d] = __ldcg(row + static_cast<int64_t>(g * G + h) * D + d);
-      knew[d] = __ldcg(row + static_cast<int64_t>(Hq + g) * D + d);
-      vnew[d] = __ldcg(row + static_cast<int64_t>(Hq + Hkv + g) * D + d);
+        for (int h = 0; h < G; ++h) qs[h * D + d] = __ldcg(row + static_cast<int64_t>(g * G + h) * D + d);
+        knew[d] = __ldcg(row + static_cast<int64_t>(Hq + g) * D + d);
+        vnew[d] = __ldcg(row + static_cast<int64_t>(Hq + Hkv + g) * D + d);
+      }
+      __syncwarp();
+#pragma unroll
+      for (int h = 0; h < G; ++h) dev::norm_rope_head(qs + h * D, D, a.qn, a.eps, a.inv_freq, pos, qs + h * D, BF16);
+      dev::norm_rope_head(knew, D, a.kn, a.eps, a.inv_freq, pos, knew, BF16);
+      __syncwarp();
+      if (pos < cap) store_new_row<kChunks, PAGED>(kb, vb, pos, knew, vnew);
+    } else {
+      const float* q = a.q + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(g) * G * D;
+#pragma unroll
+      for (int i = 0; i < G * kChunks; ++i) qs[lane + 32 * i] = q[lane + 32 * i];
+      __syncwarp();
     }
-    __syncwarp();
-#pragma unroll
-    for (int h = 0; h < G; ++h) dev::norm_rope_head(qs + h * D, D, a.qn, a.eps, a.inv_freq, pos, qs + h * D, BF16);
-    dev::norm_rope_head(knew, D, a.kn, a.eps, a.inv_freq, pos, knew, BF16);
-    __syncwarp();
-    if (pos < cap) store_new_row<kChunks, PAGED>(kb, vb, pos, knew, vnew);
-  } else {
-    const float* q = a.q + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(g) * G * D;
-#pragma unroll
-    for (int i = 0; i < G * kChunks; ++i) qs[lane + 32 * i] = q[lane + 32 * i];
-    __syncwarp();
   }
-  for (int j0 = 0; j0 < n; j0 += kRowSets)
+  if constexpr (W > 1) __syncthreads();
+  for (int j0 = kRowSets * sub; j0 < n; j0 += kRowSets * W)
     dev::score_keys_heads<D, G, kRowSets, PAGED>(qs, kb, knew, new_pos, n, j0, [&](int h, int u, float dot) {
       if (lane == u && j0 + u < n) sc[h * cap + j0 + u] = dev::scaled_score(dot, a.scale, BF16);
     });
-  __syncwarp();
+  if constexpr (W > 1) __syncthreads();
+  else __syncwarp();
   dev::SoftmaxStats st[G];
 #pragma unroll
   for (int h = 0; h < G; ++h) st[h] = dev::softmax_stats(sc + h * cap, n);
-  float total[G][kChunks];
+  [[maybe_unused]] float total[G][kChunks];  // W = 1: the sets added in registers
 #pragma unroll
   for (int h = 0; h < G; ++h)
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) total[h][i] = 0.0f;
 #pragma unroll 1
-  for (int s0 = 0; s0 < kRowSets; s0 += kPassSets) {
+  for (int s0 = kWarpSets * sub; s0 < kWarpSets * (sub + 1); s0 += kPassSets) {
     float acc[G][kPassSets][kChunks];
 #pragma unroll
     for (int h = 0; h < G; ++h)
@@ -254,17 +266,32 @@ __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_group_kernel(At
         }
       }
     }
+    if constexpr (W == 1) {
 #pragma unroll
-    for (int s = 0; s < kPassSets; ++s)
+      for (int s = 0; s < kPassSets; ++s)
+#pragma unroll
+        for (int h = 0; h < G; ++h)
+#pragma unroll
+          for (int i = 0; i < kChunks; ++i) total[h][i] += acc[h][s][i];
+    } else {
 #pragma unroll
       for (int h = 0; h < G; ++h)
 #pragma unroll
-        for (int i = 0; i < kChunks; ++i) total[h][i] += acc[h][s][i];
+        for (int s = 0; s < kPassSets; ++s)
+#pragma unroll
+          for (int i = 0; i < kChunks; ++i) part[(h * kRowSets + s0 + s) * D + lane + 32 * i] = acc[h][s][i];
+    }
   }
+  if constexpr (W == 1) {
 #pragma unroll
-  for (int h = 0; h < G; ++h)
+    for (int h = 0; h < G; ++h)
 #pragma unroll
-    for (int i = 0; i < kChunks; ++i) o[h * D + lane + 32 * i] = BF16 ? dev::round_bf16(total[h][i]) : total[h][i];
+      for (int i = 0; i < kChunks; ++i) o[h * D + lane + 32 * i] = BF16 ? dev::round_bf16(total[h][i]) : total[h][i];
+  } else {
+    __syncthreads();
+#pragma unroll
+    for (int h = 0; h < G; ++h) dev::head_output(part + h * kRowSets * D, kRowSets, D, W * 32, BF16, o + h * D);
+  }
 }
 
 std::atomic<int64_t> g_reserved_rows_smem{48 * 1024};
@@ -281,40 +308,54 @@ size_t rows_attention_smem(int64_t capacity, int64_t head_dim, int W) {
 size_t rows_attention_smem(int64_t capacity, int64_t head_dim) {
   return std::max(rows_attention_smem(capacity, head_dim, 1), rows_attention_smem(capacity, head_dim, 4));
 }
-// The per-group kernel's, for G query heads per kv group (instantiated for G = 2 and 4).
+// The per-group kernel's, for G query heads per kv group (instantiated for G = 2 and 4) and W warps
+// per group (1 and 4).
+size_t group_attention_smem(int64_t capacity, int64_t head_dim, int G, int W) {
+  return static_cast<size_t>(kRowBlockWarps / W * group_head_floats(head_dim, capacity, G, W)) * sizeof(float);
+}
+// The most either W needs.
 size_t group_attention_smem(int64_t capacity, int64_t head_dim, int G) {
-  return static_cast<size_t>(kRowBlockWarps * group_head_floats(head_dim, capacity, G)) * sizeof(float);
+  return std::max(group_attention_smem(capacity, head_dim, G, 1), group_attention_smem(capacity, head_dim, G, 4));
 }
 std::atomic<int64_t> g_reserved_group_smem[2] = {48 * 1024, 48 * 1024};  // G = 2, 4
 int group_index(int64_t G) { return G == 2 ? 0 : G == 4 ? 1 : -1; }
+
+template <int G, int W>
+Status set_group_attention_smem(size_t bytes) {
+  for (auto* k : {attention_group_kernel<128, G, W, true, false, false>, attention_group_kernel<128, G, W, true, true, false>,
+                  attention_group_kernel<128, G, W, true, false, true>, attention_group_kernel<128, G, W, true, true, true>,
+                  attention_group_kernel<128, G, W, false, false, false>,
+                  attention_group_kernel<128, G, W, false, true, false>,
+                  attention_group_kernel<128, G, W, false, false, true>,
+                  attention_group_kernel<128, G, W, false, true, true>})
+    CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  return ok_status();
+}
 
 template <int G>
 Status reserve_group_attention(int64_t capacity) {
   const size_t need = group_attention_smem(capacity, 128, G);
   std::atomic<int64_t>& reserved = g_reserved_group_smem[group_index(G)];
   if (need > kRowMaxSmem || need <= static_cast<size_t>(reserved.load())) return ok_status();
-  for (auto* k : {attention_group_kernel<128, G, true, false, false>, attention_group_kernel<128, G, true, true, false>,
-                  attention_group_kernel<128, G, true, false, true>, attention_group_kernel<128, G, true, true, true>,
-                  attention_group_kernel<128, G, false, false, false>,
-                  attention_group_kernel<128, G, false, true, false>,
-                  attention_group_kernel<128, G, false, false, true>, attention_group_kernel<128, G, false, true, true>})
-    CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(need)));
+  CHORUS_TRY((set_group_attention_smem<G, 1>(need)));
+  CHORUS_TRY((set_group_attention_smem<G, 4>(need)));
   reserved.store(static_cast<int64_t>(need));
   return ok_status();
 }
 
 // Which many-row kernel takes this many rows (0: the cluster kernel; 1, 4: warps per query head;
-// kRowAttentionGroup: a warp per kv group). The host does not know the rows' context lengths
-// (positions live on the device, and a captured graph serves every step of its batch size), so the
-// choice goes by rows alone. On the H100, per call over 40–1,000 keys
+// kRowAttentionGroup, kRowAttentionGroup4: one or four warps per kv group). The host does not know
+// the rows' context lengths (positions live on the device, and a captured graph serves every step
+// of its batch size), so the choice goes by rows alone. On the H100, per call over 40–1,000 keys
 // (scripts/device/attention_harness.cu): below 32 rows the cluster kernel is fastest at 250 keys
 // and more; from 32 rows four warps per head win up to 4.8× over short contexts and lose at most
-// 15 % over long ones; from 128 rows a warp per kv group takes 0.71–0.81× the time of a warp per
-// head at 120–1,000 keys (256 rows); serving the 0.6B at ~260 streams, steps took 0.9× as long.
+// 15 % over long ones; from 64 rows four warps per kv group take 0.77–0.87× the time of four warps
+// per head at 64 rows and 0.44–0.79× that of one warp per kv group at 64–128 rows (at 256–1,024
+// rows 0.86–1.09×); serving the 0.6B at ~190 streams, the talker's step took 0.73–0.77× as long.
 int row_attention_variant(int64_t rows) {
   const int forced = g_row_attention.load();
   if (forced != kRowAttentionAuto) return forced;
-  return rows >= kRowAttentionOneWarp ? kRowAttentionGroup : rows >= kRowAttentionRows ? 4 : 0;
+  return rows >= kRowAttentionGroupRows ? kRowAttentionGroup4 : rows >= kRowAttentionRows ? 4 : 0;
 }
 
 template <int W, bool FUSED, bool BF16, bool PAGED>
@@ -332,23 +373,28 @@ cudaError_t launch_rows_attention(const AttnParams& p, int64_t rows, cudaStream_
   return p.bf16 ? launch_rows_attention<W, FUSED, true, false>(p, rows, s)
                 : launch_rows_attention<W, FUSED, false, false>(p, rows, s);
 }
-template <int G, bool FUSED>
+template <int G, int W, bool FUSED>
 cudaError_t launch_group_attention(const AttnParams& p, int64_t rows, cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>((p.Hkv + kRowBlockWarps - 1) / kRowBlockWarps), static_cast<unsigned>(rows));
-  const size_t smem = group_attention_smem(p.kv.capacity, p.D, G);
+  constexpr int groups = kRowBlockWarps / W;
+  const dim3 grid(static_cast<unsigned>((p.Hkv + groups - 1) / groups), static_cast<unsigned>(rows));
+  const size_t smem = group_attention_smem(p.kv.capacity, p.D, G, W);
   const bool paged = p.kv.pages != nullptr;
-  auto* k = paged ? (p.bf16 ? attention_group_kernel<128, G, FUSED, true, true>
-                            : attention_group_kernel<128, G, FUSED, false, true>)
-                  : (p.bf16 ? attention_group_kernel<128, G, FUSED, true, false>
-                            : attention_group_kernel<128, G, FUSED, false, false>);
+  auto* k = paged ? (p.bf16 ? attention_group_kernel<128, G, W, FUSED, true, true>
+                            : attention_group_kernel<128, G, W, FUSED, false, true>)
+                  : (p.bf16 ? attention_group_kernel<128, G, W, FUSED, true, false>
+                            : attention_group_kernel<128, G, W, FUSED, false, false>);
   return launch(k, grid, dim3(kRowBlockWarps * 32), smem, s, p);
+}
+template <int W, bool FUSED>
+cudaError_t launch_group_attention(const AttnParams& p, int64_t rows, cudaStream_t s) {
+  return p.Hq / p.Hkv == 2 ? launch_group_attention<2, W, FUSED>(p, rows, s)
+                           : launch_group_attention<4, W, FUSED>(p, rows, s);
 }
 
 template <bool FUSED>
 cudaError_t launch_variant(const AttnParams& p, int64_t rows, int variant, cudaStream_t s) {
-  if (variant == kRowAttentionGroup)
-    return p.Hq / p.Hkv == 2 ? launch_group_attention<2, FUSED>(p, rows, s)
-                             : launch_group_attention<4, FUSED>(p, rows, s);
+  if (variant == kRowAttentionGroup) return launch_group_attention<1, FUSED>(p, rows, s);
+  if (variant == kRowAttentionGroup4) return launch_group_attention<4, FUSED>(p, rows, s);
   return variant == 1 ? launch_rows_attention<1, FUSED>(p, rows, s) : launch_rows_attention<4, FUSED>(p, rows, s);
 }
 
@@ -383,16 +429,17 @@ cudaError_t launch_many_rows(bool fused, const AttnParams& p, int64_t rows, int 
 }
 
 // Which many-row kernel takes this call (row_attention_variant' numbers; 0: none). The per-group
-// kernel where the group size has an instantiation and its shared memory fits, else one warp per head.
+// kernel where the group size has an instantiation and its shared memory fits, else four warps per
+// head.
 int rows_attention_for(const AttnParams& p, int64_t rows) {
   int w = row_attention_variant(rows);
   if (w <= 0 || p.D != 128 || dev::attention_warps(p.kv.capacity) != kLongWarps) return 0;
-  if (w == kRowAttentionGroup) {
+  if (w == kRowAttentionGroup || w == kRowAttentionGroup4) {
     const int gi = group_index(p.Hq / p.Hkv);
     if (gi >= 0 && static_cast<int64_t>(group_attention_smem(p.kv.capacity, p.D, p.Hq / p.Hkv)) <=
                        g_reserved_group_smem[gi].load())
       return w;
-    w = 1;
+    w = 4;
   }
   const bool fits = static_cast<int64_t>(rows_attention_smem(p.kv.capacity, p.D)) <= g_reserved_rows_smem.load();
   return fits ? w : 0;
@@ -400,7 +447,8 @@ int rows_attention_for(const AttnParams& p, int64_t rows) {
 
 void set_row_attention(int variant) {
   const int v = variant;
-  g_row_attention.store(v == 0 || v == 1 || v == kRowAttentionGroup || v == 4 ? v : kRowAttentionAuto);
+  const bool known = v == 0 || v == 1 || v == kRowAttentionGroup || v == kRowAttentionGroup4 || v == 4;
+  g_row_attention.store(known ? v : kRowAttentionAuto);
 }
 
 }  // namespace chorus::cuda

@@ -233,13 +233,15 @@ void set_small_attention(bool on);
 void set_long_attention(bool on);
 // The long-cache decode attention of many rows runs W warps per (row, query head) instead of a
 // cluster per head (bit-identical, faster when the rows alone fill the GPU): 4 from
-// kRowAttentionRows rows; from kRowAttentionOneWarp one warp per (row, kv group), reading the
-// group's keys and values once for its query heads (groups of 2 or 4; others one warp per head).
+// kRowAttentionRows rows; from kRowAttentionGroupRows four warps per (row, kv group), reading the
+// group's keys and values once for its query heads (groups of 2 or 4; others four warps per head).
 // Tests and the timing harness force a choice: 0 the cluster kernel, 1 or 4 warps per head,
-// kRowAttentionGroup a warp per kv group; kRowAttentionAuto (or anything else) restores the default.
+// kRowAttentionGroup one warp per kv group, kRowAttentionGroup4 four warps per kv group;
+// kRowAttentionAuto (or anything else) restores the default.
 constexpr int64_t kRowAttentionRows = 32;
-constexpr int64_t kRowAttentionOneWarp = 128;
+constexpr int64_t kRowAttentionGroupRows = 64;
 constexpr int kRowAttentionGroup = 2;
+constexpr int kRowAttentionGroup4 = 3;
 constexpr int kRowAttentionAuto = -1;
 void set_row_attention(int variant);
 // Call once (outside graph capture) before attention over caches of up to `capacity` positions.
