@@ -322,8 +322,10 @@ int group_index(int64_t G) { return G == 2 ? 0 : G == 4 ? 1 : -1; }
 
 template <int G, int W>
 Status set_group_attention_smem(size_t bytes) {
-  for (auto* k : {attention_group_kernel<128, G, W, true, false, false>, attention_group_kernel<128, G, W, true, true, false>,
-                  attention_group_kernel<128, G, W, true, false, true>, attention_group_kernel<128, G, W, true, true, true>,
+  for (auto* k : {attention_group_kernel<128, G, W, true, false, false>,
+                  attention_group_kernel<128, G, W, true, true, false>,
+                  attention_group_kernel<128, G, W, true, false, true>,
+                  attention_group_kernel<128, G, W, true, true, true>,
                   attention_group_kernel<128, G, W, false, false, false>,
                   attention_group_kernel<128, G, W, false, true, false>,
                   attention_group_kernel<128, G, W, false, false, true>,
@@ -351,7 +353,7 @@ Status reserve_group_attention(int64_t capacity) {
 // and more; from 32 rows four warps per head win up to 4.8× over short contexts and lose at most
 // 15 % over long ones; from 64 rows four warps per kv group take 0.77–0.87× the time of four warps
 // per head at 64 rows and 0.44–0.79× that of one warp per kv group at 64–128 rows (at 256–1,024
-// rows 0.86–1.09×); serving the 0.6B at ~190 streams, the talker's step took 0.73–0.77× as long.
+// rows 0.86–1.09×); serving the 0.6B at ~190 streams, a generation step took 0.73–0.77× as long.
 int row_attention_variant(int64_t rows) {
   const int forced = g_row_attention.load();
   if (forced != kRowAttentionAuto) return forced;
