@@ -1,7 +1,9 @@
 #include "server/service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -21,6 +23,9 @@ Result<std::unique_ptr<Service>> Service::create(std::vector<std::pair<std::stri
   std::unique_ptr<Service> s(new Service());
   s->options_ = std::move(options);
   s->workers_ = std::make_unique<boost::asio::thread_pool>(1);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int encode_threads = s->options_.encode_threads > 0 ? s->options_.encode_threads : std::clamp(cores / 4, 1, 8);
+  s->encoders_ = std::make_unique<boost::asio::thread_pool>(static_cast<size_t>(encode_threads));
   CHORUS_ASSIGN(s->voices_, VoiceStore::open(s->options_.voices_dir));
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (auto& [id, m] : models) {
@@ -39,12 +44,38 @@ Result<std::unique_ptr<Service>> Service::create(std::vector<std::pair<std::stri
 }
 
 Service::~Service() {
-  // The synthesizers first (their requests end and post their last work), then the worker.
+  // The synthesizers first (their requests end and post their last work), then the worker, then
+  // the encoders (the worker's ends post to them).
   models_.clear();
   workers_->join();
+  encoders_->join();
 }
 
 void Service::post_work(std::function<void()> f) { boost::asio::post(*workers_, std::move(f)); }
+
+void Service::post_serial(const std::shared_ptr<SerialQueue>& q, std::function<void()> f) {
+  {
+    std::lock_guard<std::mutex> lock(q->mu);
+    q->items.push_back(std::move(f));
+    if (q->running) return;  // the queue's drain takes it in turn
+    q->running = true;
+  }
+  boost::asio::post(*encoders_, [q] {
+    for (;;) {
+      std::function<void()> next;
+      {
+        std::lock_guard<std::mutex> lock(q->mu);
+        if (q->items.empty()) {
+          q->running = false;
+          return;
+        }
+        next = std::move(q->items.front());
+        q->items.pop_front();
+      }
+      next();
+    }
+  });
+}
 
 LoadedModel* Service::find_model(const std::string& id) {
   for (auto& m : models_)

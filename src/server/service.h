@@ -8,9 +8,11 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +38,17 @@ struct ServiceOptions {
   size_t max_segment_chars = 300;  // long input is split into segments of at most this many characters
   engine::SynthesizerOptions synthesizer;
   size_t max_stream_backlog_bytes = 8u << 20;  // a reader this far behind is dropped
+  // Threads that encode the responses' audio (0: a quarter of the cores, 1 to 8). Encoding is
+  // per stream and frame (opus ~0.8 ms a frame on one core), so it stays off the scheduler thread.
+  int encode_threads = 0;
+};
+
+// Work of one response that must run in order (its chunks' encoding, then its end) on the
+// encoding threads: Service::post_serial.
+struct SerialQueue {
+  std::mutex mu;
+  std::deque<std::function<void()>> items;
+  bool running = false;
 };
 
 struct LoadedModel {
@@ -62,6 +75,8 @@ class Service {
   VoiceStore& voices() { return *voices_; }
   // Runs `f` on the service's worker thread (work that must leave the scheduler thread).
   void post_work(std::function<void()> f);
+  // Runs `f` on an encoding thread after everything posted to `q` before it.
+  void post_serial(const std::shared_ptr<SerialQueue>& q, std::function<void()> f);
 
   // The engine request for checked parameters: the model, sampler fields and the voice (a stored
   // voice, reference audio or a preset); an error names the field to blame.
@@ -86,6 +101,7 @@ class Service {
   Metrics metrics_;
   std::atomic<bool> draining_{false};
   std::unique_ptr<boost::asio::thread_pool> workers_;
+  std::unique_ptr<boost::asio::thread_pool> encoders_;
 };
 
 }  // namespace chorus::server

@@ -1,7 +1,9 @@
 // POST /v1/audio/speech: checks everything before the first byte (errors are then a proper 4xx),
-// then streams audio as the Synthesizer makes it: per chunk, speed change and encoding on the
-// scheduler thread (cheap next to a frame step), bytes handed to the connection. Long input is
-// spoken segment after segment, each one submitted when the previous one ends, into one stream.
+// then streams audio as the Synthesizer makes it: per chunk, the samples are copied on the
+// scheduler thread and the speed change and encoding run in order on an encoding thread
+// (Service::post_serial: opus costs ~0.8 ms a frame, which hundreds of streams would add to every
+// step), bytes handed to the connection. Long input is spoken segment after segment, each one
+// submitted when the previous one ends, into one stream.
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
@@ -34,11 +36,17 @@ struct SpeechJob : std::enable_shared_from_this<SpeechJob> {
   // Until the handler has set `out` or `responder`, bytes wait and an early end is kept for later.
   bool ready = false;
   std::optional<std::pair<bool, std::string>> pending_end;
+  // The encoding, in order on the encoding threads (encoding): enc, tempo, stretched and encoded
+  // are touched there only; `queued` (samples posted and not yet encoded) and `failed` under mu.
+  std::shared_ptr<SerialQueue> encoding = std::make_shared<SerialQueue>();
   std::unique_ptr<audio::StreamEncoder> enc;
   std::unique_ptr<audio::TempoStretcher> tempo;
+  std::vector<float> stretched;
+  std::string encoded;  // the encoder's output of the chunk in progress
+  size_t queued = 0;
+  Status failed = ok_status();
   std::string bytes;  // encoded and not yet handed on
   std::string body;   // the whole answer when not streaming
-  std::vector<float> stretched;
   double first_audio_s = 0, audio_s = 0, total_s = 0;
   int64_t text_tokens = 0, frames = 0;
 
@@ -63,21 +71,43 @@ struct SpeechJob : std::enable_shared_from_this<SpeechJob> {
     bytes.clear();
   }
 
+  // On the scheduler thread: a copy of the samples goes to the encoding. The backlog counts the
+  // samples still to encode as 16-bit PCM, so an encoding that falls behind drops the stream too.
   Status on_chunk(const engine::AudioChunk& c) {
     std::lock_guard<std::mutex> lock(mu);
     if (gone) return make_error(ErrorCode::kCancelled, "the client is gone");
-    if (out && out->backlog() > svc->options().max_stream_backlog_bytes)
-      return make_error(ErrorCode::kCancelled, "the client reads too slowly");
+    if (!failed.ok()) return failed;
+    const size_t backlog = (out ? out->backlog() : 0) + queued * sizeof(int16_t);
+    if (backlog > svc->options().max_stream_backlog_bytes)
+      return make_error(ErrorCode::kCancelled, out ? "the client reads too slowly" : "the audio encoding falls behind");
     if (c.count == 0) return ok_status();
+    queued += c.count;
+    svc->post_serial(encoding, [self = shared_from_this(), s = std::vector<float>(c.samples, c.samples + c.count)] {
+      self->encode(s);
+    });
+    return ok_status();
+  }
+
+  // On the encoding threads, chunk after chunk.
+  void encode(const std::vector<float>& s) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      queued -= s.size();
+      if (gone || ended || !failed.ok()) return;
+    }
+    Status st = ok_status();
     if (tempo) {
       stretched.clear();
-      tempo->process(c.samples, c.count, stretched);
-      CHORUS_TRY(enc->write(stretched.data(), stretched.size()));
+      tempo->process(s.data(), s.size(), stretched);
+      st = enc->write(stretched.data(), stretched.size());
     } else {
-      CHORUS_TRY(enc->write(c.samples, c.count));
+      st = enc->write(s.data(), s.size());
     }
+    std::lock_guard<std::mutex> lock(mu);
+    if (!st.ok()) failed = st;
+    bytes += encoded;
+    encoded.clear();
     flush_bytes();
-    return ok_status();
   }
 
   // Submits segment `segment`; on failure the error.
@@ -119,7 +149,12 @@ struct SpeechJob : std::enable_shared_from_this<SpeechJob> {
     end(cancelled, {});
   }
 
+  // After every chunk posted before it (the encoding's order).
   void end(bool cancelled, const std::string& error) {
+    svc->post_serial(encoding, [self = shared_from_this(), cancelled, error] { self->end_now(cancelled, error); });
+  }
+
+  void end_now(bool cancelled, const std::string& error) {
     std::lock_guard<std::mutex> lock(mu);
     if (!ready) {
       pending_end.emplace(cancelled, error);
@@ -133,14 +168,16 @@ struct SpeechJob : std::enable_shared_from_this<SpeechJob> {
       if (out) out->abort();
       return;
     }
-    Status st = ok_status();
-    if (error.empty()) {
+    Status st = failed;
+    if (error.empty() && st.ok()) {
       if (tempo) {
         stretched.clear();
         tempo->flush(stretched);
         st = enc->write(stretched.data(), stretched.size());
       }
       if (st.ok()) st = enc->finish();
+      bytes += encoded;
+      encoded.clear();
       flush_bytes();
     }
     const std::string message = !error.empty() ? error : st.ok() ? std::string() : st.error().message;
@@ -263,7 +300,7 @@ void Service::handle_speech(Request&& req, Responder r) {
   // The job owns the encoder, so a plain pointer (a shared one would keep the job, its connection
   // and the encoder alive forever through the cycle).
   auto enc = audio::StreamEncoder::create(p.format, static_cast<int>(m.codec().sample_rate()), [j = job.get()](const uint8_t* d, size_t n) {
-    j->bytes.append(reinterpret_cast<const char*>(d), n);  // under j->mu (on_chunk and end hold it)
+    j->encoded.append(reinterpret_cast<const char*>(d), n);  // on the encoding threads only
     return ok_status();
   });
   if (!enc.ok()) return reply_error(r, "speech", api_error_from(enc.error(), "response_format"));

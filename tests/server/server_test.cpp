@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include <boost/asio/connect.hpp>
@@ -77,6 +79,45 @@ TEST_F(Server, HealthReadyModels) {
   EXPECT_EQ(j["data"][0]["object"], "model");
   EXPECT_EQ(j["data"][1]["id"], "tiny_base");
   EXPECT_EQ(j["data"][0]["weights"], "bf16");
+}
+
+// The responses' encoding (Service::post_serial): on several encoding threads, the work of one
+// queue runs in the order it was posted and never two items at once, while queues run side by
+// side; what is posted before the service ends still runs.
+TEST(ServerEncoding, SerialWorkRunsInOrderOneAtATimePerQueue) {
+  ServiceOptions o;
+  o.encode_threads = 4;
+  auto svc = Service::create({}, o);
+  ASSERT_TRUE(svc.ok());
+  constexpr int kQueues = 6, kItems = 400;
+  struct Seen {
+    std::shared_ptr<SerialQueue> q = std::make_shared<SerialQueue>();
+    std::vector<int> order;  // touched only by the queue's items, one at a time
+    std::atomic<int> inside{0};
+  };
+  std::vector<Seen> seen(kQueues);
+  std::atomic<int> overlaps{0};
+  std::mutex threads_mu;
+  std::set<std::thread::id> threads;
+  for (int i = 0; i < kItems; ++i)
+    for (Seen& s : seen)
+      (*svc)->post_serial(s.q, [&s, &overlaps, &threads_mu, &threads, i] {
+        if (s.inside.fetch_add(1) != 0) ++overlaps;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));  // long enough for others to overlap
+        s.order.push_back(i);
+        {
+          std::lock_guard<std::mutex> lock(threads_mu);
+          threads.insert(std::this_thread::get_id());
+        }
+        s.inside.fetch_sub(1);
+      });
+  svc->reset();  // joins the encoding threads after their work
+  EXPECT_EQ(overlaps.load(), 0);
+  for (const Seen& s : seen) {
+    ASSERT_EQ(s.order.size(), static_cast<size_t>(kItems));
+    for (int i = 0; i < kItems; ++i) ASSERT_EQ(s.order[static_cast<size_t>(i)], i);
+  }
+  EXPECT_GT(threads.size(), 1u);  // the queues did run on several threads
 }
 
 // A model loaded with quantised weights (what `chorus serve --weights int8` does) is served and
