@@ -305,6 +305,7 @@ void Service::handle_speech(Request&& req, Responder r) {
   });
   if (!enc.ok()) return reply_error(r, "speech", api_error_from(enc.error(), "response_format"));
   job->enc = std::move(*enc);
+  job->bytes.swap(job->encoded);  // the format's header, written as the encoder was made
 
   // Admission: a full queue answers 429 at once; a bad field names it.
   if (Status st = job->submit_current(); !st.ok()) {
