@@ -48,7 +48,7 @@ json error_message(const ApiError& e) {
 class StreamSession;
 
 // One utterance: the text from its first input.text to input.done, spoken as one audio stream.
-// Guarded by the session's mutex.
+// Guarded by the session's mutex, but for its encoding state (below).
 struct Utterance {
   engine::SynthesisRequest base;
   bool whole_text = false;  // the model needs whole text: sentences are spoken one by one
@@ -58,10 +58,13 @@ struct Utterance {
   uint32_t next_take = 0;                    // whole_text: the next segment's rng stream offset
   bool running = false, input_done = false, cancelled = false, ended = false;
   size_t chars = 0;
+  // Touched only by the session's ordered work on the encoding threads (StreamSession::encode):
   std::unique_ptr<audio::StreamEncoder> enc;
   std::unique_ptr<audio::TempoStretcher> tempo;
-  std::string bytes;  // encoded and not yet sent
+  std::string encoded;  // the encoder's output not yet sent
   std::vector<float> stretched;
+  size_t queued = 0;           // samples handed to the encoding and not yet encoded
+  Status failed = ok_status();  // the encoder's refusal, if any
   Clock::time_point started;
   double first_audio_s = 0, audio_s = 0;
   int64_t text_tokens = 0, frames = 0;
@@ -107,8 +110,33 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
   }
 
  private:
-  void send(const json& j) { ws_->send_text(dump(j)); }
+  // Everything the session sends goes out in the order it is made: at once while no work of the
+  // session waits on the encoding threads, else after that work (Service::post_serial), so a
+  // message never overtakes the audio before it. The work sends directly, in its turn.
+  void emit(std::function<void()> f) {
+    std::lock_guard<std::mutex> lock(order_mu_);
+    if (pending_ == 0) return f();
+    post_ordered_locked(std::move(f));
+  }
+  void post_ordered_locked(std::function<void()> f) {  // under order_mu_
+    ++pending_;
+    svc_->post_serial(out_q_, [self = shared_from_this(), f = std::move(f)] {
+      f();
+      std::lock_guard<std::mutex> lock(self->order_mu_);
+      --self->pending_;
+    });
+  }
+  void post_ordered(std::function<void()> f) {
+    std::lock_guard<std::mutex> lock(order_mu_);
+    post_ordered_locked(std::move(f));
+  }
+  void send(const json& j) {
+    emit([ws = ws_, s = dump(j)]() mutable { ws->send_text(std::move(s)); });
+  }
   void send_error(const ApiError& e) { send(error_message(e)); }
+  void close_ws(int code = 1000, std::string reason = {}) {
+    emit([ws = ws_, code, reason]() mutable { ws->close(code, std::move(reason)); });
+  }
 
   void configure(const json& j) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -192,7 +220,7 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
     }
     Utterance* raw = u.get();
     auto enc = audio::StreamEncoder::create(params_->format, rate, [raw](const uint8_t* d, size_t n) {
-      raw->bytes.append(reinterpret_cast<const char*>(d), n);  // under the session's mutex
+      raw->encoded.append(reinterpret_cast<const char*>(d), n);  // in the session's ordered work
       return ok_status();
     });
     if (!enc.ok()) return send_error(api_error_from(enc.error(), "response_format")), false;
@@ -218,7 +246,7 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
     return [weak, u](const engine::AudioChunk& c) -> Status {
       auto self = weak.lock();
       if (!self) return make_error(ErrorCode::kCancelled, "the session is gone");
-      return self->on_chunk(*u, c);
+      return self->on_chunk(u, c);
     };
   }
 
@@ -234,33 +262,53 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
     return so;
   }
 
-  Status on_chunk(Utterance& u, const engine::AudioChunk& c) {
+  // On the scheduler thread: a copy of the samples goes to the encoding threads, in order. The
+  // backlog counts the samples still to encode as 16-bit PCM.
+  Status on_chunk(const std::shared_ptr<Utterance>& up, const engine::AudioChunk& c) {
     std::lock_guard<std::mutex> lock(mu_);
+    Utterance& u = *up;
     if (u.cancelled || u.ended || closed_) return make_error(ErrorCode::kCancelled, "the utterance was cancelled");
-    if (ws_->backlog() > svc_->options().max_stream_backlog_bytes) {
+    if (!u.failed.ok()) return u.failed;
+    if (ws_->backlog() + u.queued * sizeof(int16_t) > svc_->options().max_stream_backlog_bytes) {
       send_error(ApiError{400, "the client reads too slowly; the session is closed", "invalid_request_error", {}, "slow_reader"});
       u.cancelled = true;
       end_locked(u, true);
-      ws_->close(1008, "slow reader");
+      close_ws(1008, "slow reader");
       return make_error(ErrorCode::kCancelled, "the client reads too slowly");
     }
     if (c.count == 0) return ok_status();
     if (u.first_audio_s == 0) u.first_audio_s = std::chrono::duration<double>(Clock::now() - u.started).count();
-    if (u.tempo) {
-      u.stretched.clear();
-      u.tempo->process(c.samples, c.count, u.stretched);
-      CHORUS_TRY(u.enc->write(u.stretched.data(), u.stretched.size()));
-    } else {
-      CHORUS_TRY(u.enc->write(c.samples, c.count));
-    }
-    flush_locked(u);
+    u.queued += c.count;
+    post_ordered([self = shared_from_this(), up, s = std::vector<float>(c.samples, c.samples + c.count)] {
+      self->encode(*up, s);
+    });
     return ok_status();
   }
 
-  void flush_locked(Utterance& u) {
-    if (u.bytes.empty()) return;
-    ws_->send_binary(std::move(u.bytes));
-    u.bytes.clear();
+  // In the session's ordered work: one chunk through the speed change and the encoder, its bytes
+  // sent unless the utterance was cancelled or the client left meanwhile.
+  void encode(Utterance& u, const std::vector<float>& s) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      u.queued -= s.size();
+      if (u.cancelled || closed_ || !u.failed.ok()) return;
+    }
+    Status st = ok_status();
+    if (u.tempo) {
+      u.stretched.clear();
+      u.tempo->process(s.data(), s.size(), u.stretched);
+      st = u.enc->write(u.stretched.data(), u.stretched.size());
+    } else {
+      st = u.enc->write(s.data(), s.size());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!st.ok()) u.failed = st;
+    send_encoded_locked(u);
+  }
+
+  void send_encoded_locked(Utterance& u) {
+    if (!u.encoded.empty() && !u.cancelled && !closed_) ws_->send_binary(std::move(u.encoded));
+    u.encoded.clear();
   }
 
   // whole_text: submits the next complete sentence when none is running; ends the utterance when
@@ -268,7 +316,7 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
   void submit_next_locked(const std::shared_ptr<Utterance>& u) {
     while (!u->running && !u->ended && !u->cancelled) {
       if (u->segments.empty()) {
-        if (u->input_done) finish_locked(*u);
+        if (u->input_done) finish_locked(u);
         return;
       }
       engine::SynthesisRequest r = u->base;
@@ -300,7 +348,7 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
       send_error(ApiError{500, r.error().message, "server_error", {}, {}});
       return abort_locked(*u);
     }
-    if (!u->whole_text) return finish_locked(*u);
+    if (!u->whole_text) return finish_locked(u);
     submit_next_locked(u);
   }
 
@@ -313,7 +361,7 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
         // Nothing was said, or the utterance has already ended (its audio.done was sent).
         if (current_) current_->input_done = true;
         send({{"type", "session.done"}});
-        if (closing_) ws_->close();
+        if (closing_) close_ws();
         return;
       }
       Utterance& u = *current_;
@@ -351,7 +399,7 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
       closing_ = true;
       now = !current_ || current_->ended;
     }
-    if (now) return ws_->close();
+    if (now) return close_ws();
     input_done();  // what was said is finished first; the socket closes after session.done
   }
 
@@ -374,21 +422,33 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
     end_locked(u, true);
   }
 
-  // Everything was spoken: the encoder's tail, audio.done, session.done.
-  void finish_locked(Utterance& u) {
+  // Everything was spoken: the utterance ends now; after its last chunks (the ordered work), the
+  // encoder's tail, audio.done, and session.done when input.done has come (else input.done
+  // answers it).
+  void finish_locked(const std::shared_ptr<Utterance>& u) {
+    end_locked(*u, false);
+    post_ordered([self = shared_from_this(), u, answer_done = u->input_done] { self->finish_audio(*u, answer_done); });
+  }
+
+  void finish_audio(Utterance& u, bool answer_done) {
     Status st = ok_status();
-    if (u.tempo) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      st = u.failed;
+    }
+    if (st.ok() && u.tempo) {
       u.stretched.clear();
       u.tempo->flush(u.stretched);
       st = u.enc->write(u.stretched.data(), u.stretched.size());
     }
     if (st.ok()) st = u.enc->finish();
-    flush_locked(u);
-    end_locked(u, false);
-    if (!st.ok()) return send_error(ApiError{500, st.error().message, "server_error", {}, {}});
-    send({{"type", "audio.done"}, {"usage", usage(u)}});
-    if (!u.input_done) return;  // session.done answers input.done
-    send({{"type", "session.done"}});
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || u.cancelled) return;
+    send_encoded_locked(u);
+    if (!st.ok()) return ws_->send_text(dump(error_message(ApiError{500, st.error().message, "server_error", {}, {}})));
+    ws_->send_text(dump({{"type", "audio.done"}, {"usage", usage(u)}}));
+    if (!answer_done) return;
+    ws_->send_text(dump({{"type", "session.done"}}));
     if (closing_) ws_->close();
   }
 
@@ -400,6 +460,11 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
   engine::SynthesisRequest base_;
   std::shared_ptr<Utterance> current_;
   bool closing_ = false, closed_ = false;
+  // The order of what the session sends (emit): its work on the encoding threads, and how much of
+  // it is posted and not yet done.
+  std::shared_ptr<SerialQueue> out_q_ = std::make_shared<SerialQueue>();
+  std::mutex order_mu_;
+  int pending_ = 0;
 };
 
 }  // namespace
