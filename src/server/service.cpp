@@ -60,6 +60,19 @@ void Service::post_serial(const std::shared_ptr<SerialQueue>& q, std::function<v
     if (q->running) return;  // the queue's drain takes it in turn
     q->running = true;
   }
+  drain_serial(q);
+}
+
+void Service::run_or_post_serial(const std::shared_ptr<SerialQueue>& q, std::function<void()> f) {
+  // Items wait only while a drain runs; f runs with q's mutex held, so nothing posted after it can
+  // start before it ends.
+  std::lock_guard<std::mutex> lock(q->mu);
+  if (!q->running) return f();
+  q->items.push_back(std::move(f));
+}
+
+// One task on the encoding threads runs q's items one after another until none is left.
+void Service::drain_serial(const std::shared_ptr<SerialQueue>& q) {
   boost::asio::post(*encoders_, [q] {
     for (;;) {
       std::function<void()> next;

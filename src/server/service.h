@@ -77,6 +77,9 @@ class Service {
   void post_work(std::function<void()> f);
   // Runs `f` on an encoding thread after everything posted to `q` before it.
   void post_serial(const std::shared_ptr<SerialQueue>& q, std::function<void()> f);
+  // Runs `f` at once on the calling thread when nothing posted to `q` waits or runs, else as
+  // post_serial: either way after what was posted before it and before what is posted after.
+  void run_or_post_serial(const std::shared_ptr<SerialQueue>& q, std::function<void()> f);
 
   // The engine request for checked parameters: the model, sampler fields and the voice (a stored
   // voice, reference audio or a preset); an error names the field to blame.
@@ -94,6 +97,7 @@ class Service {
   void handle_speech(Request&& req, Responder r);
   void handle_speech_stream(Request&& req, Responder r);
   void handle_voices(Request&& req, Responder r, const std::string& id);
+  void drain_serial(const std::shared_ptr<SerialQueue>& q);
 
   ServiceOptions options_;
   std::vector<std::unique_ptr<LoadedModel>> models_;

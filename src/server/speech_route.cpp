@@ -10,6 +10,7 @@
 #include "audio/stream_encoder.h"
 #include "audio/tempo.h"
 #include "server/request_head.h"
+#include "server/response_audio.h"
 #include "server/service.h"
 #include "server/text_split.h"
 
@@ -36,12 +37,10 @@ struct SpeechJob : std::enable_shared_from_this<SpeechJob> {
   // Until the handler has set `out` or `responder`, bytes wait and an early end is kept for later.
   bool ready = false;
   std::optional<std::pair<bool, std::string>> pending_end;
-  // The encoding, in order on the encoding threads (encoding): enc, tempo, stretched and encoded
-  // are touched there only; `queued` (samples posted and not yet encoded) and `failed` under mu.
+  // The encoding, in order on the encoding threads (encoding): encoder and encoded are touched there
+  // only; `queued` (samples posted and not yet encoded) and `failed` under mu.
   std::shared_ptr<SerialQueue> encoding = std::make_shared<SerialQueue>();
-  std::unique_ptr<audio::StreamEncoder> enc;
-  std::unique_ptr<audio::TempoStretcher> tempo;
-  std::vector<float> stretched;
+  ResponseAudio encoder;
   std::string encoded;  // the encoder's output of the chunk in progress
   size_t queued = 0;
   Status failed = ok_status();
@@ -95,14 +94,7 @@ struct SpeechJob : std::enable_shared_from_this<SpeechJob> {
       queued -= s.size();
       if (gone || ended || !failed.ok()) return;
     }
-    Status st = ok_status();
-    if (tempo) {
-      stretched.clear();
-      tempo->process(s.data(), s.size(), stretched);
-      st = enc->write(stretched.data(), stretched.size());
-    } else {
-      st = enc->write(s.data(), s.size());
-    }
+    const Status st = encoder.write(s.data(), s.size());
     std::lock_guard<std::mutex> lock(mu);
     if (!st.ok()) failed = st;
     bytes += encoded;
@@ -170,12 +162,7 @@ struct SpeechJob : std::enable_shared_from_this<SpeechJob> {
     }
     Status st = failed;
     if (error.empty() && st.ok()) {
-      if (tempo) {
-        stretched.clear();
-        tempo->flush(stretched);
-        st = enc->write(stretched.data(), stretched.size());
-      }
-      if (st.ok()) st = enc->finish();
+      st = encoder.finish();
       bytes += encoded;
       encoded.clear();
       flush_bytes();
@@ -295,7 +282,7 @@ void Service::handle_speech(Request&& req, Responder r) {
   if (p.speed != 1.0) {
     auto t = audio::TempoStretcher::create(static_cast<int>(m.codec().sample_rate()), p.speed);
     if (!t.ok()) return reply_error(r, "speech", api_error_from(t.error(), "speed"));
-    job->tempo = std::move(*t);
+    job->encoder.tempo = std::move(*t);
   }
   // The job owns the encoder, so a plain pointer (a shared one would keep the job, its connection
   // and the encoder alive forever through the cycle).
@@ -304,7 +291,7 @@ void Service::handle_speech(Request&& req, Responder r) {
     return ok_status();
   });
   if (!enc.ok()) return reply_error(r, "speech", api_error_from(enc.error(), "response_format"));
-  job->enc = std::move(*enc);
+  job->encoder.enc = std::move(*enc);
   job->bytes.swap(job->encoded);  // the format's header, written as the encoder was made
 
   // Admission: a full queue answers 429 at once; a bad field names it.

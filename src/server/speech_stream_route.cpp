@@ -19,6 +19,7 @@
 #include "audio/stream_encoder.h"
 #include "audio/tempo.h"
 #include "io/json_util.h"
+#include "server/response_audio.h"
 #include "server/service.h"
 #include "server/text_split.h"
 #include "server/websocket.h"
@@ -59,10 +60,8 @@ struct Utterance {
   bool running = false, input_done = false, cancelled = false, ended = false;
   size_t chars = 0;
   // Touched only by the session's ordered work on the encoding threads (StreamSession::encode):
-  std::unique_ptr<audio::StreamEncoder> enc;
-  std::unique_ptr<audio::TempoStretcher> tempo;
+  ResponseAudio encoder;
   std::string encoded;  // the encoder's output not yet sent
-  std::vector<float> stretched;
   size_t queued = 0;           // samples handed to the encoding and not yet encoded
   Status failed = ok_status();  // the encoder's refusal, if any
   Clock::time_point started;
@@ -110,26 +109,11 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
   }
 
  private:
-  // Everything the session sends goes out in the order it is made: at once while no work of the
-  // session waits on the encoding threads, else after that work (Service::post_serial), so a
-  // message never overtakes the audio before it. The work sends directly, in its turn.
-  void emit(std::function<void()> f) {
-    std::lock_guard<std::mutex> lock(order_mu_);
-    if (pending_ == 0) return f();
-    post_ordered_locked(std::move(f));
-  }
-  void post_ordered_locked(std::function<void()> f) {  // under order_mu_
-    ++pending_;
-    svc_->post_serial(out_q_, [self = shared_from_this(), f = std::move(f)] {
-      f();
-      std::lock_guard<std::mutex> lock(self->order_mu_);
-      --self->pending_;
-    });
-  }
-  void post_ordered(std::function<void()> f) {
-    std::lock_guard<std::mutex> lock(order_mu_);
-    post_ordered_locked(std::move(f));
-  }
+  // Everything the session sends goes out in the order it is made: at once while none of the
+  // session's work (out_q_) waits on the encoding threads, else after that work
+  // (Service::run_or_post_serial), so a message never overtakes the audio before it. The work
+  // sends directly, in its turn.
+  void emit(std::function<void()> f) { svc_->run_or_post_serial(out_q_, std::move(f)); }
   void send(const json& j) {
     emit([ws = ws_, s = dump(j)]() mutable { ws->send_text(std::move(s)); });
   }
@@ -216,7 +200,7 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
     if (params_->speed != 1.0) {
       auto t = audio::TempoStretcher::create(rate, params_->speed);
       if (!t.ok()) return send_error(api_error_from(t.error(), "speed")), false;
-      u->tempo = std::move(*t);
+      u->encoder.tempo = std::move(*t);
     }
     Utterance* raw = u.get();
     auto enc = audio::StreamEncoder::create(params_->format, rate, [raw](const uint8_t* d, size_t n) {
@@ -224,7 +208,7 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
       return ok_status();
     });
     if (!enc.ok()) return send_error(api_error_from(enc.error(), "response_format")), false;
-    u->enc = std::move(*enc);
+    u->encoder.enc = std::move(*enc);
     auto s = model_->synth->submit_text(u->base, chunk_callback(u), options_for(u));
     if (!s.ok() && s.error().code == ErrorCode::kUnsupported) {
       u->whole_text = true;
@@ -279,7 +263,7 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
     if (c.count == 0) return ok_status();
     if (u.first_audio_s == 0) u.first_audio_s = std::chrono::duration<double>(Clock::now() - u.started).count();
     u.queued += c.count;
-    post_ordered([self = shared_from_this(), up, s = std::vector<float>(c.samples, c.samples + c.count)] {
+    svc_->post_serial(out_q_, [self = shared_from_this(), up, s = std::vector<float>(c.samples, c.samples + c.count)] {
       self->encode(*up, s);
     });
     return ok_status();
@@ -293,14 +277,7 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
       u.queued -= s.size();
       if (u.cancelled || closed_ || !u.failed.ok()) return;
     }
-    Status st = ok_status();
-    if (u.tempo) {
-      u.stretched.clear();
-      u.tempo->process(s.data(), s.size(), u.stretched);
-      st = u.enc->write(u.stretched.data(), u.stretched.size());
-    } else {
-      st = u.enc->write(s.data(), s.size());
-    }
+    const Status st = u.encoder.write(s.data(), s.size());
     std::lock_guard<std::mutex> lock(mu_);
     if (!st.ok()) u.failed = st;
     send_encoded_locked(u);
@@ -427,7 +404,9 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
   // answers it).
   void finish_locked(const std::shared_ptr<Utterance>& u) {
     end_locked(*u, false);
-    post_ordered([self = shared_from_this(), u, answer_done = u->input_done] { self->finish_audio(*u, answer_done); });
+    svc_->post_serial(out_q_, [self = shared_from_this(), u, answer_done = u->input_done] {
+      self->finish_audio(*u, answer_done);
+    });
   }
 
   void finish_audio(Utterance& u, bool answer_done) {
@@ -436,12 +415,7 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
       std::lock_guard<std::mutex> lock(mu_);
       st = u.failed;
     }
-    if (st.ok() && u.tempo) {
-      u.stretched.clear();
-      u.tempo->flush(u.stretched);
-      st = u.enc->write(u.stretched.data(), u.stretched.size());
-    }
-    if (st.ok()) st = u.enc->finish();
+    if (st.ok()) st = u.encoder.finish();
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_ || u.cancelled) return;
     send_encoded_locked(u);
@@ -460,11 +434,8 @@ class StreamSession : public std::enable_shared_from_this<StreamSession> {
   engine::SynthesisRequest base_;
   std::shared_ptr<Utterance> current_;
   bool closing_ = false, closed_ = false;
-  // The order of what the session sends (emit): its work on the encoding threads, and how much of
-  // it is posted and not yet done.
+  // The session's work on the encoding threads, in order, and with it what it sends (emit).
   std::shared_ptr<SerialQueue> out_q_ = std::make_shared<SerialQueue>();
-  std::mutex order_mu_;
-  int pending_ = 0;
 };
 
 }  // namespace
