@@ -20,12 +20,16 @@ std::string shape_to_string(const Shape& s) {
   return out + "]";
 }
 
-AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
+AlignedBuffer::AlignedBuffer(size_t bytes) : AlignedBuffer(bytes, Unfilled{}) {
+  if (data_) std::memset(data_, 0, bytes);
+}
+
+AlignedBuffer::AlignedBuffer(size_t bytes, Unfilled) : size_(bytes) {
   if (bytes == 0) return;
   const size_t rounded = (bytes + 63) / 64 * 64;
   data_ = std::aligned_alloc(64, rounded);
   if (!data_) throw std::bad_alloc();
-  std::memset(data_, 0, rounded);
+  std::memset(static_cast<char*>(data_) + bytes, 0, rounded - bytes);
 }
 
 AlignedBuffer::~AlignedBuffer() { std::free(data_); }

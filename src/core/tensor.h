@@ -23,7 +23,11 @@ std::string shape_to_string(const Shape& s);  // "[2, 3]"
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
-  explicit AlignedBuffer(size_t bytes);
+  explicit AlignedBuffer(size_t bytes);  // zero-filled
+  // Only the padding past `bytes` is zeroed: for buffers the caller fills whole at once (a file's
+  // data), where zeroing first would write every page one more time.
+  struct Unfilled {};
+  AlignedBuffer(size_t bytes, Unfilled);
   ~AlignedBuffer();
   AlignedBuffer(AlignedBuffer&& o) noexcept;
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept;
