@@ -50,11 +50,16 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
   return *this;
 }
 
-Tensor Tensor::zeros(DType dt, Shape shape) {
+Tensor Tensor::zeros(DType dt, Shape shape) { return allocate(dt, std::move(shape), false); }
+
+Tensor Tensor::allocate(DType dt, Shape shape, bool unfilled) {
   Tensor t;
   t.dtype_ = dt;
   t.shape_ = std::move(shape);
-  auto buf = std::make_shared<AlignedBuffer>(std::max<size_t>(t.nbytes(), 1));
+  // At least one byte, zeroed when nothing will be written.
+  const size_t bytes = t.nbytes();
+  auto buf = unfilled && bytes > 0 ? std::make_shared<AlignedBuffer>(bytes, AlignedBuffer::Unfilled{})
+                                   : std::make_shared<AlignedBuffer>(std::max<size_t>(bytes, 1));
   t.data_ = buf->data();
   t.keeper_ = std::move(buf);
   t.owned_ = true;
@@ -71,7 +76,7 @@ Tensor Tensor::view(DType dt, Shape shape, const void* data, std::shared_ptr<con
 }
 
 Tensor Tensor::to_f32() const {
-  Tensor out = zeros(DType::kF32, shape_);
+  Tensor out = allocate(DType::kF32, shape_, true);
   convert_to_f32(dtype_, data_, out.f32(), static_cast<size_t>(numel()));
   return out;
 }

@@ -75,6 +75,9 @@ class Tensor {
   Tensor reshaped(Shape shape) const;
 
  private:
+  // Owned; zero-filled unless `unfilled` (the caller writes every element next).
+  static Tensor allocate(DType dt, Shape shape, bool unfilled);
+
   DType dtype_ = DType::kF32;
   Shape shape_;
   const void* data_ = nullptr;

@@ -49,12 +49,10 @@ Result<uint64_t> header_length(const unsigned char* le, uint64_t file_size, cons
 
 Result<std::shared_ptr<AlignedBuffer>> allocate_data(uint64_t bytes, const std::string& label) {
   try {
-    // At least one byte so that views of empty tensors still have a non-null address. Unfilled:
-    // the file's data is copied over all of it next.
-    const size_t n = static_cast<size_t>(bytes > 0 ? bytes : 1);
-    auto buf = std::make_shared<AlignedBuffer>(n, AlignedBuffer::Unfilled{});
-    if (bytes == 0) std::memset(buf->data(), 0, n);
-    return buf;
+    // Unfilled: the file's data is copied over all of it next. At least one (zeroed) byte, so that
+    // views of empty tensors still have a non-null address.
+    if (bytes == 0) return std::make_shared<AlignedBuffer>(1);
+    return std::make_shared<AlignedBuffer>(static_cast<size_t>(bytes), AlignedBuffer::Unfilled{});
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::kResourceExhausted,
                       label + ": cannot allocate " + std::to_string(bytes) + " bytes for tensor data");
