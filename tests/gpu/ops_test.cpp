@@ -461,8 +461,8 @@ TEST(GpuAttention, LongCacheKernelEqualsTheGeneralOne) {
   check_specialized_attention(cuda::set_long_attention, 16, 8, 128, 1100, 36);
 }
 
-// The many-row kernels (W warps per (row, query head), or kRowAttentionGroup / kRowAttentionGroup4:
-// one or four warps per (row, kv group)), forced on at any row count, against the cluster kernel.
+// The many-row kernels (W warps per (row, query head), or kRowAttentionGroup4: four warps per (row,
+// kv group)), forced on at any row count, against the cluster kernel.
 template <int W>
 void use_row_attention(bool on) {
   cuda::set_row_attention(on ? W : 0);
@@ -470,8 +470,7 @@ void use_row_attention(bool on) {
 
 TEST(GpuAttention, ManyRowKernelEqualsTheClusterKernel) {
   REQUIRE_GPU();
-  for (auto* use : {use_row_attention<1>, use_row_attention<4>, use_row_attention<cuda::kRowAttentionGroup>,
-                    use_row_attention<cuda::kRowAttentionGroup4>}) {
+  for (auto* use : {use_row_attention<1>, use_row_attention<4>, use_row_attention<cuda::kRowAttentionGroup4>}) {
     check_specialized_attention(use, 16, 8, 128, 300, 37);
     check_specialized_attention(use, 16, 2, 128, 65, 38);  // groups of 8: one warp per head
     check_specialized_attention(use, 6, 2, 128, 1100, 39);  // a block with idle warps
@@ -507,9 +506,9 @@ void check_many_rows(int64_t Hq, int64_t Hkv, uint32_t seed) {
   for (const bool bf16 : {false, true}) {
     SCOPED_TRACE(bf16 ? "bf16" : "f32");
     const auto dqkv = to_device(random_vec(rng, static_cast<size_t>(R * ld), -2.0f, 2.0f));
-    // The cluster kernel, 1 and 4 warps per head, 1 and 4 warps per kv group, the default for R rows.
-    const int variants[] = {0, 1, 4, cuda::kRowAttentionGroup, cuda::kRowAttentionGroup4, cuda::kRowAttentionAuto};
-    constexpr int kVariants = 6;
+    // The cluster kernel, 1 and 4 warps per head, 4 warps per kv group, the default for R rows.
+    const int variants[] = {0, 1, 4, cuda::kRowAttentionGroup4, cuda::kRowAttentionAuto};
+    constexpr int kVariants = 5;
     std::vector<float> out[kVariants], kc[kVariants], vc[kVariants];
     for (int w = 0; w < kVariants; ++w) {
       cuda::set_row_attention(variants[w]);

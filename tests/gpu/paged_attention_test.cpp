@@ -152,7 +152,7 @@ TEST(GpuPagedAttention, DecodeOverPagesEqualsTheContiguousCache) {
   cuda::set_long_attention(false);
   check_decode({16, 8, 128, 4 * P}, 53);  // the general kernel at the talker's shape
   cuda::set_long_attention(true);
-  for (const int w : {1, 4, cuda::kRowAttentionGroup, cuda::kRowAttentionGroup4}) {  // the many-row kernels
+  for (const int w : {1, 4, cuda::kRowAttentionGroup4}) {  // the many-row kernels
     cuda::set_row_attention(w);
     check_decode({16, 8, 128, 4 * P}, 54 + w);
   }
@@ -168,7 +168,7 @@ TEST(GpuPagedAttention, ATableOffByOnePageIsCaught) {
   EXPECT_TRUE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, false, false, 61));
   EXPECT_FALSE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, false, true, 61));
   EXPECT_FALSE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, true, true, 62));
-  for (const int w : {1, 4, cuda::kRowAttentionGroup, cuda::kRowAttentionGroup4}) {
+  for (const int w : {1, 4, cuda::kRowAttentionGroup4}) {
     cuda::set_row_attention(w);
     EXPECT_FALSE(decode_equal(sh, {P + 3, 2 * P, 3 * P + 1}, false, true, 63)) << "many-row kernel, variant " << w;
   }

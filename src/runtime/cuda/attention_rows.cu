@@ -149,55 +149,51 @@ __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_rows_kernel(Att
   }
 }
 
-// The many-row decode attention with W warps per (row, kv group) instead of per query head: the
-// group's G query heads share every key and value row the warps read, so a row's cache is read
-// once instead of G times (at a few hundred positions per row the per-head kernel's time is the
-// cache read). W = 1: four groups per block, each in one warp (no block barrier); W = 4: one group
-// per block, its warps splitting the keys (warp w scores the chunks of 16 keys w, w + 4, ... and
-// forms the value sets 4w .. 4w + 3), for more loads in flight per row than one warp issues.
+// The many-row decode attention with a block of four warps per (row, kv group) instead of per
+// query head: the group's G query heads share every key and value row the warps read, so a row's
+// cache is read once instead of G times (at a few hundred positions per row the per-head kernel's
+// time is the cache read). The warps split the keys (warp w scores the chunks of 16 keys w, w + 4,
+// ... and forms the value sets 4w .. 4w + 3), for more loads in flight per row than one warp issues.
 // Every sum keeps attention_rows_kernel's order: scores by score_keys_heads, the softmax by
 // softmax_stats (each warp over all of the row's scores), the value sums as the 16 sets (keys
 // j ≡ s mod 16, in j order) added in set order, so the result is bit-identical to it and to the
 // cluster kernel. A warp forms its sets up to 16 / G at a time (a pass over the keys each), which
-// keeps G heads' sums in registers. Shared per group: the G queries, the new key and value [D
-// each], the G heads' scores [G, capacity], and with W > 1 the sets' sums [G, 16, D].
-__host__ __device__ inline int64_t group_head_floats(int64_t D, int64_t capacity, int G, int W) {
-  return (G + 2) * D + G * capacity + (W > 1 ? G * kRowSets * D : 0);
+// keeps G heads' sums in registers. Shared: the G queries, the new key and value [D each], the G
+// heads' scores [G, capacity], and the sets' sums [G, 16, D].
+__host__ __device__ inline int64_t group_block_floats(int64_t D, int64_t capacity, int G) {
+  return (G + 2) * D + G * capacity + G * kRowSets * D;
 }
 
-template <int D, int G, int W, bool FUSED, bool BF16, bool PAGED>
+template <int D, int G, bool FUSED, bool BF16, bool PAGED>
 __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_group_kernel(AttnParams a) {
-  constexpr int kChunks = D / 32, kGroups = kRowBlockWarps / W, kWarpSets = kRowSets / W;
+  constexpr int kChunks = D / 32, W = kRowBlockWarps, kWarpSets = kRowSets / W;
   constexpr int kPassSets = kRowSets / G < kWarpSets ? kRowSets / G : kWarpSets;
-  static_assert(D % 32 == 0 && kChunks <= dev::kHeadChunks && kRowSets % G == 0 && kWarpSets % kPassSets == 0 &&
-                (W == 1 || W == kRowBlockWarps));
+  static_assert(D % 32 == 0 && kChunks <= dev::kHeadChunks && kRowSets % G == 0 && kWarpSets % kPassSets == 0);
   extern __shared__ float smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int slot = warp / W, sub = warp % W;  // the group's place in the block, the warp's in the group
-  const int g = blockIdx.x * kGroups + slot;
+  const int g = blockIdx.x;
   const int64_t r = blockIdx.y;
   const int Hq = a.Hq, Hkv = a.Hkv;
   const int cap = static_cast<int>(a.kv.capacity);
   if (FUSED) prefetch_earlier_kv<PAGED>(a, r, a.poss[r]);
   dev::pdl_wait();
-  if (g >= Hkv) return;  // W = 1: a warp without a group (no block barrier); W = 4: the whole block
   const int pos = a.poss[r];
   const int64_t seq = a.seqs[r];
   const int n = min(pos + 1, cap);
   const int new_pos = FUSED ? pos : -1;  // unfused (prefill rows): every key from the cache
   float* o = a.out + r * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(g) * G * D;
-  if (n <= 0) {  // the whole block: its groups share the row
-    if (sub == 0)
+  if (n <= 0) {  // the whole block
+    if (warp == 0)
 #pragma unroll
       for (int i = 0; i < G * kChunks; ++i) o[lane + 32 * i] = 0.0f;
     return;
   }
-  float* qs = smem + slot * group_head_floats(D, cap, G, W);
+  float* qs = smem;
   float *knew = qs + G * D, *vnew = knew + D, *sc = vnew + D, *part = sc + G * cap;
   const int64_t kstride = static_cast<int64_t>(Hkv) * D;
   const dev::KvRows kb = kv_rows<PAGED>(a.kv, false, seq, static_cast<int64_t>(g) * D, kstride);
   const dev::KvRows vb = kv_rows<PAGED>(a.kv, true, seq, static_cast<int64_t>(g) * D, kstride);
-  if (sub == 0) {
+  if (warp == 0) {
     if constexpr (FUSED) {
       const float* row = a.qkv + r * a.ld;
 #pragma unroll
@@ -221,23 +217,17 @@ __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_group_kernel(At
       __syncwarp();
     }
   }
-  if constexpr (W > 1) __syncthreads();
-  for (int j0 = kRowSets * sub; j0 < n; j0 += kRowSets * W)
+  __syncthreads();
+  for (int j0 = kRowSets * warp; j0 < n; j0 += kRowSets * W)
     dev::score_keys_heads<D, G, kRowSets, PAGED>(qs, kb, knew, new_pos, n, j0, [&](int h, int u, float dot) {
       if (lane == u && j0 + u < n) sc[h * cap + j0 + u] = dev::scaled_score(dot, a.scale, BF16);
     });
-  if constexpr (W > 1) __syncthreads();
-  else __syncwarp();
+  __syncthreads();
   dev::SoftmaxStats st[G];
 #pragma unroll
   for (int h = 0; h < G; ++h) st[h] = dev::softmax_stats(sc + h * cap, n);
-  [[maybe_unused]] float total[G][kChunks];  // W = 1: the sets added in registers
-#pragma unroll
-  for (int h = 0; h < G; ++h)
-#pragma unroll
-    for (int i = 0; i < kChunks; ++i) total[h][i] = 0.0f;
 #pragma unroll 1
-  for (int s0 = kWarpSets * sub; s0 < kWarpSets * (sub + 1); s0 += kPassSets) {
+  for (int s0 = kWarpSets * warp; s0 < kWarpSets * (warp + 1); s0 += kPassSets) {
     float acc[G][kPassSets][kChunks];
 #pragma unroll
     for (int h = 0; h < G; ++h)
@@ -266,32 +256,16 @@ __global__ void __launch_bounds__(kRowBlockWarps * 32) attention_group_kernel(At
         }
       }
     }
-    if constexpr (W == 1) {
-#pragma unroll
-      for (int s = 0; s < kPassSets; ++s)
-#pragma unroll
-        for (int h = 0; h < G; ++h)
-#pragma unroll
-          for (int i = 0; i < kChunks; ++i) total[h][i] += acc[h][s][i];
-    } else {
-#pragma unroll
-      for (int h = 0; h < G; ++h)
-#pragma unroll
-        for (int s = 0; s < kPassSets; ++s)
-#pragma unroll
-          for (int i = 0; i < kChunks; ++i) part[(h * kRowSets + s0 + s) * D + lane + 32 * i] = acc[h][s][i];
-    }
-  }
-  if constexpr (W == 1) {
 #pragma unroll
     for (int h = 0; h < G; ++h)
 #pragma unroll
-      for (int i = 0; i < kChunks; ++i) o[h * D + lane + 32 * i] = BF16 ? dev::round_bf16(total[h][i]) : total[h][i];
-  } else {
-    __syncthreads();
+      for (int s = 0; s < kPassSets; ++s)
 #pragma unroll
-    for (int h = 0; h < G; ++h) dev::head_output(part + h * kRowSets * D, kRowSets, D, W * 32, BF16, o + h * D);
+        for (int i = 0; i < kChunks; ++i) part[(h * kRowSets + s0 + s) * D + lane + 32 * i] = acc[h][s][i];
   }
+  __syncthreads();
+#pragma unroll
+  for (int h = 0; h < G; ++h) dev::head_output(part + h * kRowSets * D, kRowSets, D, W * 32, BF16, o + h * D);
 }
 
 std::atomic<int64_t> g_reserved_rows_smem{48 * 1024};
@@ -308,28 +282,23 @@ size_t rows_attention_smem(int64_t capacity, int64_t head_dim, int W) {
 size_t rows_attention_smem(int64_t capacity, int64_t head_dim) {
   return std::max(rows_attention_smem(capacity, head_dim, 1), rows_attention_smem(capacity, head_dim, 4));
 }
-// The per-group kernel's, for G query heads per kv group (instantiated for G = 2 and 4) and W warps
-// per group (1 and 4).
-size_t group_attention_smem(int64_t capacity, int64_t head_dim, int G, int W) {
-  return static_cast<size_t>(kRowBlockWarps / W * group_head_floats(head_dim, capacity, G, W)) * sizeof(float);
-}
-// The most either W needs.
+// The per-group kernel's, for G query heads per kv group (instantiated for G = 2 and 4).
 size_t group_attention_smem(int64_t capacity, int64_t head_dim, int G) {
-  return std::max(group_attention_smem(capacity, head_dim, G, 1), group_attention_smem(capacity, head_dim, G, 4));
+  return static_cast<size_t>(group_block_floats(head_dim, capacity, G)) * sizeof(float);
 }
 std::atomic<int64_t> g_reserved_group_smem[2] = {48 * 1024, 48 * 1024};  // G = 2, 4
 int group_index(int64_t G) { return G == 2 ? 0 : G == 4 ? 1 : -1; }
 
-template <int G, int W>
+template <int G>
 Status set_group_attention_smem(size_t bytes) {
-  for (auto* k : {attention_group_kernel<128, G, W, true, false, false>,
-                  attention_group_kernel<128, G, W, true, true, false>,
-                  attention_group_kernel<128, G, W, true, false, true>,
-                  attention_group_kernel<128, G, W, true, true, true>,
-                  attention_group_kernel<128, G, W, false, false, false>,
-                  attention_group_kernel<128, G, W, false, true, false>,
-                  attention_group_kernel<128, G, W, false, false, true>,
-                  attention_group_kernel<128, G, W, false, true, true>})
+  for (auto* k : {attention_group_kernel<128, G, true, false, false>,
+                  attention_group_kernel<128, G, true, true, false>,
+                  attention_group_kernel<128, G, true, false, true>,
+                  attention_group_kernel<128, G, true, true, true>,
+                  attention_group_kernel<128, G, false, false, false>,
+                  attention_group_kernel<128, G, false, true, false>,
+                  attention_group_kernel<128, G, false, false, true>,
+                  attention_group_kernel<128, G, false, true, true>})
     CHORUS_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   return ok_status();
 }
@@ -339,20 +308,19 @@ Status reserve_group_attention(int64_t capacity) {
   const size_t need = group_attention_smem(capacity, 128, G);
   std::atomic<int64_t>& reserved = g_reserved_group_smem[group_index(G)];
   if (need > kRowMaxSmem || need <= static_cast<size_t>(reserved.load())) return ok_status();
-  CHORUS_TRY((set_group_attention_smem<G, 1>(need)));
-  CHORUS_TRY((set_group_attention_smem<G, 4>(need)));
+  CHORUS_TRY(set_group_attention_smem<G>(need));
   reserved.store(static_cast<int64_t>(need));
   return ok_status();
 }
 
 // Which many-row kernel takes this many rows (0: the cluster kernel; 1, 4: warps per query head;
-// kRowAttentionGroup, kRowAttentionGroup4: one or four warps per kv group). The host does not know
-// the rows' context lengths (positions live on the device, and a captured graph serves every step
-// of its batch size), so the choice goes by rows alone. On the H100, per call over 40–1,000 keys
+// kRowAttentionGroup4: four warps per kv group). The host does not know the rows' context lengths
+// (positions live on the device, and a captured graph serves every step of its batch size), so the
+// choice goes by rows alone. On the H100, per call over 40–1,000 keys
 // (scripts/device/attention_harness.cu): below 32 rows the cluster kernel is fastest at 250 keys
 // and more; from 32 rows four warps per head win up to 4.8× over short contexts and lose at most
 // 15 % over long ones; from 64 rows four warps per kv group take 0.77–0.87× the time of four warps
-// per head at 64 rows and 0.44–0.79× that of one warp per kv group at 64–128 rows (at 256–1,024
+// per head at 64 rows and 0.44–0.79× that of a one-warp-per-group form at 64–128 rows (at 256–1,024
 // rows 0.86–1.09×); serving the 0.6B at ~190 streams, a generation step took 0.73–0.77× as long.
 int row_attention_variant(int64_t rows) {
   const int forced = g_row_attention.load();
@@ -375,28 +343,26 @@ cudaError_t launch_rows_attention(const AttnParams& p, int64_t rows, cudaStream_
   return p.bf16 ? launch_rows_attention<W, FUSED, true, false>(p, rows, s)
                 : launch_rows_attention<W, FUSED, false, false>(p, rows, s);
 }
-template <int G, int W, bool FUSED>
+template <int G, bool FUSED>
 cudaError_t launch_group_attention(const AttnParams& p, int64_t rows, cudaStream_t s) {
-  constexpr int groups = kRowBlockWarps / W;
-  const dim3 grid(static_cast<unsigned>((p.Hkv + groups - 1) / groups), static_cast<unsigned>(rows));
-  const size_t smem = group_attention_smem(p.kv.capacity, p.D, G, W);
+  const dim3 grid(static_cast<unsigned>(p.Hkv), static_cast<unsigned>(rows));
+  const size_t smem = group_attention_smem(p.kv.capacity, p.D, G);
   const bool paged = p.kv.pages != nullptr;
-  auto* k = paged ? (p.bf16 ? attention_group_kernel<128, G, W, FUSED, true, true>
-                            : attention_group_kernel<128, G, W, FUSED, false, true>)
-                  : (p.bf16 ? attention_group_kernel<128, G, W, FUSED, true, false>
-                            : attention_group_kernel<128, G, W, FUSED, false, false>);
+  auto* k = paged ? (p.bf16 ? attention_group_kernel<128, G, FUSED, true, true>
+                            : attention_group_kernel<128, G, FUSED, false, true>)
+                  : (p.bf16 ? attention_group_kernel<128, G, FUSED, true, false>
+                            : attention_group_kernel<128, G, FUSED, false, false>);
   return launch(k, grid, dim3(kRowBlockWarps * 32), smem, s, p);
 }
-template <int W, bool FUSED>
+template <bool FUSED>
 cudaError_t launch_group_attention(const AttnParams& p, int64_t rows, cudaStream_t s) {
-  return p.Hq / p.Hkv == 2 ? launch_group_attention<2, W, FUSED>(p, rows, s)
-                           : launch_group_attention<4, W, FUSED>(p, rows, s);
+  return p.Hq / p.Hkv == 2 ? launch_group_attention<2, FUSED>(p, rows, s)
+                           : launch_group_attention<4, FUSED>(p, rows, s);
 }
 
 template <bool FUSED>
 cudaError_t launch_variant(const AttnParams& p, int64_t rows, int variant, cudaStream_t s) {
-  if (variant == kRowAttentionGroup) return launch_group_attention<1, FUSED>(p, rows, s);
-  if (variant == kRowAttentionGroup4) return launch_group_attention<4, FUSED>(p, rows, s);
+  if (variant == kRowAttentionGroup4) return launch_group_attention<FUSED>(p, rows, s);
   return variant == 1 ? launch_rows_attention<1, FUSED>(p, rows, s) : launch_rows_attention<4, FUSED>(p, rows, s);
 }
 
@@ -436,7 +402,7 @@ cudaError_t launch_many_rows(bool fused, const AttnParams& p, int64_t rows, int 
 int rows_attention_for(const AttnParams& p, int64_t rows) {
   int w = row_attention_variant(rows);
   if (w <= 0 || p.D != 128 || dev::attention_warps(p.kv.capacity) != kLongWarps) return 0;
-  if (w == kRowAttentionGroup || w == kRowAttentionGroup4) {
+  if (w == kRowAttentionGroup4) {
     const int gi = group_index(p.Hq / p.Hkv);
     if (gi >= 0 && static_cast<int64_t>(group_attention_smem(p.kv.capacity, p.D, p.Hq / p.Hkv)) <=
                        g_reserved_group_smem[gi].load())
@@ -449,7 +415,7 @@ int rows_attention_for(const AttnParams& p, int64_t rows) {
 
 void set_row_attention(int variant) {
   const int v = variant;
-  const bool known = v == 0 || v == 1 || v == kRowAttentionGroup || v == kRowAttentionGroup4 || v == 4;
+  const bool known = v == 0 || v == 1 || v == 4 || v == kRowAttentionGroup4;
   g_row_attention.store(known ? v : kRowAttentionAuto);
 }
 

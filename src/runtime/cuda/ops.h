@@ -236,11 +236,10 @@ void set_long_attention(bool on);
 // kRowAttentionRows rows; from kRowAttentionGroupRows four warps per (row, kv group), reading the
 // group's keys and values once for its query heads (groups of 2 or 4; others four warps per head).
 // Tests and the timing harness force a choice: 0 the cluster kernel, 1 or 4 warps per head,
-// kRowAttentionGroup one warp per kv group, kRowAttentionGroup4 four warps per kv group;
+// kRowAttentionGroup4 four warps per kv group;
 // kRowAttentionAuto (or anything else) restores the default.
 constexpr int64_t kRowAttentionRows = 32;
 constexpr int64_t kRowAttentionGroupRows = 64;
-constexpr int kRowAttentionGroup = 2;
 constexpr int kRowAttentionGroup4 = 3;
 constexpr int kRowAttentionAuto = -1;
 void set_row_attention(int variant);
