@@ -246,8 +246,8 @@ struct DevicePools {
 // One step of `ss` with continuous batching. Streams without a batch join a pool; a pool whose
 // frame was launched ahead first finishes that frame for its running streams, then admits the
 // newcomers (`admit(frames, slots, stream indices)`: prompts through the backbone and codebook 0 of
-// frame 0), whose first frame comes with the next step; otherwise newcomers are admitted and every
-// stream of the pool gets a frame now.
+// frame 0) and launches the next frame of all of them ahead, read by the next step; otherwise
+// newcomers are admitted and every stream of the pool gets a frame now.
 //
 // Every unfinished stream of a pool must be in `ss`, except those waiting for input (no
 // has_input_for(made)): they sit the step out, left out or passed alike, with no frame. One that
@@ -424,12 +424,27 @@ Status step_pooled_streams(DevicePools<Frames>& dp, const std::vector<S*>& ss, s
         if (fb.next_c0(s.slot) == eos) s.finish(StopReason::kEos);
       }
     }
-    if (!ran) {
-      std::vector<size_t> act;
-      for (size_t i : running) act.push_back(i);
-      for (size_t i : joiners[k])
+    std::vector<size_t> act;  // the streams of the pool's next frame
+    for (const auto& from : {&running, &joiners[k]})
+      for (size_t i : *from)
         if (!ss[i]->finished()) act.push_back(i);
+    if (!ran) {
       if (!act.empty()) CHORUS_TRY(frame(act, true));
+    } else if (!joiners[k].empty() && !act.empty() && parked.empty() && !hold_back) {
+      // The frame read above was launched ahead; the next one (the newcomers' first) is launched
+      // ahead too when every stream has its input, so it runs while the host delivers and decodes
+      // this step's frames instead of after them.
+      bool feed = false, ready = true;
+      for (size_t i : act) {
+        ready = ready && ss[i]->has_input_for(ss[i]->made);
+        feed = feed || ss[i]->made + 1 < max_frames(*ss[i]);
+      }
+      if (ready) {
+        fb.set_active_slots(pool.active_slots());
+        CHORUS_TRY(fb.launch_frame_ahead(feed));
+        if (times)
+          for (size_t i : joiners[k]) times->joined_ahead += ss[i]->finished() ? 0 : 1;
+      }
     }
     CHORUS_TRY(fb.set_parked_slots({}));
     if (times) times->graphs_captured += fb.graphs_captured() - graphs_before;

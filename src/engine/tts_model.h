@@ -60,8 +60,8 @@ struct StageTimes {
   // What a step did besides its frame (the GPU engines tell; the CPU engines leave 0): streams that
   // joined the running batch (their prompts prefilled), their prompt rows, and frame graphs captured;
   // the slots its frames computed (free ones below the last held slot included) and the slots that
-  // moved down to fill holes.
-  int64_t joined = 0, prefill_rows = 0, graphs_captured = 0, slots_computed = 0, slots_moved = 0;
+  // moved down to fill holes; newcomers whose first frame was launched ahead of the next step.
+  int64_t joined = 0, prefill_rows = 0, graphs_captured = 0, slots_computed = 0, slots_moved = 0, joined_ahead = 0;
 
   // The seconds of `o` (a request's share of a step); add() takes the counts as well.
   void add_seconds(const StageTimes& o) {
@@ -77,6 +77,7 @@ struct StageTimes {
     graphs_captured += o.graphs_captured;
     slots_computed += o.slots_computed;
     slots_moved += o.slots_moved;
+    joined_ahead += o.joined_ahead;
   }
 };
 

@@ -122,6 +122,7 @@ struct Schedule {
   int max_running = 0;
   int cancelled = 0;
   int64_t slots_moved = 0;  // streams moved down into the holes of those that left (frame_pools.h)
+  int64_t joined_ahead = 0;  // newcomers whose first frame was launched ahead of the step reading it
   // KV pages: the most in use after a step, and steps whose live streams' worst cases together
   // exceeded `budget_pages` (so some had to wait for pages).
   int64_t peak_pages = 0, budget_pages = 0;
@@ -175,6 +176,7 @@ std::vector<Outcome> joined_runs(const engine::TtsModel& m, const std::vector<en
     EXPECT_TRUE(st.ok()) << st.error().to_string();
     if (!st.ok()) return {};
     sched->slots_moved += times.slots_moved;
+    sched->joined_ahead += times.joined_ahead;
     for (size_t k = 0; k < live.size(); ++k)
       if (out[k].has_frame) got[live[k]].codes.push_back(out[k].codes);
     const auto pages = m.kv_pages();
@@ -261,18 +263,21 @@ void expect_joined_equal_solo(const std::string& model, int n, uint32_t seed, in
   EXPECT_GE(sched.max_running, min_running);
   EXPECT_LT(sched.max_running, n);
   EXPECT_GT(sched.cancelled, 0);
-  std::printf("[gpu pool] %s: %d requests, %zu frames, at most %d at once, %d cancelled, %lld slots moved\n",
-              model.c_str(), n, frames, sched.max_running, sched.cancelled, static_cast<long long>(sched.slots_moved));
+  std::printf("[gpu pool] %s: %d requests, %zu frames, at most %d at once, %d cancelled, %lld slots moved, "
+              "%lld joined ahead\n", model.c_str(), n, frames, sched.max_running, sched.cancelled,
+              static_cast<long long>(sched.slots_moved), static_cast<long long>(sched.joined_ahead));
   if (account) *account = sched;
 }
 
 // Streams that leave make holes that streams above them move into: the moved ones too must give
-// their solo codes.
+// their solo codes. Newcomers that join while a frame is in flight get their first frame launched
+// ahead with the others' next one.
 TEST(GpuContinuousBatching, JoinsAndLeavesAtRandomFramesGiveTheSoloCodes) {
   REQUIRE_GPU();
   Schedule sched;
   expect_joined_equal_solo("qwen3_tts/models/tiny_custom_voice", 40, 3, 8, 1000, 0, false, 0, {}, &sched);
   EXPECT_GT(sched.slots_moved, 0) << "no stream moved: the compaction went untested";
+  EXPECT_GT(sched.joined_ahead, 0) << "no newcomer's first frame was launched ahead: that path went untested";
 }
 
 // A KV budget of a few streams' worst cases: newcomers wait for pages (first come, first served),

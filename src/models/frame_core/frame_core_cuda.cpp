@@ -486,6 +486,18 @@ Status FrameCore::run_frame(bool feed, std::optional<bool> then) {
   return ok_status();
 }
 
+Status FrameCore::launch_frame_ahead(bool feed) {
+  if (pipe_.frame_ahead() || !parked_.empty())
+    return make_error(ErrorCode::kInternal, "frame batch: a frame launched ahead with one in flight or a slot parked");
+  cudaStream_t s = stream_.get();
+  if (kv_) {
+    CHORUS_TRY(std::exchange(kv_error_, ok_status()));
+    CHORUS_TRY(kv_->before_launch(1, parked_));
+    CHORUS_TRY(kv_->flush(s));
+  }
+  return pipe_.launch_ahead(s, feed, [&] { return enqueue_depth(s); }, [&] { return enqueue_backbone(s); });
+}
+
 }  // namespace chorus::frame_core::gpu
 
 #endif  // CHORUS_HAVE_CUDA

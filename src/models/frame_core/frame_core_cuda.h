@@ -127,6 +127,10 @@ class FrameCore {
   // instead of launching (its feed may be true where that call's is false: the extra backbone step
   // is harmless). While a frame is ahead, the test accessors see that frame.
   Status run_frame(bool feed, std::optional<bool> then = std::nullopt);
+  // Launches the current frame (with `feed`) and returns without waiting for it; the next run_frame
+  // waits for it. With no frame in flight and no slot parked (kInternal otherwise): after admit_slots,
+  // so the newcomers' first frame and the others' next one run while the host decodes the last.
+  Status launch_frame_ahead(bool feed);
   // Two graphs per frame instead of one (engine::CudaLoadOptions::split_frames); same
   // codes, but the backbone's device time is measured apart. Set before the first run_frame.
   void set_split_frames(bool split) { pipe_.set_split_halves(split); }

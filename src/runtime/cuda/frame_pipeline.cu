@@ -63,6 +63,11 @@ Status FramePipeline::run_frame(cudaStream_t s, bool feed, std::optional<bool> t
   return wait();
 }
 
+Status FramePipeline::launch_ahead(cudaStream_t s, bool feed, const Enqueue& first_half, const Enqueue& second_half) {
+  if (in_flight() > 0) return make_error(ErrorCode::kInternal, "frame pipeline: a frame launched ahead of another");
+  return launch_frame(s, feed, first_half, second_half);
+}
+
 Status FramePipeline::launch(cudaStream_t s, bool feed, const Enqueue& first, const Enqueue& second) {
   if (in_flight() >= 2) return make_error(ErrorCode::kInternal, "frame pipeline: a third frame in flight");
   // The slot of the frame two launches back: the host is done with its report (waited and read).

@@ -43,6 +43,10 @@ class FramePipeline {
   // enqueues must depend only on device state. Then report() is this frame's.
   Status run_frame(cudaStream_t s, bool feed, std::optional<bool> then, const Enqueue& first_half,
                    const Enqueue& second_half);
+  // Launches the next frame (as run_frame would) with none in flight, without waiting for it: the
+  // next run_frame waits for it instead of launching. For work the host does on the device between
+  // two frames (a prefill) that the next frame must follow.
+  Status launch_ahead(cudaStream_t s, bool feed, const Enqueue& first_half, const Enqueue& second_half);
   void set_split_halves(bool split) { split_halves_ = split; }
   // Frames whose enqueues differ (a batch that computes a different number of rows) keep their own
   // graphs: `key` picks the set that later launches capture and replay.
