@@ -52,6 +52,7 @@ constexpr uint64_t kPad = 0xFEEDull;
 struct Counters {
   int parked_frames = 0;  // frames computed while an active slot was parked
   int ahead_frames = 0;   // frames launched ahead
+  int ahead_after_admit = 0;  // of those, launched on their own after newcomers were admitted
   int unmapped_rows = 0;  // rows written by admitted slots at positions without a page of theirs
   int parked_rows_checked = 0;
   int wide_beside_others = 0;  // steps of a stream of several slots in a pool with other streams
@@ -182,6 +183,21 @@ class FakeFrames {
       ahead_ = compute(*then);
       ++counters_->ahead_frames;
     }
+    return ok_status();
+  }
+
+  // As FrameCore: the current frame launched with none in flight, read by the next run_frame.
+  Status launch_frame_ahead(bool feed) {
+    if (ahead_ || !parked_.empty())
+      return make_error(ErrorCode::kInternal, "fake: a frame launched ahead of another or with a slot parked");
+    if (pages_) {
+      CHORUS_TRY(std::exchange(page_error_, ok_status()));
+      CHORUS_TRY(table_.before_launch(pages_->alloc, 1, {}));
+    }
+    counters_->graphs += graphs_.insert({n_, feed}).second;
+    ahead_ = compute(feed);
+    ++counters_->ahead_frames;
+    ++counters_->ahead_after_admit;
     return ok_status();
   }
 
@@ -489,11 +505,13 @@ TEST(FramePools, StreamsWaitingForInputGiveTheirAllInputCodes) {
       frames += want.size();
     }
     // Not vacuous: real frames, streams that sat out frames others made (in parked slots), frames
-    // launched ahead, and waiting streams passed anyway.
+    // launched ahead (newcomers' first frames among them), and waiting streams passed anyway.
     EXPECT_GT(frames, sp.size() * 5);
     EXPECT_GT(run.waited_mid_run, 10);
     EXPECT_GT(e.counters.parked_frames, 10);
     EXPECT_GT(e.counters.ahead_frames, 10);
+    EXPECT_GT(e.counters.ahead_after_admit, 0);
+    EXPECT_GT(e.times.joined_ahead, 0);
     EXPECT_GT(run.passed_while_waiting, 0);
   }
 }
