@@ -1,7 +1,8 @@
 // A CUPTI injection library that records every kernel's GPU start and end (graph nodes included)
 // and writes them as CSV when the process exits: a kernel timeline where Nsight Systems is not
 // installed (the device machine has Nsight Compute only). The CSV has the columns that
-// scripts/device/timeline.py reads ("Start (ns)", "Duration (ns)", "GrdX", "Name").
+// scripts/device/timeline.py reads ("Start (ns)", "Duration (ns)", "GrdX", "Name"), and the grid's
+// y and z ("GrdY", "GrdZ": the codec GEMM's row tiles and chunk groups, so its shapes can be read).
 //
 // Build (here, against the CUDA toolkit's CUPTI):
 //   g++ -O2 -shared -fPIC -I/usr/local/cuda/include scripts/device/kernel_trace.cpp \
@@ -21,7 +22,7 @@ namespace {
 
 struct KernelRecord {
   uint64_t start, end;
-  int grid;
+  int grid, grid_y, grid_z;
   std::string name;
 };
 
@@ -50,7 +51,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-    batch.push_back({k->start, k->end, k->gridX, demangled(k->name)});
+    batch.push_back({k->start, k->end, k->gridX, k->gridY, k->gridZ, demangled(k->name)});
   }
   std::free(buffer);
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -62,13 +63,13 @@ void write_records() {
   const char* path = std::getenv("KERNEL_TRACE_OUT");
   FILE* f = std::fopen(path ? path : "/tmp/kernel_trace.csv", "w");
   if (!f) return;
-  std::fprintf(f, "Start (ns),Duration (ns),GrdX,Name\n");
+  std::fprintf(f, "Start (ns),Duration (ns),GrdX,GrdY,GrdZ,Name\n");
   std::lock_guard<std::mutex> lock(g_mutex);
   for (const KernelRecord& r : g_records) {
     std::string quoted;
     for (char c : r.name) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-    std::fprintf(f, "%llu,%llu,%d,\"%s\"\n", static_cast<unsigned long long>(r.start),
-                 static_cast<unsigned long long>(r.end - r.start), r.grid, quoted.c_str());
+    std::fprintf(f, "%llu,%llu,%d,%d,%d,\"%s\"\n", static_cast<unsigned long long>(r.start),
+                 static_cast<unsigned long long>(r.end - r.start), r.grid, r.grid_y, r.grid_z, quoted.c_str());
   }
   std::fclose(f);
   std::fprintf(stderr, "kernel_trace: %zu kernels\n", g_records.size());
