@@ -300,7 +300,9 @@ void Synthesizer::finish(Job& j, Status status) {
   j.stream.reset();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    counters_.release_s += since(t0);
+    const double released = since(t0);
+    counters_.release_s += released;
+    record_.release_s += released;
     if (j.admitted) --running_count_;  // before the waiter wakes, so load() never counts a request that has ended
   }
   Result<SynthesisStats> result = status.ok() ? Result<SynthesisStats>(j.stats) : Result<SynthesisStats>(status.error());

@@ -112,6 +112,7 @@ struct StepRecord {
   double seconds = 0;     // the whole pass: admission, generation, codec, delivery, ends
   double generate_s = 0;  // the generator's step (prompts of newcomers included)
   double decode_s = 0;    // the codec and the chunk callbacks of the decode completed in this pass
+  double release_s = 0;   // ending requests (their codec states and streams freed)
   int streams = 0;        // requests stepped
   int frames = 0;         // frames they got (a newcomer's prompt may take a step without one)
   int ended = 0;          // requests that ended in this pass

@@ -50,7 +50,8 @@ def main():
         failures.append(f"no audio made, or never two streams at once: {p}")
 
     # --settle: the same plan (same seed, same total seconds) with its first second only loading the
-    # system counts fewer requests; --steps writes the scheduler's passes.
+    # system counts fewer requests; --steps writes the scheduler's passes, and the mean step is the
+    # measured passes'.
     counts = []
     steps = os.path.join(work, "steps.csv")
     for extra in (["--duration", "2"], ["--settle", "1", "--duration", "1", "--steps", steps]):
@@ -69,6 +70,21 @@ def main():
         if not rows or any(int(x["frames"]) > int(x["streams"]) for x in rows) or \
                 sum(int(x["frames"]) for x in rows) == 0:
             failures.append(f"--steps: {len(rows)} passes, the first {rows[:1]}")
+        # With --settle the mean step and its parts are those of the measured second's passes
+        # (start in [1, 2] s), not the whole run's: recomputed here from the passes written out.
+        window = [x for x in rows if 1.0 <= float(x["start_s"]) <= 2.0]
+        if not window or not p.get("step_means_measured"):
+            failures.append(f"--settle: {len(window)} passes in the measured second, means measured "
+                            f"{p.get('step_means_measured')}")
+        else:
+            for key, col in (("step_ms", "ms"), ("generate_ms", "generate_ms"), ("decode_ms", "decode_ms"),
+                             ("release_ms", "release_ms")):
+                want = sum(float(x[col]) for x in window) / len(window)
+                if abs(p[key] - want) > 0.002 + 1e-3 * want:
+                    failures.append(f"--settle: {key} {p[key]} against {want:.4f}, the measured passes' mean")
+            whole = sum(float(x["ms"]) for x in rows) / len(rows)
+            sl.log(f"mean step: measured second {p['step_ms']:.3f} ms, whole run {whole:.3f} ms "
+                   f"({len(window)} of {len(rows)} passes)")
 
     r = bench(a.chorus, qwen, "--rate", "4", "--duration", "1", "--lengths", "0.5-1", "--cfg-scale", "3")
     if r.returncode <= 0 or "guidance" not in r.stderr:

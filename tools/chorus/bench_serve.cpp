@@ -89,15 +89,16 @@ Status write_steps(const std::string& path, const std::vector<PointSteps>& point
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return make_error(ErrorCode::kIo, "bench --serve: cannot write " + path);
   std::fprintf(f, "rate,index,start_s,ms,generate_ms,decode_ms,prefill_ms,streams,frames,ended,joined,prefill_rows,"
-                  "graphs_captured,slots_computed,slots_moved,joined_ahead\n");
+                  "graphs_captured,slots_computed,slots_moved,joined_ahead,release_ms\n");
   for (const PointSteps& p : points)
     for (const engine::StepRecord& r : p.steps)
-      std::fprintf(f, "%g,%lld,%.6f,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld\n", p.rate, (long long)r.index,
+      std::fprintf(f, "%g,%lld,%.6f,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%.3f\n", p.rate,
+                   (long long)r.index,
                    secs(r.start - p.t0), r.seconds * 1e3, r.generate_s * 1e3, r.decode_s * 1e3,
                    r.stages.prefill_s * 1e3, r.streams, r.frames, r.ended, (long long)r.stages.joined,
                    (long long)r.stages.prefill_rows, (long long)r.stages.graphs_captured,
                    (long long)r.stages.slots_computed, (long long)r.stages.slots_moved,
-                   (long long)r.stages.joined_ahead);
+                   (long long)r.stages.joined_ahead, r.release_s * 1e3);
   const bool ok = std::fclose(f) == 0;
   return ok ? ok_status() : make_error(ErrorCode::kIo, "bench --serve: cannot write " + path);
 }
@@ -202,7 +203,8 @@ Result<Point> run_point(engine::Synthesizer& synth, StepLog& log, const ServeBen
   }
   std::vector<StepSample> samples;
   for (const engine::StepRecord& r : steps)
-    samples.push_back({secs(r.start - t0), r.seconds, r.stages.joined > 0, r.stages.graphs_captured > 0});
+    samples.push_back({secs(r.start - t0), r.seconds, r.generate_s, r.decode_s, r.release_s, r.stages.joined > 0,
+                       r.stages.graphs_captured > 0});
   summarize_steps(p, samples);
   if (!o.steps.empty()) kept.push_back({rate, t0, std::move(steps)});
 

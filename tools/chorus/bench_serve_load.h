@@ -60,6 +60,7 @@ struct Point {
   double gap_p99_ms = 0, gap_max_ms = 0, underrun_pct = 0, late_frames_pct = 0, rss_mib = 0;
   // In process only: the scheduler's mean step and its parts (0 through HTTP).
   double step_ms = 0, generate_ms = 0, decode_ms = 0, release_ms = 0;
+  bool step_means_measured = false;  // those four from the measured steps' records, not the run's counters
   // In process only: the steps' own durations, and the slow ones (over twice the median): how many,
   // and how many of those took newcomers' prompts or captured frame graphs.
   double step_p50_ms = 0, step_p99_ms = 0, step_max_ms = 0;
@@ -88,10 +89,13 @@ Point summarize(const std::vector<const Timing*>& timings, double frame_rate, do
 struct StepSample {
   double at_s = 0;  // its start, seconds after the run's start
   double seconds = 0;
+  double generate_s = 0, decode_s = 0, release_s = 0;
   bool joins = false, captures = false;
 };
 // Fills the step fields of `p` (step_p50_ms ... slow_with_captures) from the point's steps: those
-// of the measured seconds when p.settle > 0 (as summarize), else all.
+// of the measured seconds when p.settle > 0 (as summarize), else all; and the mean step and its
+// parts (step_ms ... release_ms) over the same steps, so that with --settle they describe the
+// steady state rather than the whole run's ramp and drain (step_means_measured says so).
 void summarize_steps(Point& p, const std::vector<StepSample>& steps);
 
 void print_point(const Point& p);
