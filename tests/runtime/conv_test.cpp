@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
+#include "runtime/cpu/micro_kernels.h"
 #include "runtime/kernel_test_util.h"
 
 namespace chorus::cpu::test {
@@ -135,6 +137,48 @@ TEST_P(ConvTest, ConvTranspose1dMatchesDoubleReference) {
 TEST_P(ConvTest, LargeConvsAreThreadCountInvariant) {
   check_conv1d(DType::kBF16, {64, 600, 64, 7, 1, 1, 1}, 91);
   check_conv_transpose1d(DType::kBF16, {96, 40, 48, 10, 5, 1, 1}, 92);
+}
+
+// conv1d walks the depth (cin·K) in panels whose sums carry over (axpy_panel's resume): an axpy
+// panel split into consecutive resumed calls must give one call's bits, for every row count and
+// ragged widths; and the split result must be the sum (near a double reference), so a resume
+// that restarted from init, or skipped c, fails.
+TEST_P(ConvTest, AxpyPanelResumedInPiecesGivesOneCallsBits) {
+  const auto& mk = detail::active_kernels();
+  std::mt19937 rng(17);
+  for (int mr = 1; mr <= detail::kTileMax; ++mr)
+    for (int64_t ncols : {int64_t{5}, int64_t{64}, int64_t{133}}) {
+      const int64_t R = 300, ld = ncols + 3;
+      const auto a = random_vec(rng, static_cast<size_t>(mr * R));
+      const auto init = random_vec(rng, static_cast<size_t>(mr));
+      std::vector<std::vector<float>> b;
+      std::vector<const float*> rows;
+      for (int64_t r = 0; r < R; ++r) b.push_back(random_vec(rng, static_cast<size_t>(ncols + 2)));
+      for (const auto& v : b) rows.push_back(v.data());
+      std::vector<float> whole(static_cast<size_t>(mr * ld), NAN), split(whole.size(), NAN);
+      mk.axpy_panel(mr, ncols, R, a.data(), R, 1, rows.data(), 2, init.data(), whole.data(), ld, false);
+      for (int64_t r0 = 0, i = 0; r0 < R; ++i) {
+        const int64_t n = std::min<int64_t>(i % 2 ? 128 : 44, R - r0);
+        mk.axpy_panel(mr, ncols, n, a.data() + r0, R, 1, rows.data() + r0, 2, init.data(), split.data(), ld, r0 > 0);
+        r0 += n;
+      }
+      for (int m = 0; m < mr; ++m)
+        for (int64_t c = 0; c < ld; ++c) {
+          const float w = whole[static_cast<size_t>(m * ld + c)], s = split[static_cast<size_t>(m * ld + c)];
+          if (c >= ncols) {  // past the panel: untouched
+            ASSERT_TRUE(std::isnan(w) && std::isnan(s)) << "mr " << mr << " col " << c;
+            continue;
+          }
+          ASSERT_EQ(std::memcmp(&w, &s, sizeof w), 0) << "mr " << mr << " ncols " << ncols << " col " << c;
+          double ref = init[static_cast<size_t>(m)], mag = std::fabs(ref);
+          for (int64_t r = 0; r < R; ++r) {
+            const double p = static_cast<double>(a[static_cast<size_t>(m * R + r)]) * b[static_cast<size_t>(r)][static_cast<size_t>(2 + c)];
+            ref += p;
+            mag += std::fabs(p);
+          }
+          ASSERT_LE(std::fabs(s - ref), sum_bound(R + 1, mag)) << "mr " << mr << " col " << c;
+        }
+    }
 }
 
 CHORUS_INSTANTIATE_ISA(ConvTest);

@@ -81,8 +81,10 @@ TEST_F(Avx512VsAvx2, AttentionIsBitwiseEqual) {
 
 TEST_F(Avx512VsAvx2, ConvolutionsAreBitwiseEqualIncludingNarrowPanels) {
   std::mt19937 rng(13);
-  // conv1d: Cin, T, Cout, K, stride, dilation; T − span + 1 output columns (3, 21, 200).
-  const int64_t convs[][6] = {{8, 9, 12, 7, 1, 1}, {16, 27, 8, 7, 1, 1}, {6, 412, 10, 3, 2, 1}, {5, 40, 7, 3, 1, 9}};
+  // conv1d: Cin, T, Cout, K, stride, dilation; T − span + 1 output columns (3, 21, 200); the last
+  // walks its 168-row depth in two panels (128 + 40) whose sums carry over.
+  const int64_t convs[][6] = {{8, 9, 12, 7, 1, 1}, {16, 27, 8, 7, 1, 1}, {6, 412, 10, 3, 2, 1}, {5, 40, 7, 3, 1, 9},
+                              {24, 170, 37, 7, 1, 3}};
   for (const auto& c : convs) {
     const int64_t Cin = c[0], T = c[1], Cout = c[2], K = c[3], stride = c[4], dil = c[5];
     const auto x = random_vec(rng, static_cast<size_t>(Cin * T));

@@ -65,7 +65,7 @@ void attend_group(const detail::MicroKernels& mk, int heads, const float* q, con
     for (int64_t j = 0; j < n; ++j) ph[j] *= inv;
   }
   for (int64_t j = 0; j < n; ++j) s.v_rows[static_cast<size_t>(j)] = v + (lo + j) * kv_stride;
-  mk.axpy_panel(heads, D, n, p, n, 1, s.v_rows.data(), 0, nullptr, out, D);
+  mk.axpy_panel(heads, D, n, p, n, 1, s.v_rows.data(), 0, nullptr, out, D, false);
 }
 
 }  // namespace

@@ -16,8 +16,12 @@ namespace chorus::cpu {
 namespace {
 
 constexpr int64_t kTile = detail::kTileMax;
-constexpr int64_t kConvRowsPerTask = 16;   // output channels per conv1d task
-constexpr int64_t kConvColsPerTask = 256;  // output samples per conv1d task
+constexpr int64_t kConvRowsPerTask = 32;   // output channels per conv1d task
+constexpr int64_t kConvColsPerTask = 128;  // output samples per conv1d task
+// A task walks the depth (cin·K) in panels of this many input rows, each panel's rows × the task's
+// samples (64 KB at 128 × 128) staying in cache while every output channel of the task takes
+// them; the sums carry from panel to panel (axpy_panel's resume), so each output keeps its order.
+constexpr int64_t kConvDepthPanel = 128;
 constexpr int64_t kTransposeCols = 128;    // z columns (co·K + k) per transposed-conv task
 constexpr int64_t kTransposeRows = 64;     // input samples per z block
 
@@ -89,10 +93,13 @@ void conv1d(const float* x, int64_t Cin, int64_t T, const MatrixRef& weight, int
           }
       }
       const F32Rows wf = block_as_f32(weight, co0, nco, 0, R, wbuf);
-      for (int64_t m = 0; m < nco; m += kTile) {
-        const int mr = static_cast<int>(std::min(kTile, nco - m));
-        mk.axpy_panel(mr, nt, R, wf.data + m * wf.stride, wf.stride, 1, rows.data(), col0,
-                      bias ? bias + co0 + m : nullptr, y + (co0 + m) * Tout + t0, Tout);
+      for (int64_t r0 = 0; r0 < R; r0 += kConvDepthPanel) {
+        const int64_t nr = std::min(kConvDepthPanel, R - r0);
+        for (int64_t m = 0; m < nco; m += kTile) {
+          const int mr = static_cast<int>(std::min(kTile, nco - m));
+          mk.axpy_panel(mr, nt, nr, wf.data + m * wf.stride + r0, wf.stride, 1, rows.data() + r0, col0,
+                        bias ? bias + co0 + m : nullptr, y + (co0 + m) * Tout + t0, Tout, r0 > 0);
+        }
       }
     }
   });
@@ -136,7 +143,7 @@ void conv_transpose1d(const float* x, int64_t Cin, int64_t T, const MatrixRef& w
         for (int64_t t = 0; t < nt; t += kTile) {
           const int mr = static_cast<int>(std::min(kTile, nt - t));
           mk.axpy_panel(mr, ncols, cin_g, xg + t0 + t, 1, T, rows.data(), 0, nullptr,
-                        z.data() + t * ncols, ncols);
+                        z.data() + t * ncols, ncols, false);
         }
         for (int64_t t = 0; t < nt; ++t)
           for (int64_t co = 0; co < nco; ++co) {

@@ -34,10 +34,12 @@ struct MicroKernels {
   void (*dot_tile)(int mr, int nr, int64_t K, const float* a, int64_t lda, DType bt, const void* b,
                    int64_t ldb, const void* next, float* out);
   // c[m·ldc + n] = init[m] + Σ_r a[m·a_sm + r·a_sr] · brows[r][col0 + n] for m < mr
-  // (1 <= mr <= kTileMax), n < ncols; init may be nullptr (zero).
+  // (1 <= mr <= kTileMax), n < ncols; init may be nullptr (zero). With `resume`, the sums start
+  // from c's values instead (init unused): a panel of R rows split into consecutive calls gives the
+  // bits of one call.
   void (*axpy_panel)(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
                      const float* const* brows, int64_t col0, const float* init, float* c,
-                     int64_t ldc);
+                     int64_t ldc, bool resume);
   // One tile of a quantised matrix (quant.h layout): out[m·kQuantRows + r] = Σ_k a[m·lda + k] ·
   // w(r, k) for m < mr (1 <= mr <= kTileMax), r < kQuantRows, k < groups·kQuantGroup, where w is
   // the dequantised weight (int8: q·d; int4: q·d + m, exact in f32 up to the one rounding of + m).

@@ -91,13 +91,13 @@ struct Tiles {  // the dot tiles, dispatched by micro_tile_dispatch.h
 // of every accumulator and stored it on each step.)
 template <int MR, int NV>
 void axpy_block(int64_t R, const float* a, int64_t a_sm, int64_t a_sr, const float* const* brows,
-                int64_t off, const float* init, float* c, int64_t ldc) {
+                int64_t off, const float* init, float* c, int64_t ldc, bool resume) {
   __m256 acc[MR][NV];
 #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
     const __m256 v = _mm256_set1_ps(init ? init[m] : 0.0f);
 #pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) acc[m][j] = v;
+    for (int j = 0; j < NV; ++j) acc[m][j] = resume ? _mm256_loadu_ps(c + m * ldc + 8 * j) : v;
   }
   for (int64_t r = 0; r < R; ++r) {
     const float* br = brows[r] + off;
@@ -120,10 +120,10 @@ void axpy_block(int64_t R, const float* a, int64_t a_sm, int64_t a_sr, const flo
 template <int MR>
 void axpy_scalar(int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
                  const float* const* brows, int64_t off, const float* init, float* c,
-                 int64_t ldc) {
+                 int64_t ldc, bool resume) {
   float acc[MR][8];
   for (int m = 0; m < MR; ++m)
-    for (int64_t n = 0; n < ncols; ++n) acc[m][n] = init ? init[m] : 0.0f;
+    for (int64_t n = 0; n < ncols; ++n) acc[m][n] = resume ? c[m * ldc + n] : init ? init[m] : 0.0f;
   for (int64_t r = 0; r < R; ++r) {
     const float* br = brows[r] + off;
     for (int m = 0; m < MR; ++m) {
@@ -139,23 +139,23 @@ void axpy_scalar(int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t
 // then single vectors, then scalars.
 template <int MR, int NV>
 void axpy_t(int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
-            const float* const* brows, int64_t col0, const float* init, float* c, int64_t ldc) {
+            const float* const* brows, int64_t col0, const float* init, float* c, int64_t ldc, bool resume) {
   int64_t n = 0;
   for (; n + 8 * NV <= ncols; n += 8 * NV)
-    axpy_block<MR, NV>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc);
+    axpy_block<MR, NV>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc, resume);
   for (; n + 8 <= ncols; n += 8)
-    axpy_block<MR, 1>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc);
-  if (n < ncols) axpy_scalar<MR>(ncols - n, R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc);
+    axpy_block<MR, 1>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc, resume);
+  if (n < ncols) axpy_scalar<MR>(ncols - n, R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc, resume);
 }
 
 void axpy_panel(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
                 const float* const* brows, int64_t col0, const float* init, float* c,
-                int64_t ldc) {
+                int64_t ldc, bool resume) {
   switch (mr) {
-    case 1: return axpy_t<1, 8>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
-    case 2: return axpy_t<2, 4>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
-    case 3: return axpy_t<3, 3>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
-    default: return axpy_t<4, 3>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+    case 1: return axpy_t<1, 8>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc, resume);
+    case 2: return axpy_t<2, 4>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc, resume);
+    case 3: return axpy_t<3, 3>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc, resume);
+    default: return axpy_t<4, 3>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc, resume);
   }
 }
 

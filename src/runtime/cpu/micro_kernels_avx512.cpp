@@ -122,13 +122,14 @@ struct Tiles {  // the dot tiles, dispatched by micro_tile_dispatch.h
 // vector (a panel whose width is not a multiple of 16).
 template <int MR, int NV>
 void axpy_block(int64_t R, const float* a, int64_t a_sm, int64_t a_sr, const float* const* brows,
-                int64_t off, const float* init, float* c, int64_t ldc, __mmask16 last = 0xffff) {
+                int64_t off, const float* init, float* c, int64_t ldc, bool resume, __mmask16 last = 0xffff) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
     const __m512 v = _mm512_set1_ps(init ? init[m] : 0.0f);
 #pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) acc[m][j] = v;
+    for (int j = 0; j + 1 < NV; ++j) acc[m][j] = resume ? _mm512_loadu_ps(c + m * ldc + 16 * j) : v;
+    acc[m][NV - 1] = resume ? _mm512_maskz_loadu_ps(last, c + m * ldc + 16 * (NV - 1)) : v;
   }
   for (int64_t r = 0; r < R; ++r) {
     const float* br = brows[r] + off;
@@ -155,17 +156,17 @@ void axpy_block(int64_t R, const float* a, int64_t a_sm, int64_t a_sr, const flo
 // narrow remainders still keep several independent accumulator chains in flight.
 template <int MR, int NV>
 void axpy_t(int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
-            const float* const* brows, int64_t col0, const float* init, float* c, int64_t ldc) {
+            const float* const* brows, int64_t col0, const float* init, float* c, int64_t ldc, bool resume) {
   int64_t n = 0;
   for (; n + 16 * NV <= ncols; n += 16 * NV)
-    axpy_block<MR, NV>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc);
+    axpy_block<MR, NV>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc, resume);
   const int64_t rem = ncols - n;
   if (rem == 0) return;
   const int nv = static_cast<int>((rem + 15) / 16);
   const auto last = static_cast<__mmask16>(rem % 16 ? (1u << (rem % 16)) - 1 : 0xffffu);
   const auto run = [&](auto k) {
     constexpr int kV = decltype(k)::value;
-    if constexpr (kV <= NV) axpy_block<MR, kV>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc, last);
+    if constexpr (kV <= NV) axpy_block<MR, kV>(R, a, a_sm, a_sr, brows, col0 + n, init, c + n, ldc, resume, last);
   };
   switch (nv) {
     case 1: return run(std::integral_constant<int, 1>{});
@@ -181,12 +182,12 @@ void axpy_t(int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr
 
 void axpy_panel(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
                 const float* const* brows, int64_t col0, const float* init, float* c,
-                int64_t ldc) {
+                int64_t ldc, bool resume) {
   switch (mr) {
-    case 1: return axpy_t<1, 8>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
-    case 2: return axpy_t<2, 8>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
-    case 3: return axpy_t<3, 4>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
-    default: return axpy_t<4, 4>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+    case 1: return axpy_t<1, 8>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc, resume);
+    case 2: return axpy_t<2, 8>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc, resume);
+    case 3: return axpy_t<3, 4>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc, resume);
+    default: return axpy_t<4, 4>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc, resume);
   }
 }
 

@@ -54,12 +54,13 @@ constexpr int64_t kPanelCols = 16;
 
 template <int MR>
 void axpy_t(int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
-            const float* const* brows, int64_t col0, const float* init, float* c, int64_t ldc) {
+            const float* const* brows, int64_t col0, const float* init, float* c, int64_t ldc, bool resume) {
   for (int64_t n0 = 0; n0 < ncols; n0 += kPanelCols) {
     const int64_t nc = std::min(kPanelCols, ncols - n0);
     float acc[MR][kPanelCols];
     for (int m = 0; m < MR; ++m)
-      for (int64_t n = 0; n < kPanelCols; ++n) acc[m][n] = init ? init[m] : 0.0f;
+      for (int64_t n = 0; n < kPanelCols; ++n)
+        acc[m][n] = resume && n < nc ? c[m * ldc + n0 + n] : init ? init[m] : 0.0f;
     for (int64_t r = 0; r < R; ++r) {
       const float* br = brows[r] + col0 + n0;
       for (int m = 0; m < MR; ++m) {
@@ -74,12 +75,12 @@ void axpy_t(int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr
 
 void axpy_panel(int mr, int64_t ncols, int64_t R, const float* a, int64_t a_sm, int64_t a_sr,
                 const float* const* brows, int64_t col0, const float* init, float* c,
-                int64_t ldc) {
+                int64_t ldc, bool resume) {
   switch (mr) {
-    case 1: return axpy_t<1>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
-    case 2: return axpy_t<2>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
-    case 3: return axpy_t<3>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
-    default: return axpy_t<4>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc);
+    case 1: return axpy_t<1>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc, resume);
+    case 2: return axpy_t<2>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc, resume);
+    case 3: return axpy_t<3>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc, resume);
+    default: return axpy_t<4>(ncols, R, a, a_sm, a_sr, brows, col0, init, c, ldc, resume);
   }
 }
 
