@@ -465,18 +465,22 @@ Status FrameCore::move_slots(std::span<const std::pair<int, int>> moves) {
   return move_own_slots(moves, s);
 }
 
+Status FrameCore::pages_for_launches(int launches, cudaStream_t s) {
+  if (!kv_) return ok_status();
+  // Pages for the positions the next `launches` frames write, in the table before they run.
+  // Parked slots do not advance.
+  CHORUS_TRY(std::exchange(kv_error_, ok_status()));
+  CHORUS_TRY(kv_->before_launch(launches, parked_));
+  return kv_->flush(s);
+}
+
 Status FrameCore::run_frame(bool feed, std::optional<bool> then) {
   cudaStream_t s = stream_.get();
   const bool park = !parked_.empty();
   if (park && (then || pipe_.frame_ahead()))
     return make_error(ErrorCode::kInternal, "frame batch: a parked slot in a frame launched ahead");
-  if (kv_) {
-    // Pages for the positions this call's launches write (the frame unless it was launched ahead,
-    // and the one launched ahead now), in the table before they run. Parked slots do not advance.
-    CHORUS_TRY(std::exchange(kv_error_, ok_status()));
-    CHORUS_TRY(kv_->before_launch((pipe_.frame_ahead() ? 0 : 1) + (then ? 1 : 0), parked_));
-    CHORUS_TRY(kv_->flush(s));
-  }
+  // The frame unless it was launched ahead, and the one launched ahead now.
+  CHORUS_TRY(pages_for_launches((pipe_.frame_ahead() ? 0 : 1) + (then ? 1 : 0), s));
   if (park) CHORUS_TRY(copy_parked(false, s));
   CHORUS_TRY(pipe_.run_frame(s, feed, then, [&] { return enqueue_depth(s); }, [&] { return enqueue_backbone(s); }));
   if (park) CHORUS_TRY(copy_parked(true, s));
@@ -490,11 +494,7 @@ Status FrameCore::launch_frame_ahead(bool feed) {
   if (pipe_.frame_ahead() || !parked_.empty())
     return make_error(ErrorCode::kInternal, "frame batch: a frame launched ahead with one in flight or a slot parked");
   cudaStream_t s = stream_.get();
-  if (kv_) {
-    CHORUS_TRY(std::exchange(kv_error_, ok_status()));
-    CHORUS_TRY(kv_->before_launch(1, parked_));
-    CHORUS_TRY(kv_->flush(s));
-  }
+  CHORUS_TRY(pages_for_launches(1, s));
   return pipe_.launch_ahead(s, feed, [&] { return enqueue_depth(s); }, [&] { return enqueue_backbone(s); });
 }
 

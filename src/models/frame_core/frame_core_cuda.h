@@ -277,6 +277,9 @@ class FrameCore {
   Result<SlotRegions> slot_regions(bool whole) const;
   // Saves (or with `restore` puts back) the parked slots' state around a frame, on `s`.
   Status copy_parked(bool restore, cudaStream_t s);
+  // A paged pool's pages for the next `launches` frames, flushed to the device table (a no-op
+  // without paging); an error that releasing a slot left behind comes back here.
+  Status pages_for_launches(int launches, cudaStream_t s);
 
   std::vector<int32_t> parked_;
   cuda::DeviceBuffer park_stash_;  // the parked slots' saved state, allocated at the first parking
