@@ -146,17 +146,16 @@ void summarize_steps(Point& p, const std::vector<StepSample>& steps) {
     return p.settle <= 0 || (s.at_s >= p.settle && s.at_s <= p.settle + p.duration);
   };
   std::vector<double> ms;
-  for (const StepSample& s : steps)
-    if (measured(s)) ms.push_back(s.seconds * 1e3);
-  if (ms.empty()) return;
   double step = 0, generate = 0, decode = 0, release = 0;
   for (const StepSample& s : steps)
     if (measured(s)) {
+      ms.push_back(s.seconds * 1e3);
       step += s.seconds;
       generate += s.generate_s;
       decode += s.decode_s;
       release += s.release_s;
     }
+  if (ms.empty()) return;
   const double n = static_cast<double>(ms.size());
   p.step_ms = step * 1e3 / n;
   p.generate_ms = generate * 1e3 / n;
