@@ -67,6 +67,19 @@ Status im2col_causal(const Im2col& a, cudaStream_t s);
 Status depthwise_causal(const Depthwise& a, cudaStream_t s);
 Status transposed_conv_output(const TconvOut& a, cudaStream_t s);
 
+// A causal stride-1 conv to one output channel with bf16 products: y [streams·steps] gets the bits
+// of im2col_causal(in) followed by gemm(kBf16) of w [1, cin·kernel] (f32, rounded to bf16 as gemm
+// rounds it) by the columns (alpha 1, beta 0), and the streams' next histories are im2col's, but
+// the columns are never written (in.col and in.col16 are unused). conv_to_one_fits: whether a
+// block's window of the input fits its shared memory (kInvalidArgument otherwise).
+struct ConvToOne {
+  Im2col in;
+  const float* w = nullptr;
+  float* y = nullptr;
+};
+bool conv_to_one_fits(const Im2col& in);
+Status conv_to_one_bf16(const ConvToOne& a, cudaStream_t s);
+
 // The per-channel element-wise op of codec_elements.h (ChannelOp: bias, SnakeBeta, residual, clamp;
 // f32 or bf16 out).
 Status channel_op(const ChannelOp& op, cudaStream_t s);
