@@ -89,7 +89,8 @@ void check_case(const Case& cs, uint32_t seed) {
   const Status st = ops::conv_to_one_bf16(one, nullptr);
   ASSERT_TRUE(st.ok()) << st.error().to_string();
 
-  const std::vector<float> g = to_host<float>(got, static_cast<size_t>(N)), e = to_host<float>(want, static_cast<size_t>(N));
+  const std::vector<float> g = to_host<float>(got, static_cast<size_t>(N));
+  const std::vector<float> e = to_host<float>(want, static_cast<size_t>(N));
   EXPECT_EQ(differing_bits(g, e), 0);
   int64_t nonzero = 0;
   for (float v : e) nonzero += v != 0.0f && std::isfinite(v);
