@@ -121,37 +121,24 @@ Status conv(const Ctx& c, const DevConv& cv, const float* x, int64_t xcs, int64_
                                    F(c.w.partial), c.w.partial_floats, c.st);
   const float* in = x;
   int64_t ld = xcs;
+  // The conv's input as im2col reads it (and conv_to_one_bf16).
+  ops::Im2col a;
+  a.hist = hist(c, cv.hist);
+  a.x = x;
+  a.xcs = xcs;
+  a.xts = xts;
+  a.cin = cv.cin;
+  a.steps = steps;
+  a.streams = c.streams;
+  a.kernel = cv.kernel;
+  a.dilation = cv.dilation;
+  a.snake = pre;
   // One output channel (conv_out) with bf16 products: its columns read in place, never written.
-  if (cv.cout == 1 && cv.kernel > 1 && c.m.precision == CodecPrecision::kBf16) {
-    ops::ConvToOne one;
-    one.in.hist = hist(c, cv.hist);
-    one.in.x = x;
-    one.in.xcs = xcs;
-    one.in.xts = xts;
-    one.in.cin = cv.cin;
-    one.in.steps = steps;
-    one.in.streams = c.streams;
-    one.in.kernel = cv.kernel;
-    one.in.dilation = cv.dilation;
-    one.in.snake = pre;
-    one.w = cv.w;
-    one.y = y;
-    if (ops::conv_to_one_fits(one.in)) return ops::conv_to_one_bf16(one, c.st);
-  }
+  if (cv.cout == 1 && cv.kernel > 1 && c.m.precision == CodecPrecision::kBf16 && ops::conv_to_one_fits(a))
+    return ops::conv_to_one_bf16(ops::ConvToOne{a, cv.w, y}, c.st);
   // Many columns with bf16 products: the columns written as bf16 and multiplied as they are.
   const bool bf16_columns = cv.kernel > 1 && cv.w16 && ops::gemm_takes_bf16_operands(cv.cout, N, K);
   if (cv.kernel > 1 || pre.alpha || xts != 1) {
-    ops::Im2col a;
-    a.hist = hist(c, cv.hist);
-    a.x = x;
-    a.xcs = xcs;
-    a.xts = xts;
-    a.cin = cv.cin;
-    a.steps = steps;
-    a.streams = c.streams;
-    a.kernel = cv.kernel;
-    a.dilation = cv.dilation;
-    a.snake = pre;
     a.col = F(c.w.col);
     if (bf16_columns) a.col16 = c.w.col.as<uint16_t>();
     CHORUS_TRY(ops::im2col_causal(a, c.st));

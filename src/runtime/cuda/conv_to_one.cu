@@ -47,13 +47,12 @@ __global__ void __launch_bounds__(kToOneThreads) conv_to_one_kernel(ConvToOne a)
   uint16_t* win = reinterpret_cast<uint16_t*>(to_one_smem_bytes);
   uint16_t* wk = win + in.cin * span;
   int32_t* off = reinterpret_cast<int32_t*>(wk + kpad);
-  const float* hist = H > 0 ? in.hist.in[b] + in.hist.offset : nullptr;
 
-  // The window: padded positions t0 .. t0 + own + H (SnakeBeta once per value), zeros past them.
+  // The window: padded positions t0 .. t0 + own + H (SnakeBeta once per value, as im2col's window),
+  // zeros past them.
   for (int64_t i = threadIdx.x; i < in.cin * span; i += blockDim.x) {
     const int64_t c = i / span, p = i % span;
-    win[i] = p < own + H ? bf16_rn_bits(padded_at(hist, in.x, in.xcs, in.xts, H, b * in.steps, c, t0 + p, in.snake))
-                         : uint16_t{0};
+    win[i] = p < own + H ? bf16_rn_bits(im2col_window_value(in, blockIdx.x, kToOneSteps, c, b, p)) : uint16_t{0};
   }
   for (int64_t k = threadIdx.x; k < kpad; k += blockDim.x) {
     wk[k] = k < K ? bf16_rn_bits(a.w[k]) : uint16_t{0};
@@ -64,7 +63,7 @@ __global__ void __launch_bounds__(kToOneThreads) conv_to_one_kernel(ConvToOne a)
     float* next = in.hist.out[b] + in.hist.offset;
     for (int64_t i = threadIdx.x; i < in.cin * H; i += blockDim.x) {
       const int64_t c = i / H, j = i % H;
-      next[i] = padded_at(hist, in.x, in.xcs, in.xts, H, b * in.steps, c, in.steps + j, in.snake);
+      next[i] = im2col_window_value(in, blockIdx.x, kToOneSteps, c, b, in.steps - t0 + j);
     }
   }
   __syncthreads();
