@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
+#include "runtime/cpu/micro_kernels.h"
 #include "runtime/cpu/quant.h"
 #include "runtime/kernel_test_util.h"
 
@@ -280,6 +282,55 @@ TEST_P(QuantLinearTest, FusedProductsEqualSeparateOnes) {
 }
 
 CHORUS_INSTANTIATE_ISA(QuantLinearTest);
+
+// The int4 tile's x rows (int8 per group of 32): a table's own quantiser must give the portable
+// one's codes, scales and sums bit for bit, on rows that hold exact ties (s = 1, x = k + ½: to
+// even), an all-zero group, a NaN, a group too small for a scale, huge values, and random ones.
+TEST(QuantizeQ8, TableQuantisersEqualThePortableOne) {
+  const detail::MicroKernels* tables[] = {detail::avx512_vnni_kernels()};
+  const int64_t M = 4, groups = 9, lda = groups * kG + 5, width = groups * kG;
+  std::mt19937 rng(71);
+  std::vector<float> x(static_cast<size_t>(M * lda), 0.0f);
+  const auto noise = random_vec(rng, x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = noise[i];
+  float* tie = x.data() + lda;  // row 1
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t j = 0; j < kG; ++j) tie[g * kG + j] = static_cast<float>((g * kG + j) % 254 - 127) + 0.5f;
+  for (int64_t g = 0; g < groups; ++g) tie[g * kG] = g % 2 ? 127.0f : -127.0f;  // s = 1 exactly
+  float* odd = x.data() + 2 * lda;  // row 2
+  std::fill(odd, odd + kG, 0.0f);
+  odd[kG + 3] = NAN;
+  std::fill(odd + 2 * kG, odd + 3 * kG, 1e-44f);  // amax / 127 underflows: s = 0
+  for (int64_t j = 0; j < kG; ++j) odd[3 * kG + j] = (j % 2 ? 3e37f : -1e30f) * static_cast<float>(j + 1) / kG;
+  const auto run = [&](auto quantize, std::vector<int8_t>& q, std::vector<float>& sc, std::vector<float>& sum) {
+    q.assign(static_cast<size_t>(M * width), 99);
+    sc.assign(static_cast<size_t>(M * groups), NAN);
+    sum.assign(sc.size(), NAN);
+    quantize(x.data(), lda, M, groups, q.data(), sc.data(), sum.data());
+  };
+  std::vector<int8_t> q0, q1;
+  std::vector<float> s0, s1, t0, t1;
+  run(detail::portable_quantize_q8, q0, s0, t0);
+  // The reference is not vacuous: codes span the range, tie rows round to even (half away from
+  // zero would give odd codes), the small and zero groups have s = 0.
+  EXPECT_EQ(*std::max_element(q0.begin(), q0.end()), 127);
+  EXPECT_EQ(*std::min_element(q0.begin(), q0.end()), -127);
+  for (int64_t j = 1; j < kG; ++j) EXPECT_EQ(q0[static_cast<size_t>(width + j)] % 2, 0) << "tie " << j;
+  EXPECT_EQ(s0[static_cast<size_t>(groups)], 1.0f);
+  EXPECT_EQ(s0[static_cast<size_t>(2 * groups)], 0.0f);
+  EXPECT_EQ(s0[static_cast<size_t>(2 * groups + 2)], 0.0f);
+  EXPECT_TRUE(std::isnan(t0[static_cast<size_t>(2 * groups + 1)]));
+  int tested = 0;
+  for (const detail::MicroKernels* t : tables) {
+    if (!t || !t->quantize_q8 || (t == detail::avx512_vnni_kernels() && !cpu_features().avx512_vnni)) continue;
+    ++tested;
+    run(t->quantize_q8, q1, s1, t1);
+    EXPECT_EQ(q0, q1) << t->name;
+    EXPECT_EQ(std::memcmp(s0.data(), s1.data(), s0.size() * sizeof(float)), 0) << t->name;
+    EXPECT_EQ(std::memcmp(t0.data(), t1.data(), t0.size() * sizeof(float)), 0) << t->name;
+  }
+  if (tested == 0) GTEST_SKIP() << "no table of this CPU has its own quantiser";
+}
 
 }  // namespace
 }  // namespace chorus::cpu::test

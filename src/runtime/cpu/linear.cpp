@@ -49,36 +49,25 @@ void dense_tiles(const detail::MicroKernels& mk, const float* x, int64_t M, cons
   }
 }
 
-// x rows quantised to int8 per group (detail::QuantizedRows), for the integer int4 tiles.
+// x rows quantised to int8 per group (detail::QuantizedRows), for the integer int4 tiles. The
+// buffers are the calling thread's and reused: a decode step quantises x for every product.
 struct RowsQ8 {
   std::vector<int8_t> q;
   std::vector<float> scale, sum;
-  detail::QuantizedRows view;
 };
 
-// x [M, K] (rows lda apart, zero beyond K up to groups·kGroup) → int8 per group: q = round(x / s)
-// with s = max|x| / 127 of the group (0 for an all-zero group), sum = Σ x in ascending order.
-void quantize_rows(const float* x, int64_t lda, int64_t M, int64_t groups, RowsQ8& r) {
-  const int64_t G = detail::kQuantGroup, width = groups * G;
-  r.q.assign(static_cast<size_t>(M * width), 0);
-  r.scale.assign(static_cast<size_t>(M * groups), 0.0f);
-  r.sum.assign(r.scale.size(), 0.0f);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t g = 0; g < groups; ++g) {
-      const float* xg = x + m * lda + g * G;
-      float amax = 0.0f, sum = 0.0f;
-      for (int64_t j = 0; j < G; ++j) {
-        amax = std::max(amax, std::fabs(xg[j]));
-        sum += xg[j];
-      }
-      const float s = amax / 127.0f;
-      int8_t* q = r.q.data() + m * width + g * G;
-      if (s > 0.0f)
-        for (int64_t j = 0; j < G; ++j) q[j] = static_cast<int8_t>(std::clamp(std::nearbyint(xg[j] / s), -127.0f, 127.0f));
-      r.scale[static_cast<size_t>(m * groups + g)] = s;
-      r.sum[static_cast<size_t>(m * groups + g)] = sum;
-    }
-  r.view = {r.q.data(), r.scale.data(), r.sum.data(), width, groups};
+// x [M, groups·kGroup] (rows lda apart) → the view of this thread's quantised rows, valid until
+// its next call.
+detail::QuantizedRows quantize_rows(const detail::MicroKernels& mk, const float* x, int64_t lda, int64_t M,
+                                    int64_t groups) {
+  thread_local RowsQ8 r;
+  const int64_t width = groups * detail::kQuantGroup;
+  r.q.resize(static_cast<size_t>(M * width));
+  r.scale.resize(static_cast<size_t>(M * groups));
+  r.sum.resize(r.scale.size());
+  const auto quantize = mk.quantize_q8 ? mk.quantize_q8 : detail::portable_quantize_q8;
+  quantize(x, lda, M, groups, r.q.data(), r.scale.data(), r.sum.data());
+  return {r.q.data(), r.scale.data(), r.sum.data(), width, groups};
 }
 
 // Whether w's products take x quantised to int8 (the active kernels' int4 integer tile).
@@ -155,9 +144,9 @@ void linear(const float* x, int64_t M, const QuantMatrix& w, const float* bias, 
   const int64_t lda = w.groups() * QuantMatrix::kGroup;
   std::vector<float> buf;
   const float* xp = padded_x(x, M, K, lda, buf);
-  RowsQ8 xq;
-  if (uses_q8(mk, w)) quantize_rows(xp, lda, M, w.groups(), xq);
-  const detail::QuantizedRows* xqp = uses_q8(mk, w) ? &xq.view : nullptr;
+  detail::QuantizedRows xq;
+  if (uses_q8(mk, w)) xq = quantize_rows(mk, xp, lda, M, w.groups());
+  const detail::QuantizedRows* xqp = uses_q8(mk, w) ? &xq : nullptr;
   detail::run_parallel(pool, tiles_of(N), grain_for(M, K),
                        [&](int64_t t0, int64_t t1) { quant_tiles(mk, xp, lda, xqp, M, w, bias, y, t0, t1); });
 }
@@ -185,8 +174,8 @@ void linear_fused(const float* x, int64_t M, std::span<const LinearOutput> outs,
   }
   std::vector<float> buf;
   const float* xp = padded_x(x, M, K, padded, buf);
-  RowsQ8 xq;
-  if (q8) quantize_rows(xp, padded, M, padded / QuantMatrix::kGroup, xq);
+  detail::QuantizedRows xq;
+  if (q8) xq = quantize_rows(mk, xp, padded, M, padded / QuantMatrix::kGroup);
   detail::run_parallel(pool, first.back(), grain_for(M, K), [&](int64_t t0, int64_t t1) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const int64_t b = std::max(t0, first[i]), e = std::min(t1, first[i + 1]);
@@ -195,7 +184,7 @@ void linear_fused(const float* x, int64_t M, std::span<const LinearOutput> outs,
       if (w.quant().empty())
         dense_tiles(mk, x, M, MatrixRef::of(w.tensor()), nullptr, outs[i].y, b - first[i], e - first[i]);
       else
-        quant_tiles(mk, xp, padded, uses_q8(mk, w.quant()) ? &xq.view : nullptr, M, w.quant(), nullptr, outs[i].y,
+        quant_tiles(mk, xp, padded, uses_q8(mk, w.quant()) ? &xq : nullptr, M, w.quant(), nullptr, outs[i].y,
                     b - first[i], e - first[i]);
     }
   });

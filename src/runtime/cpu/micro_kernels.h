@@ -58,6 +58,10 @@ struct MicroKernels {
   // hold without spilling (AVX2: 3 x 4 accumulators; AVX-512, two weight rows per register: 4), so
   // each weight block is converted and multiplied in as few passes as possible.
   int dot_tile_rows = 3;
+  // Optional, beside qdot_tile_int4_q8 (nullptr: portable_quantize_q8): x's rows quantised for that
+  // tile, bit for bit as portable_quantize_q8 does.
+  void (*quantize_q8)(const float* x, int64_t lda, int64_t M, int64_t groups, int8_t* q, float* scale,
+                      float* sum) = nullptr;
 };
 
 inline constexpr float kSnakeMaxArg = 8000.0f;
@@ -71,6 +75,11 @@ struct QuantizedRows {
   const float* sum = nullptr;
   int64_t ldq = 0, lds = 0;
 };
+
+// x [M, groups·kQuantGroup] (rows lda apart) → QuantizedRows: q rows groups·kQuantGroup apart, scale
+// and sum rows groups apart. s = 0 for an all-zero group (its q are 0).
+void portable_quantize_q8(const float* x, int64_t lda, int64_t M, int64_t groups, int8_t* q, float* scale,
+                          float* sum);
 
 // The quantised tile layout, shared by the quantiser and the kernels. A tile holds kQuantRows
 // consecutive rows (the last one padded with zero rows); for each group of kQuantGroup columns it

@@ -69,6 +69,57 @@ void qdot_int4(int mr, int64_t groups, const QuantizedRows& a, const uint8_t* co
   }
 }
 
+// portable_quantize_q8's values: the same division and round-to-nearest-even per element, the same
+// ascending sum per group (scalar, four groups' chains interleaved), a maximum that like
+// std::max(amax, |x|) keeps amax when |x| is NaN, and a NaN quotient clamped to 127 (vminps and
+// vmaxps return their second operand when one is NaN, as std::min(127, v) and std::max do).
+void quantize_q8(const float* x, int64_t lda, int64_t M, int64_t groups, int8_t* q, float* scale, float* sum) {
+  constexpr int64_t G = kQuantGroup;
+  const int64_t width = groups * G;
+  const __m512 sign = _mm512_set1_ps(-0.0f), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xm = x + m * lda;
+    int64_t g = 0;
+    for (; g + 4 <= groups; g += 4) {
+      float t0 = 0.0f, t1 = 0.0f, t2 = 0.0f, t3 = 0.0f;
+      for (int64_t j = 0; j < G; ++j) {
+        t0 += xm[g * G + j];
+        t1 += xm[(g + 1) * G + j];
+        t2 += xm[(g + 2) * G + j];
+        t3 += xm[(g + 3) * G + j];
+      }
+      sum[m * groups + g] = t0;
+      sum[m * groups + g + 1] = t1;
+      sum[m * groups + g + 2] = t2;
+      sum[m * groups + g + 3] = t3;
+    }
+    for (; g < groups; ++g) {
+      float t = 0.0f;
+      for (int64_t j = 0; j < G; ++j) t += xm[g * G + j];
+      sum[m * groups + g] = t;
+    }
+    for (g = 0; g < groups; ++g) {
+      const __m512 a = _mm512_loadu_ps(xm + g * G), b = _mm512_loadu_ps(xm + g * G + 16);
+      const __m512 amax = _mm512_max_ps(_mm512_andnot_ps(sign, b), _mm512_max_ps(_mm512_andnot_ps(sign, a),
+                                                                                  _mm512_setzero_ps()));
+      const float s = _mm512_reduce_max_ps(amax) / 127.0f;
+      scale[m * groups + g] = s;
+      int8_t* qg = q + m * width + g * G;
+      if (!(s > 0.0f)) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(qg), _mm256_setzero_si256());
+        continue;
+      }
+      const __m512 sv = _mm512_set1_ps(s);
+      const auto code = [&](__m512 v) {
+        const __m512 r = _mm512_roundscale_ps(_mm512_div_ps(v, sv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        return _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_max_ps(_mm512_min_ps(r, hi), lo)));
+      };
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qg), code(a));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qg + 16), code(b));
+    }
+  }
+}
+
 }  // namespace
 
 const MicroKernels* avx512_vnni_kernels() {
@@ -82,6 +133,7 @@ const MicroKernels* avx512_vnni_kernels() {
       t.snake_row = base->snake_row;
       t.dot_tile_rows = base->dot_tile_rows;
     }
+    t.quantize_q8 = quantize_q8;
     return t;
   }();
   return avx512_kernels() ? &k : nullptr;

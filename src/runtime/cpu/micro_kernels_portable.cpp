@@ -2,6 +2,7 @@
 // order as the AVX2 versions (see micro_kernels.h), so the two differ only by the rounding of fused
 // versus separate multiply-adds.
 #include <algorithm>
+#include <cmath>
 
 #include "runtime/cpu/micro_kernels.h"
 #include "runtime/cpu/micro_tile_dispatch.h"
@@ -159,6 +160,28 @@ void portable_qdot_tile(WeightFormat f, int mr, int64_t groups, const float* a, 
     case 3: return qdot_t<3>(f, groups, a, lda, codes, scales, out);
     default: return qdot_t<4>(f, groups, a, lda, codes, scales, out);
   }
+}
+
+void portable_quantize_q8(const float* x, int64_t lda, int64_t M, int64_t groups, int8_t* q, float* scale,
+                          float* sum) {
+  const int64_t G = kQuantGroup, width = groups * G;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* xg = x + m * lda + g * G;
+      float amax = 0.0f, total = 0.0f;
+      for (int64_t j = 0; j < G; ++j) {
+        amax = std::max(amax, std::fabs(xg[j]));
+        total += xg[j];
+      }
+      const float s = amax / 127.0f;
+      // min before max: a NaN quotient (x NaN, or s infinite) becomes 127, defined and the same
+      // in every table.
+      int8_t* qg = q + m * width + g * G;
+      for (int64_t j = 0; j < G; ++j)
+        qg[j] = s > 0.0f ? static_cast<int8_t>(std::max(-127.0f, std::min(127.0f, std::nearbyint(xg[j] / s)))) : 0;
+      scale[m * groups + g] = s;
+      sum[m * groups + g] = total;
+    }
 }
 
 const MicroKernels& portable_kernels() {
