@@ -1,12 +1,17 @@
 #include "nn/qwen3_stack.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "nn/bf16_ops.h"
 
 namespace chorus::nn {
 
 namespace {
+
+// Elements of row-wise or elementwise work per thread below which splitting costs more than it saves.
+constexpr int64_t kSplitElements = 4096;
 
 Result<Tensor> need(const Weights& w, const std::string& name, bool as_f32) {
   if (!w.has(name)) return make_error(ErrorCode::kNotFound, "missing tensor " + name);
@@ -122,13 +127,30 @@ Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, f
   const auto round = [b16](float* p, int64_t n) {
     if (b16) bf16::round(p, n);
   };
+  // Row-wise and elementwise work is split over the pool once several streams' rows make enough
+  // of it (a single stream's runs inline); every value is computed as it is unsplit.
+  const auto split = [pool](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+    if (pool) pool->parallel_for(n, fn, grain);
+    else fn(0, n);
+  };
+  const auto rows_grain = [](int64_t width) { return std::max<int64_t>(1, kSplitElements / std::max<int64_t>(width, 1)); };
   const auto norm = [&](const float* in, const Tensor& w, float* o, int64_t rows, int64_t dim) {
-    if (b16) bf16::rms_norm(in, w.f32(), o, rows, dim, eps);
-    else cpu::rms_norm(in, w.f32(), o, rows, dim, eps);
+    split(rows, rows_grain(dim), [&](int64_t a, int64_t b) {
+      if (b16) bf16::rms_norm(in + a * dim, w.f32(), o + a * dim, b - a, dim, eps);
+      else cpu::rms_norm(in + a * dim, w.f32(), o + a * dim, b - a, dim, eps);
+    });
   };
   const auto rope = [&](float* p, int64_t heads) {
-    if (b16) bf16::rope(p, R, heads, D, positions.data(), inv_freq_.data());
-    else cpu::rope(p, R, heads, D, positions.data(), inv_freq_.data());
+    split(R, rows_grain(heads * D), [&](int64_t a, int64_t b) {
+      if (b16) bf16::rope(p + a * heads * D, b - a, heads, D, positions.data() + a, inv_freq_.data());
+      else cpu::rope(p + a * heads * D, b - a, heads, D, positions.data() + a, inv_freq_.data());
+    });
+  };
+  const auto silu_mul = [&](float* gate, const float* up, int64_t n) {
+    split(n, kSplitElements, [&](int64_t a, int64_t b) {
+      if (b16) bf16::silu_mul(gate + a, up + a, gate + a, b - a);
+      else cpu::silu_mul(gate + a, up + a, gate + a, b - a);
+    });
   };
   const auto lin = [&](const float* in, const cpu::LinearWeight& w, float* o, int64_t out_width) {
     cpu::linear(in, R, w, nullptr, o, pool);
@@ -174,8 +196,7 @@ Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, f
 
     norm(h, L.post_norm, act.a.data(), R, H);
     lin2(act.a.data(), {{&L.gate_proj, act.gate.data()}, {&L.up_proj, act.up.data()}});
-    if (b16) bf16::silu_mul(act.gate.data(), act.up.data(), act.gate.data(), R * d.intermediate);
-    else cpu::silu_mul(act.gate.data(), act.up.data(), act.gate.data(), R * d.intermediate);
+    silu_mul(act.gate.data(), act.up.data(), R * d.intermediate);
     lin(act.gate.data(), L.down_proj, act.a.data(), H);
     residual(act.a.data());
     if (tap) (*tap)(li, h, R);
