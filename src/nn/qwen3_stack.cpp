@@ -133,7 +133,9 @@ Status Qwen3Stack::forward(std::span<const SequenceRows> seqs, const float* x, f
     if (pool) pool->parallel_for(n, fn, grain);
     else fn(0, n);
   };
-  const auto rows_grain = [](int64_t width) { return std::max<int64_t>(1, kSplitElements / std::max<int64_t>(width, 1)); };
+  const auto rows_grain = [](int64_t width) {
+    return std::max<int64_t>(1, kSplitElements / std::max<int64_t>(width, 1));
+  };
   const auto norm = [&](const float* in, const Tensor& w, float* o, int64_t rows, int64_t dim) {
     split(rows, rows_grain(dim), [&](int64_t a, int64_t b) {
       if (b16) bf16::rms_norm(in + a * dim, w.f32(), o + a * dim, b - a, dim, eps);
