@@ -70,35 +70,19 @@ void qdot_int4(int mr, int64_t groups, const QuantizedRows& a, const uint8_t* co
 }
 
 // portable_quantize_q8's values: the same division and round-to-nearest-even per element, the same
-// ascending sum per group (scalar, four groups' chains interleaved), a maximum that like
-// std::max(amax, |x|) keeps amax when |x| is NaN, and a NaN quotient clamped to 127 (vminps and
-// vmaxps return their second operand when one is NaN, as std::min(127, v) and std::max do).
+// ascending sum per group, a maximum that like std::max(amax, |x|) keeps amax when |x| is NaN, and
+// a NaN quotient clamped to 127 (vminps and vmaxps return their second operand when one is NaN, as
+// std::min(127, v) and std::max do).
 void quantize_q8(const float* x, int64_t lda, int64_t M, int64_t groups, int8_t* q, float* scale, float* sum) {
   constexpr int64_t G = kQuantGroup;
   const int64_t width = groups * G;
   const __m512 sign = _mm512_set1_ps(-0.0f), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
   for (int64_t m = 0; m < M; ++m) {
     const float* xm = x + m * lda;
-    int64_t g = 0;
-    for (; g + 4 <= groups; g += 4) {
-      float t0 = 0.0f, t1 = 0.0f, t2 = 0.0f, t3 = 0.0f;
-      for (int64_t j = 0; j < G; ++j) {
-        t0 += xm[g * G + j];
-        t1 += xm[(g + 1) * G + j];
-        t2 += xm[(g + 2) * G + j];
-        t3 += xm[(g + 3) * G + j];
-      }
-      sum[m * groups + g] = t0;
-      sum[m * groups + g + 1] = t1;
-      sum[m * groups + g + 2] = t2;
-      sum[m * groups + g + 3] = t3;
-    }
-    for (; g < groups; ++g) {
-      float t = 0.0f;
-      for (int64_t j = 0; j < G; ++j) t += xm[g * G + j];
-      sum[m * groups + g] = t;
-    }
-    for (g = 0; g < groups; ++g) {
+    for (int64_t g = 0; g < groups; ++g) {
+      float total = 0.0f;  // scalar and ascending, for the portable sum's bits
+      for (int64_t j = 0; j < G; ++j) total += xm[g * G + j];
+      sum[m * groups + g] = total;
       const __m512 a = _mm512_loadu_ps(xm + g * G), b = _mm512_loadu_ps(xm + g * G + 16);
       const __m512 amax = _mm512_max_ps(_mm512_andnot_ps(sign, b), _mm512_max_ps(_mm512_andnot_ps(sign, a),
                                                                                   _mm512_setzero_ps()));
